@@ -1,0 +1,124 @@
+"""NVML behind a small API that answers "not available" instead of raising.
+
+The TUI and the launcher learn what GPUs exist from here (no torch, no CUDA context). Every
+NVML call goes through `query`, which turns an NVML error or a missing function into a default.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"initialised": False, "error": None, "pynvml": None}
+
+NOT_AVAILABLE = None
+
+
+def _load() -> Any | None:
+    """The pynvml module, initialised once; None with `init_error()` saying why."""
+    with _lock:
+        if _state["initialised"]:
+            return _state["pynvml"]
+        _state["initialised"] = True
+        if os.environ.get("MGTUTOR_NO_NVML"):
+            _state["error"] = "NVML disabled by MGTUTOR_NO_NVML"
+            return None
+        try:
+            import pynvml
+        except ImportError:
+            _state["error"] = "the nvidia-ml-py package is not installed"
+            return None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError_LibraryNotFound:
+            _state["error"] = "no NVIDIA driver: libnvidia-ml.so was not found"
+            return None
+        except pynvml.NVMLError as exc:
+            _state["error"] = f"NVML could not start: {exc}"
+            return None
+        _state["pynvml"] = pynvml
+        return pynvml
+
+
+def init_error() -> str | None:
+    _load()
+    return _state["error"]
+
+
+def query(fn: Callable[..., Any] | str, *args: Any, default: Any = NOT_AVAILABLE) -> Any:
+    """Call an NVML function by object or name; any NVML error gives `default`."""
+    nvml = _load()
+    if nvml is None:
+        return default
+    func = getattr(nvml, fn, None) if isinstance(fn, str) else fn
+    if func is None:
+        return default
+    try:
+        value = func(*args)
+    except (nvml.NVMLError, OSError, AttributeError, TypeError):
+        return default
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    name: str
+    memory_total_mib: int | None
+    uuid: str | None
+
+
+@dataclass
+class Inventory:
+    gpus: list[GpuInfo] = field(default_factory=list)
+    driver: str | None = None
+    error: str | None = None  # why no GPU is seen, when none is
+
+    @property
+    def summary(self) -> str:
+        if not self.gpus:
+            return f"no NVIDIA GPU ({self.error or 'none found'}): CPU ranks on gloo"
+        names = sorted({g.name for g in self.gpus})
+        return f"{len(self.gpus)}× {', '.join(names)} (driver {self.driver or '?'}): ranks on NCCL"
+
+
+def _visible(indices: list[int], uuids: dict[int, str | None]) -> list[int]:
+    """Apply CUDA_VISIBLE_DEVICES (indices or UUID prefixes) the way CUDA would."""
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return indices
+    chosen: list[int] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            break
+        if item.lstrip("-").isdigit():
+            idx = int(item)
+            if idx < 0 or idx not in indices:
+                break  # CUDA stops at the first invalid entry
+            chosen.append(idx)
+        else:
+            match = [i for i, u in uuids.items() if u and u.startswith(item)]
+            if len(match) != 1:
+                break
+            chosen.append(match[0])
+    return chosen
+
+
+def inventory() -> Inventory:
+    """The GPUs this process could use (CUDA_VISIBLE_DEVICES honoured), or why there are none."""
+    nvml = _load()
+    if nvml is None:
+        return Inventory(error=init_error())
+    count = query("nvmlDeviceGetCount", default=0)
+    handles = {i: query("nvmlDeviceGetHandleByIndex", i) for i in range(count)}
+    uuids = {i: query("nvmlDeviceGetUUID", h) for i, h in handles.items() if h is not None}
+    gpus = []
+    for position, index in enumerate(_visible(sorted(uuids), uuids)):
+        handle = handles[index]
+        memory = query("nvmlDeviceGetMemoryInfo", handle)
+        gpus.append(GpuInfo(index=position, name=query("nvmlDeviceGetName", handle, default="NVIDIA GPU"),
+                            memory_total_mib=memory.total // (1 << 20) if memory else None, uuid=uuids[index]))
+    error = None if gpus else ("CUDA_VISIBLE_DEVICES hides every GPU" if count else "NVML sees no GPU")
+    return Inventory(gpus=gpus, driver=query("nvmlSystemGetDriverVersion"), error=error)

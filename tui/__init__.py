@@ -1,0 +1,1 @@
+"""The Textual app and the command line: the only package that imports textual or rich."""

@@ -1,0 +1,3 @@
+from mgtutor.tui.cli import main
+
+raise SystemExit(main())

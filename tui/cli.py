@@ -1,0 +1,56 @@
+"""`mgtutor` command line: no arguments starts the TUI; subcommands reach every capability headless."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from mgtutor.tui.commands import COMMAND_MODULES
+
+EPILOG = """examples:
+  mgtutor                                  start the tutor (TUI)
+  mgtutor run --nproc 2 -- train.py --lr 0.1   run any script on 2 ranks, logs prefixed [rank R]
+  mgtutor runs                             list past runs, newest first
+  mgtutor runs show 20261130-1200          show one run's record
+
+Without an NVIDIA GPU every command still works: ranks are CPU processes on the gloo backend.
+"""
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mgtutor",
+        description="From one GPU to many: lessons that run for real, distributed launch, live meters, "
+                    "NCCL diagnostics and failure diagnosis.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"mgtutor.tui.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from importlib.metadata import version
+        print(f"mgtutor {version('mgtutor')}")
+        return 0
+    if not args.command:
+        from mgtutor.tui.app import run_app
+        return run_app()
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"mgtutor {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,16 @@
+"""`mgtutor bench KIND`: benchmarks. One module per kind: tui/commands/bench_<kind>.py with `register(sub)`."""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCH_MODULES: list[str] = []
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("bench", help="measure: all-reduce bandwidth, multi-GPU scaling",
+                            description="Benchmarks that run for real on this machine.")
+    kinds = parser.add_subparsers(dest="bench_kind", metavar="KIND")
+    for name in BENCH_MODULES:
+        importlib.import_module(f"mgtutor.tui.commands.bench_{name}").register(kinds)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

@@ -1,0 +1,1 @@
+"""One screen per file: a mode of the app, or a modal."""

@@ -1,0 +1,58 @@
+"""Home: what this machine has, and the way forward."""
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from mgtutor.diagnostics.nvml import Inventory, inventory
+
+WAY_FORWARD = """\
+[b]The way forward[/b]
+  [b]l[/b]  Lessons       learn by running: one GPU → DataParallel → DDP → scaling, each step checked
+  [b]d[/b]  Diagnostics   is this machine ready? versions, topology, all-reduce bandwidth
+  [b]m[/b]  Monitor       launch a training run and watch every rank and every GPU live
+  [b]t[/b]  Troubleshoot  a hang, an OOM, an NCCL error: from symptom to cause and fix
+  [b]r[/b]  Runs          past and running runs; reattach, diagnose
+  [b]?[/b]  Help          every key
+"""
+
+
+def describe_machine(inv: Inventory) -> str:
+    if not inv.gpus:
+        return (f"[b]No NVIDIA GPU[/b] — {inv.error}.\n"
+                "[b]CPU mode:[/b] ranks run as CPU processes on the gloo backend. Every lesson and "
+                "command still works; GPU-only steps say so.")
+    lines = [f"[b]{len(inv.gpus)} NVIDIA GPU(s)[/b], driver {inv.driver or '?'} — ranks run on NCCL"]
+    for gpu in inv.gpus:
+        memory = f"{gpu.memory_total_mib / 1024:.0f} GiB" if gpu.memory_total_mib else "memory ?"
+        lines.append(f"  GPU {gpu.index}  {gpu.name}  {memory}")
+    return "\n".join(lines)
+
+
+class HomeScreen(Screen):
+    TITLE = "Home"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll(classes="mode-body"):
+            yield Static("[b]mgtutor[/b] — from one GPU to many, by running it for real.", id="tagline")
+            yield Static("This machine", classes="section-title")
+            yield Static("looking for GPUs…", id="machine", classes="machine-summary")
+            yield Static(WAY_FORWARD, id="way-forward")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load_machine()
+
+    @work(thread=True, exclusive=True)
+    def load_machine(self) -> None:
+        inv = inventory()
+        self.app.call_from_thread(self._show_machine, inv)
+
+    def _show_machine(self, inv: Inventory) -> None:
+        machine = self.query_one("#machine", Static)
+        machine.update(describe_machine(inv))
+        machine.set_class(not inv.gpus, "cpu-mode")
