@@ -1,0 +1,137 @@
+"""Real 2-rank gloo jobs through the launcher: the run record, failures, stop, and lossless logs."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import psutil
+import pytest
+
+from mgtutor.training.launcher import LaunchError, LaunchSpec, launch, plan
+from mgtutor.training.procs import run_processes
+
+ALLREDUCE = """
+import os, torch, torch.distributed as dist
+dist.init_process_group(os.environ.get("MGTUTOR_BACKEND", "gloo"))
+rank = dist.get_rank()
+t = torch.tensor([rank + 1.0])
+dist.all_reduce(t)
+print(f"rank {rank} of {dist.get_world_size()} sum {t.item():.0f}")
+dist.destroy_process_group()
+"""
+
+RANK1_EXITS_3 = """
+import os, sys, time
+if os.environ["RANK"] == "1":
+    time.sleep(0.5)
+    sys.exit(3)
+time.sleep(120)
+"""
+
+HANGS = """
+import time
+print("started", flush=True)
+time.sleep(600)
+"""
+
+NOISY = """
+import os, sys
+rank = os.environ["RANK"]
+sys.stdout.write("x" * (100 * 1024) + "\\n")
+for i in range(5):
+    sys.stdout.write(f"progress {i}/5\\r")
+sys.stdout.write("\\ndone\\n")
+sys.stderr.write(f"warning from {rank}\\n")
+sys.stdout.write("no newline at the end")
+"""
+
+
+def collect(run):
+    lines = {}
+    for rank, stream, line in run.lines():
+        lines.setdefault((rank, stream), []).append(line)
+    return lines
+
+
+def test_two_ranks_allreduce_and_print(write_script):
+    run = launch(LaunchSpec(target=[str(write_script("ar.py", ALLREDUCE))], nproc=2, backend="gloo", label="ar"))
+    lines = collect(run)
+    result = run.wait()
+    assert lines[(0, "stdout")] == ["rank 0 of 2 sum 3"]
+    assert lines[(1, "stdout")] == ["rank 1 of 2 sum 3"]
+    assert result["status"] == "finished"
+    assert result["backend"] == "gloo"
+    assert result["first_failure"] is None
+    assert [(r["rank"], r["exit_code"], r["signal"]) for r in result["ranks"]] == [(0, 0, None), (1, 0, None)]
+    meta = run.record.meta()
+    assert meta["world_size"] == 2 and meta["backend"] == "gloo" and meta["ended"]
+    assert "127.0.0.1:" in " ".join(meta["torchrun_argv"])
+    assert oct(run.record.path.stat().st_mode & 0o777) == "0o700"
+    on_disk = json.loads((run.record.path / "result.json").read_text())
+    assert on_disk["first_failure"] is None
+
+
+def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
+    run = launch(LaunchSpec(target=[str(write_script("fail.py", RANK1_EXITS_3))], nproc=2, backend="gloo"))
+    result = run.wait(timeout=120)
+    assert result["status"] == "failed"
+    assert result["first_failure"] == {"rank": 1, "exit_code": 3, "signal": None}
+    rank0 = result["ranks"][0]
+    assert rank0["signal"] in ("SIGTERM", "SIGKILL") and rank0["outcome"] == "stopped after the first failure"
+    assert not run_processes(run.record.run_id)
+
+
+def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
+    run = launch(LaunchSpec(target=[str(write_script("hang.py", HANGS))], nproc=2, backend="gloo"))
+    deadline = time.monotonic() + 60
+    while sum(1 for r in run.record.ranks() if r.get("pid")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    rank_pids = [r["pid"] for r in run.record.ranks()]
+    assert len(rank_pids) == 2 and all(psutil.pid_exists(p) for p in rank_pids)
+    result = run.stop(grace=5)
+    assert result["status"] == "stopped"
+    assert result["stop"]["clean"] is True and result["stop"]["survivors"] == []
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in rank_pids)
+    assert not run_processes(run.record.run_id)
+    assert json.loads((run.record.path / "result.json").read_text())["status"] == "stopped"
+
+
+def test_long_lines_and_carriage_returns_are_not_lost(write_script):
+    run = launch(LaunchSpec(target=[str(write_script("noisy.py", NOISY))], nproc=2, backend="gloo"))
+    lines = collect(run)
+    run.wait()
+    for rank in (0, 1):
+        out = lines[(rank, "stdout")]
+        assert out[0] == "x" * (100 * 1024)
+        assert out[1:6] == [f"progress {i}/5" for i in range(5)]
+        assert out[6:] == ["done", "no newline at the end"]
+        assert lines[(rank, "stderr")] == [f"warning from {rank}"]
+        on_disk = run.record.rank_log(rank, "stdout").read_bytes()
+        assert on_disk.startswith(b"x" * (100 * 1024) + b"\n") and on_disk.endswith(b"no newline at the end")
+
+
+def test_bad_input_is_refused_with_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    with pytest.raises(LaunchError, match="at least 1"):
+        plan(LaunchSpec(target=["x.py"], nproc=0))
+    with pytest.raises(LaunchError, match="unknown backend"):
+        plan(LaunchSpec(target=["x.py"], backend="mpi"))
+    with pytest.raises(LaunchError, match="--backend gloo"):
+        plan(LaunchSpec(target=["x.py"], backend="nccl"))
+    with pytest.raises(LaunchError, match="no such script"):
+        launch(LaunchSpec(target=[str(tmp_path / "missing.py")], backend="gloo"))
+    assert plan(LaunchSpec(target=["x.py"])).backend == "gloo" and plan(LaunchSpec(target=["x.py"])).nproc == 2
+    assert os.listdir(tmp_path / "xdg_state_home") == []  # nothing created for refused input
+
+
+def test_more_ranks_than_gpus_says_how_many_and_offers_gloo(monkeypatch):
+    from mgtutor.diagnostics.nvml import GpuInfo, Inventory
+    from mgtutor.training import launcher
+
+    two_gpus = Inventory(gpus=[GpuInfo(i, "NVIDIA H200", 143771, f"GPU-{i}") for i in range(2)], driver="580")
+    monkeypatch.setattr(launcher, "inventory", lambda: two_gpus)  # the NVML boundary
+    assert plan(LaunchSpec(target=["x.py"])).backend == "nccl" and plan(LaunchSpec(target=["x.py"])).nproc == 2
+    with pytest.raises(LaunchError, match=r"more ranks than the 2 GPU\(s\).*--nproc 2.*--backend gloo"):
+        plan(LaunchSpec(target=["x.py"], nproc=4))
+    assert plan(LaunchSpec(target=["x.py"], nproc=4, backend="gloo")).nproc == 4
