@@ -1,9 +1,283 @@
-"""Monitor mode."""
+"""Monitor mode: launch a run, then watch its state, every rank's log, the meters and the charts.
+
+One thread worker follows the run directory (logs, events, rank records, result) and samples the
+GPUs/host at ≤ 1 Hz; it posts one batched `RunUpdate` per tick and waits when the UI falls behind.
+The run itself belongs to the App: leaving this mode or closing the UI never stops it.
+"""
 from __future__ import annotations
 
-from mgtutor.tui.screens.placeholder import PlaceholderScreen
+import copy
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Header
+from textual.worker import get_current_worker
+
+from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot, Sampler
+from mgtutor.training.launcher import LaunchError, Run, launch
+from mgtutor.training.records import RunRecord
+from mgtutor.training.runstate import RunState, RunStateFolder
+from mgtutor.training.tail import RunTail
+from mgtutor.tui.screens.confirm import ConfirmScreen
+from mgtutor.tui.widgets.gpu_meters import GpuMeters
+from mgtutor.tui.widgets.launch_form import LaunchForm
+from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
+from mgtutor.tui.widgets.run_state import FailureBanner, RunStateLine
+from mgtutor.tui.widgets.training_charts import TrainingCharts
+
+TICK = 0.1  # seconds between polls of the run directory
+STATE_EVERY = 0.25  # seconds between state snapshots sent to the UI
+RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
+            "copy_path", "new_run", "open_lesson"}
 
 
-class MonitorScreen(PlaceholderScreen):
+class RunUpdate(Message):
+    """One tick of a watched run: new log lines, and (at most 4 Hz) its state and meters."""
+
+    def __init__(self, run_id: str, lines: list[tuple[int | None, str, str]], state: RunState | None,
+                 sample: tuple[GpuSample, HostSnapshot] | None, finding: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
+
+
+def diagnose(record: RunRecord) -> dict[str, Any] | None:
+    """The failure classifier's top finding as a dict, when the classifier is installed."""
+    try:
+        from mgtutor.diagnostics import failures
+    except ImportError:
+        return None
+    for name in ("diagnose_run", "diagnose", "classify_run", "classify"):
+        fn = getattr(failures, name, None)
+        if fn is None:
+            continue
+        try:
+            found = fn(record)
+        except Exception:  # the banner's facts stand without a diagnosis
+            return None
+        top = found[0] if isinstance(found, list) and found else found
+        if top is None or isinstance(top, list):
+            return None
+        return top if isinstance(top, dict) else {k: getattr(top, k, None) for k in ("kind", "title", "fix", "lesson", "summary")}
+    return None
+
+
+class MonitorScreen(Screen):
     TITLE = "Monitor"
-    ABOUT = "Launch a run and watch every rank's log and every GPU's meters."
+    BINDINGS = [
+        Binding("s", "stop", "Stop"),
+        Binding("p", "follow", "Pause"),
+        Binding("slash", "search", "Search", key_display="/"),
+        Binding("n", "next_match", "Next"),
+        Binding("e", "first_error", "1st error"),
+        Binding("left_square_bracket", "prev_tab", "Tab", key_display="["),
+        Binding("right_square_bracket", "next_tab", "Tab", key_display="]"),
+        Binding("f", "full_log", "Full log"),
+        Binding("c", "copy_path", "Path"),
+        Binding("o", "open_lesson", "Lesson"),
+        Binding("N", "new_run", "New run", key_display="N"),
+    ]
+    clock: Callable[[], float] = staticmethod(time.time)
+    make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.record: RunRecord | None = None
+        self.run: Run | None = None
+        self.state: RunState | None = None
+        self.finding: dict[str, Any] | None = None
+        self.lines_seen = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with ContentSwitcher(initial="launch-form", id="monitor-switch"):
+            yield LaunchForm(id="launch-form")
+            with Vertical(id="run-view"):
+                yield RunStateLine(id="run-state")
+                yield FailureBanner(id="failure-banner")
+                yield GpuMeters(id="gpu-meters")
+                yield TrainingCharts(id="training-charts")
+                yield RankLogs(id="rank-logs")
+        yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in RUN_KEYS and self.record is None:
+            return False
+        if action == "stop":
+            return self.state is not None and not self.state.done
+        if action == "open_lesson":
+            return bool(self.query_one(FailureBanner).lesson)
+        return True
+
+    # launching and attaching
+    def on_launch_form_submitted(self, event: LaunchForm.Submitted) -> None:
+        self.query_one(LaunchForm).show_message("starting…")
+        self.start_run(event.spec)
+
+    @work(thread=True, exclusive=True, group="monitor-launch")
+    def start_run(self, spec: Any) -> None:
+        try:
+            run = launch(spec)
+        except LaunchError as exc:
+            self.app.call_from_thread(self.query_one(LaunchForm).show_message, str(exc))
+            return
+        self.app.call_from_thread(self._launched, run)
+
+    def _launched(self, run: Run) -> None:
+        track = getattr(self.app, "track_run", None)
+        if track is not None:
+            track(run)
+        self.attach(run.record, run)
+
+    def attach(self, record: RunRecord, run: Run | None = None, alive: Callable[[], bool] | None = None) -> None:
+        """Show `record` (a run started here, or one found in the run directories)."""
+        self.record, self.run = record, run or Run(record)
+        self.state, self.finding, self.lines_seen = None, None, 0
+        self.query_one(RankLogs).reset()
+        self.query_one(ContentSwitcher).current = "run-view"
+        self.sub_title = record.run_id
+        self.watch_run(record, alive or (run.running if run else None))
+        self.query_one("#rank-log").focus()
+        self.refresh_bindings()
+
+    @work(thread=True, exclusive=True, group="monitor-watch")
+    def watch_run(self, record: RunRecord, alive: Callable[[], bool] | None) -> None:
+        worker = get_current_worker()
+        tail, folder, sampler = RunTail(record), RunStateFolder(record, alive=alive), self.make_sampler()
+        last_state = last_sample = 0.0
+        sample = None
+        while not worker.is_cancelled:
+            lines = [(rank, stream, neutralise(text)) for rank, stream, text in tail.poll()]
+            now = time.monotonic()
+            state = None
+            if now - last_state >= STATE_EVERY:
+                last_state = now
+                state = folder.refresh(self.clock())
+                if now - last_sample >= 1.0:
+                    last_sample = now
+                    sample = sampler.sample(pids=list(state.pids()))
+            if state is not None and state.done:
+                lines += [(r, s, neutralise(t)) for r, s, t in tail.drain()]
+                finding = diagnose(record) if state.phase in ("failed", "lost") else None
+                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state), sample, finding))
+                return
+            if lines or state is not None:
+                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state) if state else None,
+                                            sample if state else None))
+            while self.message_queue_size > 8 and not worker.is_cancelled:
+                time.sleep(0.02)  # back-pressure: the UI is behind, let it catch up
+            if not lines:
+                time.sleep(TICK)
+
+    def on_run_update(self, message: RunUpdate) -> None:
+        if self.record is None or message.run_id != self.record.run_id:
+            return  # a late message of a run no longer shown
+        self.lines_seen += len(message.lines)
+        self.query_one(RankLogs).add_lines(message.lines)
+        if message.state is None:
+            return
+        was_done = self.state is not None and self.state.done
+        self.state = message.state
+        if message.state.world_size:
+            self.query_one(RankLogs).ensure_tabs(range(message.state.world_size))
+        self.query_one(RunStateLine).show(message.state, self.clock())
+        if message.sample is not None:
+            gpus, host = message.sample
+            self.query_one(GpuMeters).show(gpus, host, message.state.pids(), message.state.backend)
+        self.query_one(TrainingCharts).show(message.state)
+        if message.state.done:
+            self.finding = message.finding
+            self.query_one(FailureBanner).show(message.state, message.finding)
+            if not was_done:
+                self.refresh_bindings()
+
+    # keys
+    def action_stop(self) -> None:
+        run = self.run
+        if run is None or self.state is None or self.state.done:
+            return
+
+        def decided(yes: bool | None) -> None:
+            if yes:
+                self.notify("stopping every rank…")
+                self.app.run_worker(run.stop, thread=True, group="stop-runs")  # the App's: survives this screen
+
+        self.app.push_screen(ConfirmScreen(f"Stop run {run.record.run_id}?\nEvery rank gets SIGTERM, then SIGKILL "
+                                           "after 10 s.", yes="Stop (y)", no="Keep running (n)"), decided)
+
+    def action_follow(self) -> None:
+        following = self.query_one(RankLogs).toggle_follow()
+        self.notify("following the log" if following else "paused: the log stays where it is (p to follow)")
+
+    def action_search(self) -> None:
+        self.query_one(RankLogs).open_search()
+
+    def action_next_match(self) -> None:
+        self.notify(self.query_one(RankLogs).find_next())
+
+    def action_first_error(self) -> None:
+        self.notify(self.query_one(RankLogs).first_error())
+
+    def action_prev_tab(self) -> None:
+        self.query_one("#log-tabs").action_previous_tab()  # type: ignore[attr-defined]
+
+    def action_next_tab(self) -> None:
+        self.query_one("#log-tabs").action_next_tab()  # type: ignore[attr-defined]
+
+    def log_files(self) -> list[str]:
+        """The files behind the visible tab: the full log on disk."""
+        if self.record is None:
+            return []
+        active = self.query_one(RankLogs).active
+        if active == MERGED:
+            return [str(p) for _, _, p in self.record.rank_logs()]
+        if active == TORCHRUN:
+            return [str(self.record.torchrun_log)]
+        rank = int(active.removeprefix("rank"))
+        return [str(self.record.rank_log(rank, s)) for s in ("stdout", "stderr")]
+
+    def action_full_log(self) -> None:
+        files = [f for f in self.log_files() if os.path.exists(f)]
+        if not files:
+            return
+        pager = os.environ.get("PAGER") or "less"
+        try:
+            with self.app.suspend():
+                subprocess.call([pager, *files])
+        except Exception:  # no terminal to hand over (headless, or the pager is missing)
+            self.notify("full log: " + "  ".join(files), timeout=10)
+
+    def action_copy_path(self) -> None:
+        if self.record is not None:
+            self.app.copy_to_clipboard(str(self.record.path))
+            self.notify(f"run folder (copied): {self.record.path}", timeout=10)
+
+    def action_open_lesson(self) -> None:
+        lesson = self.query_one(FailureBanner).lesson
+        if not lesson:
+            return
+        self.app.switch_mode("lessons")
+        opener = getattr(self.app, "open_lesson", None)
+        if opener is not None:
+            opener(lesson)
+        else:
+            self.app.notify(f"open lesson {lesson}")
+
+    def action_new_run(self) -> None:
+        if self.state is not None and not self.state.done:
+            self.notify("this run goes on; it stays in Runs (r) to reattach")
+        self.workers.cancel_group(self, "monitor-watch")
+        self.record, self.run, self.state = None, None, None
+        self.sub_title = ""
+        self.query_one(FailureBanner).show(RunState(run_id=""))
+        self.query_one(ContentSwitcher).current = "launch-form"
+        self.query_one(LaunchForm).show_message("")
+        self.refresh_bindings()

@@ -1,0 +1,208 @@
+"""The launch form: the built-in trainer or a script of your own, on N ranks; shows the command.
+
+`build_launch(values)` is the form's logic without widgets: it checks the values and returns the
+LaunchSpec plus the equivalent `mgtutor run` command line, or raises FormError with one line.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Input, Label, Select, Static
+
+from mgtutor.training.launcher import BACKENDS, LaunchSpec
+from mgtutor.training.options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS
+
+TRAINER_MODULE = "mgtutor.training.train"
+
+
+class FormError(ValueError):
+    """A value the form cannot launch with; the message says what to type instead."""
+
+
+@dataclass
+class FormValues:
+    kind: str = "builtin"  # builtin | script
+    model: str = "tinycnn"
+    data: str = "synthetic"
+    data_dir: str = ""
+    batch_size: str = "32"
+    steps: str = "40"
+    log_every: str = "2"
+    amp: str = "auto"
+    compile: str = "off"
+    script: str = ""
+    script_args: str = ""
+    nproc: str = "2"
+    backend: str = "auto"
+    inject: str = "none"
+    inject_rank: str = "1"
+    extra: list[str] = field(default_factory=list)
+
+
+def _positive(name: str, raw: str, allow_blank: bool = False) -> int | None:
+    raw = raw.strip()
+    if not raw and allow_blank:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FormError(f"{name} must be a whole number (got {raw!r})") from None
+    if value < 1:
+        raise FormError(f"{name} must be at least 1 (got {value})")
+    return value
+
+
+def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
+    """The LaunchSpec and the equivalent command line, or FormError."""
+    nproc = _positive("ranks", values.nproc, allow_blank=True)
+    if values.backend not in BACKENDS:
+        raise FormError(f"backend must be one of {', '.join(BACKENDS)}")
+    if values.kind == "script":
+        if not values.script.strip():
+            raise FormError("give the path of your training script (or choose the built-in trainer)")
+        try:
+            args = shlex.split(values.script_args)
+        except ValueError as exc:
+            raise FormError(f"script arguments: {exc}") from None
+        target = [values.script.strip(), *args]
+        label = values.script.strip().rsplit("/", 1)[-1]
+    else:
+        if values.model not in MODELS:
+            raise FormError(f"model must be one of {', '.join(MODELS)}")
+        if values.data != "synthetic" and not values.data_dir.strip():
+            raise FormError(f"data {values.data} needs a data folder (a local copy; nothing is downloaded) "
+                            "— or choose synthetic")
+        target = ["-m", TRAINER_MODULE, "--model", values.model, "--data", values.data,
+                  "--batch-size", str(_positive("batch size", values.batch_size)),
+                  "--steps", str(_positive("steps", values.steps)),
+                  "--log-every", str(_positive("log every", values.log_every)),
+                  "--amp", values.amp, "--compile", values.compile]
+        if values.data != "synthetic":
+            target += ["--data-dir", values.data_dir.strip()]
+        if values.inject != "none":
+            rank = values.inject_rank.strip()
+            if not rank.isdigit():
+                raise FormError(f"inject rank must be a rank number, 0 or more (got {rank!r})")
+            if nproc is not None and int(rank) >= nproc:
+                raise FormError(f"inject rank {rank} does not exist with {nproc} ranks (use 0…{nproc - 1})")
+            target += ["--inject", values.inject, "--inject-rank", rank]
+        label = f"train-{values.model}"
+    target += values.extra
+    command = ["mgtutor", "run"]
+    if nproc is not None:
+        command += ["--nproc", str(nproc)]
+    if values.backend != "auto":
+        command += ["--backend", values.backend]
+    command_line = shlex.join([*command, "--", *target])
+    return LaunchSpec(target=target, nproc=nproc, backend=values.backend, label=label), command_line
+
+
+def _select(options: tuple[str, ...] | list[tuple[str, str]], value: str, widget_id: str) -> Select[str]:
+    pairs = [(o, o) if isinstance(o, str) else o for o in options]
+    return Select(pairs, value=value, allow_blank=False, compact=True, id=widget_id)
+
+
+class LaunchForm(VerticalScroll):
+    """Every field on one line (compact widgets), so the form fits 80×24 with the command shown."""
+
+    class Submitted(Message):
+        def __init__(self, spec: LaunchSpec, command: str) -> None:
+            super().__init__()
+            self.spec = spec
+            self.command = command
+
+    DEFAULT_CSS = """
+    LaunchForm { height: 1fr; padding: 0 1; }
+    LaunchForm .form-row { height: 1; margin-bottom: 0; }
+    LaunchForm .form-row Label { width: 14; }
+    LaunchForm .form-row Input, LaunchForm .form-row Select { width: 1fr; max-width: 48; }
+    LaunchForm #form-command { margin-top: 1; color: $text-muted; height: auto; }
+    LaunchForm #form-message { color: $error; height: auto; }
+    LaunchForm #form-launch { margin-top: 1; }
+    LaunchForm.-script .builtin-only, LaunchForm.-builtin .script-only { display: none; }
+    """
+
+    def __init__(self, values: FormValues | None = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.initial = values or FormValues()
+
+    def _row(self, label: str, widget: Select[str] | Input, group: str = "") -> Horizontal:
+        return Horizontal(Label(label), widget, classes=f"form-row {group}".strip())
+
+    def compose(self) -> ComposeResult:
+        v = self.initial
+        yield Static("[b]Launch a run[/b]  (tab: next field · enter: launch)", id="form-title")
+        yield self._row("what", _select([("built-in trainer", "builtin"), ("my own script", "script")], v.kind, "f-kind"))
+        yield self._row("model", _select(MODELS, v.model, "f-model"), "builtin-only")
+        yield self._row("data", _select(DATASETS, v.data, "f-data"), "builtin-only")
+        yield self._row("data folder", Input(v.data_dir, placeholder="only for cifar10/imagefolder", compact=True, id="f-data-dir"), "builtin-only")
+        yield self._row("batch size", Input(v.batch_size, compact=True, id="f-batch-size"), "builtin-only")
+        yield self._row("steps", Input(v.steps, compact=True, id="f-steps"), "builtin-only")
+        yield self._row("log every", Input(v.log_every, compact=True, id="f-log-every"), "builtin-only")
+        yield self._row("AMP", _select(AMP_MODES, v.amp, "f-amp"), "builtin-only")
+        yield self._row("compile", _select(COMPILE_MODES, v.compile, "f-compile"), "builtin-only")
+        yield self._row("failure drill", _select(("none", *INJECT_MODES), v.inject, "f-inject"), "builtin-only")
+        yield self._row("… on rank", Input(v.inject_rank, compact=True, id="f-inject-rank"), "builtin-only")
+        yield self._row("script", Input(v.script, placeholder="path/to/train.py", compact=True, id="f-script"), "script-only")
+        yield self._row("arguments", Input(v.script_args, placeholder="--epochs 1", compact=True, id="f-script-args"), "script-only")
+        yield self._row("ranks", Input(v.nproc, placeholder="blank: one per GPU", compact=True, id="f-nproc"))
+        yield self._row("backend", _select(BACKENDS, v.backend, "f-backend"))
+        yield Static("", id="form-message")
+        yield Static("", id="form-command")
+        yield Button("Launch (enter)", id="form-launch", variant="success", compact=True)
+
+    def on_mount(self) -> None:
+        self.refresh_command()
+
+    def values(self) -> FormValues:
+        def get(widget_id: str) -> str:
+            widget = self.query_one(f"#{widget_id}")
+            value = widget.value  # type: ignore[attr-defined]
+            return "" if value is None or value is Select.BLANK else str(value)
+
+        return FormValues(kind=get("f-kind"), model=get("f-model"), data=get("f-data"), data_dir=get("f-data-dir"),
+                          batch_size=get("f-batch-size"), steps=get("f-steps"), log_every=get("f-log-every"),
+                          amp=get("f-amp"), compile=get("f-compile"), script=get("f-script"),
+                          script_args=get("f-script-args"), nproc=get("f-nproc"), backend=get("f-backend"),
+                          inject=get("f-inject"), inject_rank=get("f-inject-rank"), extra=list(self.initial.extra))
+
+    def refresh_command(self) -> tuple[LaunchSpec, str] | None:
+        values = self.values()
+        self.set_class(values.kind == "script", "-script")
+        self.set_class(values.kind != "script", "-builtin")
+        try:
+            spec, command = build_launch(values)
+        except FormError as exc:
+            self.show_message(str(exc))
+            self.query_one("#form-command", Static).update("")
+            return None
+        self.show_message("")
+        self.query_one("#form-command", Static).update(f"same as: {command}")
+        return spec, command
+
+    def show_message(self, message: str) -> None:
+        self.query_one("#form-message", Static).update(message)
+
+    def on_input_changed(self) -> None:
+        self.refresh_command()
+
+    def on_select_changed(self) -> None:
+        self.refresh_command()
+
+    def submit(self) -> None:
+        built = self.refresh_command()
+        if built is not None:
+            self.post_message(self.Submitted(*built))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "form-launch":
+            event.stop()
+            self.submit()

@@ -1,0 +1,103 @@
+"""The run's state line (phase, elapsed, ranks) and, when it fails, the banner that says why."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from mgtutor.training.runstate import RunState, describe_failure
+from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
+
+PHASES = ("starting", "rendezvous", "training")
+PHASE_STYLE = {"starting": "yellow", "rendezvous": "yellow", "training": "green", "running": "green",
+               "finished": "bold green", "failed": "bold red", "stopped": "bold yellow", "lost": "bold red"}
+
+
+def clock(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def state_text(state: RunState, now: float) -> Text:
+    """Line 1: the phase path and facts; line 2: per-rank rendezvous or outcome."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    path = [p for p in PHASES if p in state.phases_seen or p == state.phase]
+    if state.phase not in PHASES:
+        path.append(state.phase)
+    for index, phase in enumerate(path):
+        if index:
+            text.append(" → ", "dim")
+        text.append(phase, PHASE_STYLE.get(phase, "") if phase == state.phase else "dim")
+    steps = [r.last_step for r in state.ranks.values() if r.last_step is not None]
+    text.append(f"   {clock(state.elapsed(now))}", "bold")
+    text.append(f"  {state.world_size} rank{'s' if state.world_size != 1 else ''} {state.backend}")
+    if steps:
+        text.append(f"  step {max(steps)}")
+    text.append(f"  {state.run_id}", "dim")
+    text.append("\n")
+    for rank, rank_state in sorted(state.ranks.items()):
+        colour = RANK_COLOURS[rank % len(RANK_COLOURS)]
+        text.append(f"r{rank} ", f"bold {colour}")
+        if state.done:
+            outcome = ("ok" if rank_state.exit_code == 0 else
+                       f"signal {rank_state.signal}" if rank_state.signal else
+                       f"exit {rank_state.exit_code}" if rank_state.exit_code is not None else "no exit recorded")
+            text.append(outcome, "green" if outcome == "ok" else "red")
+        elif rank_state.started is None:
+            text.append("not started", "dim")
+        elif rank_state.joined is not None:
+            waited = rank_state.waited(now) or 0.0
+            text.append(f"joined ({waited:.1f}s)" if rank_state.last_step is None else "training", "green")
+        elif state.has_events:
+            text.append(f"waiting {rank_state.waited(now) or 0:.0f}s", "yellow")
+        else:
+            text.append("running", "green")
+        text.append("  ")
+    return text
+
+
+class RunStateLine(Static):
+    DEFAULT_CSS = "RunStateLine { height: 2; }"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.plain = ""
+
+    def show(self, state: RunState, now: float) -> None:
+        text = state_text(state, now)
+        self.plain = text.plain
+        self.update(text)
+
+
+class FailureBanner(Static):
+    """Hidden until the run fails; then the record's facts first, the diagnosis (if any) below."""
+
+    DEFAULT_CSS = """
+    FailureBanner { display: none; height: auto; max-height: 6; background: $error 30%; padding: 0 1; }
+    FailureBanner.-visible { display: block; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.plain = ""
+        self.lesson: str | None = None
+
+    def show(self, state: RunState, finding: dict | None = None) -> None:
+        headline = describe_failure(state)
+        self.set_class(headline is not None, "-visible")
+        if headline is None:
+            self.plain, self.lesson = "", None
+            self.update("")
+            return
+        text = Text()
+        text.append("✗ ", "bold red")
+        text.append(headline, "bold")
+        self.lesson = None
+        if finding:
+            text.append(f"\n{finding.get('title') or finding.get('kind', 'diagnosis')}: ", "bold")
+            text.append(str(finding.get("fix") or finding.get("summary") or ""))
+            self.lesson = finding.get("lesson")
+            if self.lesson:
+                text.append(f"  (o: open lesson {self.lesson})", "dim")
+        self.plain = text.plain
+        self.update(text)

@@ -1,0 +1,103 @@
+"""Throughput (per rank and total) and loss as sparkline rows, drawn with block characters.
+
+A row per series: `r0 ▂▃▅▆▇█▇ 1.2k/s`. The stragglers' rows say so. Written with Textual
+primitives (a Static re-rendered a few times a second) rather than a plotting dependency.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from mgtutor.training.runstate import RunState
+from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], width: int, low: float | None = None, high: float | None = None) -> str:
+    """The last `width` values as block characters, scaled between low and high (default min/max)."""
+    if width <= 0:
+        return ""
+    tail = [v for v in values if math.isfinite(v)][-width:]
+    if not tail:
+        return ""
+    low = min(tail) if low is None else low
+    high = max(tail) if high is None else high
+    span = high - low
+    out = []
+    for value in tail:
+        level = 8 if span <= 0 else round((min(max(value, low), high) - low) / span * 7) + 1
+        out.append(BLOCKS[level])
+    return "".join(out)
+
+
+def human(value: float | None, unit: str = "") -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f}{suffix}{unit}"
+    return f"{value:.1f}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
+
+
+class TrainingCharts(Static):
+    """Samples/s per rank and in total, and loss; from the run's step events."""
+
+    DEFAULT_CSS = "TrainingCharts { height: auto; }"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.state: RunState | None = None
+        self.points = 0  # how many throughput points the charts hold (tests read it)
+
+    def show(self, state: RunState) -> None:
+        self.state = state
+        self.points = sum(len(r.throughput) for r in state.ranks.values())
+        self.update(self.render_charts(max(20, self.size.width or 80)))
+
+    def on_resize(self) -> None:
+        if self.state is not None:
+            self.update(self.render_charts(self.size.width))
+
+    def render_charts(self, width: int) -> Text:
+        state = self.state
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if state is None:
+            return text
+        label_w, value_w = 7, 16
+        spark_w = max(8, width - label_w - value_w - 2)
+        if not any(r.throughput or r.loss for r in state.ranks.values()):
+            waiting = "no step events: a script of your own reports none (logs and meters still work)" \
+                if state.phase in ("running", "finished") and not state.has_events else "waiting for the first step…"
+            text.append(f"{'charts':<{label_w}}", "bold")
+            text.append(waiting, "dim")
+            return text
+        for rank, rank_state in sorted(state.ranks.items()):
+            values = [v for _, v in rank_state.throughput]
+            colour = RANK_COLOURS[rank % len(RANK_COLOURS)]
+            text.append(f"{'r' + str(rank):<{label_w}}", f"bold {colour}")
+            text.append(f"{sparkline(values, spark_w, low=0):<{spark_w}} ", colour)
+            value = human(values[-1] if values else None, "/s")
+            text.append(f"{value:>8}", "bold")
+            text.append(" slow!" if rank_state.straggler else "", "bold red")
+            text.append("\n")
+        totals = [v for _, v in state.total_throughput]
+        text.append(f"{'total':<{label_w}}", "bold")
+        text.append(f"{sparkline(totals, spark_w, low=0):<{spark_w}} ", "bold")
+        text.append(f"{human(totals[-1] if totals else None, '/s'):>8}\n", "bold")
+        loss_rank = min((r for r, s in state.ranks.items() if s.loss), default=None)
+        losses = [v for _, v in state.ranks[loss_rank].loss] if loss_rank is not None else []
+        text.append(f"{'loss':<{label_w}}", "bold")
+        text.append(f"{sparkline(losses, spark_w):<{spark_w}} ", "yellow")
+        step = state.ranks[loss_rank].last_step if loss_rank is not None else None
+        text.append(f"{human(losses[-1] if losses else None):>8}", "bold")
+        if step is not None:
+            text.append(f" @{step}", "dim")
+        stragglers = state.stragglers()
+        if stragglers:
+            text.append(f"\nstraggler: rank {', '.join(map(str, stragglers))} is >20% slower than the others — "
+                        "its GPU is shared, throttled, or its data loading is slower", "bold red")
+        return text
