@@ -1,0 +1,350 @@
+"""What the static checker knows about one script, built once from Python's `ast`.
+
+Rules (check_rules.py) only ask questions of a ScriptModel: what a call resolves to through the
+imports, whether a line only runs on rank 0, which loops are training loops. Everything here is
+conservative: when the structure is unknown the answer is "don't know", and rules stay silent.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from functools import cached_property
+from typing import Iterator
+
+RANK_ENV_VARS = {"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "SLURM_PROCID", "SLURM_LOCALID",
+                 "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK"}
+RANK_PARTS = {"rank", "rank0", "localrank", "globalrank", "worldrank"}
+LEADER_NAME = re.compile(r"^(is_|am_i_|i_am_|on_)?(local_|global_)?(master|main|primary|chief|leader|rank0)"
+                         r"(_?(process|proc|rank|node|worker|host|gpu))?$")
+RANK_FUNCS = {"get_rank", "get_local_rank", "get_node_local_rank", "get_global_rank"}
+RANK_ATTRS = {"process_index", "local_process_index", "global_rank", "local_rank", "node_rank"}
+EXIT_CALLS = {"exit", "sys.exit", "os._exit", "quit"}
+DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
+
+
+def identifier_parts(name: str) -> list[str]:
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    return [p for p in snake.split("_") if p]
+
+
+def is_rank_word(name: str) -> bool:
+    """`local_rank`, `ddp_rank`, `is_main_process`, `master_process` — not `nranks`, `master_addr`, `main`."""
+    lower = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    if any(part in RANK_PARTS for part in identifier_parts(name)):
+        return True
+    return lower != "main" and bool(LEADER_NAME.match(lower))
+
+
+def dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def last_name(node: ast.AST) -> str | None:
+    """The name a callable is spelled with: `f` in `f()`, `save` in `torch.save()`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def has_star_kwargs(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
+
+
+def constant(node: ast.AST | None, default=None):
+    return node.value if isinstance(node, ast.Constant) else default
+
+
+def walk_local(node: ast.AST) -> Iterator[ast.AST]:
+    """ast.walk that does not enter nested functions or classes (their code runs elsewhere)."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if not isinstance(child, DEF_NODES):
+            stack.extend(ast.iter_child_nodes(child))
+
+
+class ScriptModel:
+    """One parsed script plus the facts rules ask about; cheap queries, computed lazily."""
+
+    def __init__(self, tree: ast.Module, source: str, filename: str) -> None:
+        self.tree, self.source, self.filename = tree, source, filename
+        self.lines = source.splitlines()
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self.calls: list[ast.Call] = []
+        self.functions: dict[str, list[ast.AST]] = {}
+        self.classes: dict[str, list[ast.ClassDef]] = {}
+        self.aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                    else:
+                        head = a.name.split(".")[0]
+                        self.aliases[head] = head
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    if a.name != "*":
+                        self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        for node in tree.body:  # `DDP = torch.nn.parallel.DistributedDataParallel`
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                full = self.resolve(node.value)
+                if full and full != dotted(node.value):
+                    self.aliases.setdefault(node.targets[0].id, full)
+        self._rank_names = self._find_rank_names()
+        self._fn_guard: dict[ast.AST, bool | None] = {}
+
+    # -- names --------------------------------------------------------------------------------
+    def resolve(self, node: ast.AST) -> str | None:
+        """`dist.barrier` -> `torch.distributed.barrier` through the script's imports."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            return self.aliases[head] + ("." + rest if rest else "")
+        return name
+
+    def is_imported(self, node: ast.AST) -> bool:
+        name = dotted(node)
+        return name is not None and name.split(".")[0] in self.aliases
+
+    def calls_to(self, *targets: str, bare: bool = True) -> list[ast.Call]:
+        """Calls of these fully qualified names; with `bare`, an unimported bare name (a star import)
+        matches by its last part too."""
+        short = {t.rsplit(".", 1)[-1] for t in targets}
+        found = []
+        for call in self.calls:
+            full = self.resolve(call.func)
+            if full in targets or (bare and isinstance(call.func, ast.Name) and not self.is_imported(call.func)
+                                   and call.func.id in short):
+                found.append(call)
+        return found
+
+    def method_calls(self, name: str) -> list[ast.Call]:
+        return [c for c in self.calls if isinstance(c.func, ast.Attribute) and c.func.attr == name]
+
+    def mentions(self, *names: str) -> bool:
+        """Whether any resolved name in the script starts with one of these (module or function)."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                full = self.resolve(node)
+                if full and any(full == n or full.startswith(n + ".") for n in names):
+                    return True
+        return False
+
+    def strings(self) -> Iterator[ast.Constant]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield node
+
+    def line(self, lineno: int) -> str:
+        return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+
+    # -- rank guards --------------------------------------------------------------------------
+    def _find_rank_names(self) -> set[str]:
+        """Names assigned from a rank: `gpu_id = int(os.environ["LOCAL_RANK"])`, `self.master = rank == 0`."""
+        names: set[str] = set()
+        assigns = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value]
+        for _ in range(4):
+            before = len(names)
+            self._taint_parameters(names)
+            for node in assigns:
+                if self._is_rank_source(node.value, names):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        if isinstance(target, (ast.Name, ast.Attribute)):
+                            names.add(last_name(target))
+            if len(names) == before:
+                break
+        return names
+
+    def _taint_parameters(self, names: set[str]) -> None:
+        """`Trainer(model, rank)` makes `Trainer.__init__`'s matching parameter a rank; so does
+        the first parameter of an `mp.spawn` target."""
+        for call in self.calls:
+            name = last_name(call.func)
+            if name == "spawn" and call.args and isinstance(call.args[0], ast.Name):
+                for fn in self.functions.get(call.args[0].id, []):
+                    if fn.args.args:
+                        names.add(fn.args.args[0].arg)
+                continue
+            targets = self.functions.get(name, []) + [
+                f for cls in self.classes.get(name, []) for f in cls.body
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "__init__"]
+            for fn in targets:
+                params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                if params and params[0] in ("self", "cls") and (fn.name == "__init__" or isinstance(call.func, ast.Attribute)):
+                    params = params[1:]
+                for param, arg in zip(params, call.args):
+                    if not isinstance(arg, ast.Starred) and self._is_rank_source(arg, names):
+                        names.add(param)
+                for kw in call.keywords:
+                    if kw.arg and self._is_rank_source(kw.value, names):
+                        names.add(kw.arg)
+
+    def _is_rank_source(self, node: ast.AST, names: set[str] | None = None) -> bool:
+        names = self._rank_names if names is None else names
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = last_name(node)
+            return is_rank_word(name) or name in names or name in RANK_ATTRS
+        if isinstance(node, ast.Subscript):
+            return constant(node.slice) in RANK_ENV_VARS or self._is_rank_source(node.value, names)
+        if isinstance(node, ast.Call):
+            func = last_name(node.func)
+            if func in ("get", "getenv") and node.args:
+                return constant(node.args[0]) in RANK_ENV_VARS
+            if func in RANK_FUNCS or (func and is_rank_word(func)):
+                return True
+            return func in ("int", "bool") and bool(node.args) and self._is_rank_source(node.args[0], names)
+        if isinstance(node, ast.BinOp):
+            return self._is_rank_source(node.left, names) or self._is_rank_source(node.right, names)
+        if isinstance(node, ast.Compare):
+            return any(self._is_rank_source(n, names) for n in [node.left, *node.comparators])
+        if isinstance(node, ast.BoolOp):
+            return any(self._is_rank_source(v, names) for v in node.values)
+        if isinstance(node, ast.UnaryOp):
+            return self._is_rank_source(node.operand, names)
+        return False
+
+    def is_rank_test(self, test: ast.AST) -> bool:
+        """A condition that picks some ranks but not others (`rank == 0`, `master_process`) — not
+        `local_rank != -1`, which only asks whether the job is distributed at all."""
+        if isinstance(test, ast.BoolOp):
+            return any(self.is_rank_test(v) for v in test.values)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.is_rank_test(test.operand)
+        if isinstance(test, ast.Compare):
+            sides = [test.left, *test.comparators]
+            if not any(self._is_rank_source(s) for s in sides):
+                return False
+            others = [s for s in sides if not self._is_rank_source(s)]
+            return not all(_is_not_distributed_marker(o) for o in others)
+        return self._is_rank_source(test)
+
+    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
+        node = self.parent.get(node)
+        while node is not None and not isinstance(node, kinds):
+            node = self.parent.get(node)
+        return node
+
+    def rank_guard(self, node: ast.AST) -> ast.AST | None:
+        """The `if` (or early `return`) that makes this node run on some ranks only, within its
+        function; None when every rank that reaches the function runs it."""
+        child, parent = node, self.parent.get(node)
+        while parent is not None and not isinstance(parent, DEF_NODES):
+            if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test \
+                    and self.is_rank_test(parent.test):
+                return parent
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(parent, field, None)
+                if isinstance(block, list) and child in block:
+                    for before in block[:block.index(child)]:
+                        if isinstance(before, ast.If) and self.is_rank_test(before.test) and _leaves(before.body):
+                            return before
+            child, parent = parent, self.parent.get(parent)
+        return None
+
+    def runs_on_all_ranks(self, node: ast.AST) -> bool | None:
+        """True: evidence that every rank runs this line; False: only some do; None: unknown (a
+        function never called in this file, or only through paths we cannot follow)."""
+        if self.rank_guard(node) is not None:
+            return False
+        fn = self.enclosing(node, DEF_NODES)
+        if fn is None:
+            return True
+        if isinstance(fn, (ast.Lambda, ast.ClassDef)):
+            return None
+        return self._function_on_all_ranks(fn)
+
+    def _function_on_all_ranks(self, fn: ast.AST) -> bool | None:
+        if fn in self._fn_guard:
+            return self._fn_guard[fn]
+        self._fn_guard[fn] = None  # a cycle answers "unknown"
+        answers: list[bool | None] = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Name, ast.Attribute)) and last_name(node) == fn.name \
+                    and isinstance(getattr(node, "ctx", None), ast.Load):
+                parent = self.parent.get(node)
+                if isinstance(parent, ast.Call) and parent.func is node:
+                    answers.append(self.runs_on_all_ranks(parent))
+                elif isinstance(parent, (ast.Call, ast.keyword)) and self._is_process_target(parent):
+                    answers.append(True)
+                else:
+                    answers.append(None)
+        result = True if True in answers else (False if answers and all(a is False for a in answers) else None)
+        self._fn_guard[fn] = result
+        return result
+
+    def _is_process_target(self, node: ast.AST) -> bool:
+        call = self.parent.get(node) if isinstance(node, ast.keyword) else node
+        return isinstance(call, ast.Call) and last_name(call.func) in ("spawn", "start_processes", "Process")
+
+    # -- loops --------------------------------------------------------------------------------
+    @cached_property
+    def training_loops(self) -> list[ast.AST]:
+        """Innermost loops whose own body calls `.backward()`: one pass of them is one step."""
+        loops = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, LOOP_NODES) and _calls_backward(node):
+                inner = [n for n in walk_local(node) if isinstance(n, LOOP_NODES) and _calls_backward(n)]
+                if not inner:
+                    loops.append(node)
+        return sorted(loops, key=lambda n: n.lineno)
+
+    def unconditional_in(self, node: ast.AST, loop: ast.AST) -> bool:
+        """Whether `node` runs on every pass of `loop` (no `if`/`try` between them)."""
+        current = self.parent.get(node)
+        while current is not None and current is not loop:
+            if isinstance(current, (ast.If, ast.IfExp, ast.Try, ast.comprehension, *DEF_NODES)):
+                return False
+            current = self.parent.get(current)
+        return current is loop
+
+
+def _calls_backward(loop: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and last_name(n.func) == "backward" for n in walk_local(loop))
+
+
+def _leaves(body: list[ast.stmt]) -> bool:
+    """A block that ends by leaving: return, continue, break, raise, sys.exit()."""
+    last = body[-1] if body else None
+    if isinstance(last, (ast.Return, ast.Continue, ast.Break, ast.Raise)):
+        return True
+    return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and dotted(last.value.func) in EXIT_CALLS
+
+
+def _is_not_distributed_marker(node: ast.AST) -> bool:
+    """`-1` and `None` in `local_rank != -1` mean "not launched distributed", not "some ranks"."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return constant(node.operand) == 1
+    if isinstance(node, ast.Constant):
+        return node.value is None
+    return False

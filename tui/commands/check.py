@@ -1,0 +1,105 @@
+"""`mgtutor check SCRIPT [--json]`: the classic multi-GPU mistakes in a script, found by reading it."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "check", help="find classic multi-GPU mistakes in a training script (reads it, never runs it)",
+        description="Read SCRIPT (Python's ast; the script is never run) and report the classic multi-GPU "
+                    "mistakes: no DistributedSampler, no set_epoch, every rank on GPU 0, checkpoints written by "
+                    "every rank, a barrier only rank 0 reaches, deprecated APIs, per-step syncs. Each finding "
+                    "names the line, why it matters, the fix and the lesson that teaches it.\n\n"
+                    "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed.",
+        epilog="examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n"
+               "  mgtutor check train.py --brief --min-severity warning",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("script", metavar="SCRIPT", help="the Python training script to read")
+    parser.add_argument("--json", action="store_true",
+                        help='print {"findings": [{rule, severity, file, line, message, fix, lesson, …}]}')
+    parser.add_argument("--brief", action="store_true", help="one line per finding, no explanations")
+    parser.add_argument("--min-severity", choices=["error", "warning", "advice"], default="advice",
+                        help="hide findings below this severity (default: show all)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mgtutor.diagnostics.check import CheckError, check_file, has_errors
+
+    try:
+        findings = check_file(args.script)
+    except CheckError as exc:
+        print(f"mgtutor check: error: {exc}", file=sys.stderr)
+        return 2
+    shown = [f for f in findings if _rank(f.severity) <= _rank(args.min_severity)]
+    if args.json:
+        print(json.dumps({"file": args.script, "findings": [f.to_json() for f in shown]}, indent=2))
+    else:
+        print_report(args.script, shown, brief=args.brief)
+    return 1 if has_errors(findings) else 0
+
+
+def _rank(severity: str) -> int:
+    return list(SEVERITY_HEADINGS).index(severity)
+
+
+def counts_line(findings) -> str:
+    parts = []
+    for severity, heading in SEVERITY_HEADINGS.items():
+        n = sum(1 for f in findings if f.severity == severity)
+        if n:
+            parts.append(f"{n} {heading if n > 1 or severity == 'advice' else severity}")
+    return ", ".join(parts) or "no findings"
+
+
+def printable(text: str) -> str:
+    """Script text may hold terminal control characters; show them, never send them."""
+    return "".join(ch if ch.isprintable() or ch == " " else f"\\x{ord(ch):02x}" for ch in text)
+
+
+def print_report(path: str, findings, brief: bool = False, out: TextIO = sys.stdout) -> None:
+    print(f"{printable(path)}: {counts_line(findings)}", file=out)
+    for severity, heading in SEVERITY_HEADINGS.items():
+        group = [f for f in findings if f.severity == severity]
+        if not group:
+            continue
+        if not brief:
+            print(f"\n{heading.upper()}", file=out)
+        for f in group:
+            print(f"  {printable(f.file)}:{f.line}  [{f.rule}]  {f.message}", file=out)
+            if brief:
+                continue
+            print(f"    {f.line:>5} | {printable(f.code)}", file=out)
+            print(f"    why:    {f.why}", file=out)
+            print(f"    fix:    {f.fix}", file=out)
+            for line in f.fix_before.splitlines():
+                print(f"            - {line}", file=out)
+            for line in f.fix_after.splitlines():
+                print(f"            + {line}", file=out)
+            print(f"    lesson: {f.lesson}", file=out)
+
+
+def precheck(target: list[str], out: TextIO = sys.stderr) -> None:
+    """Before `mgtutor run` launches a script: its findings in brief, never blocking the run."""
+    if not target or not target[0].endswith(".py"):
+        return
+    from mgtutor.diagnostics.check import CheckError, check_file
+
+    try:
+        findings = check_file(target[0])
+    except CheckError:
+        return  # the launch itself reports a missing or broken script
+    if not findings:
+        return
+    print(f"mgtutor check: {counts_line(findings)} in {printable(target[0])} "
+          f"(details: mgtutor check {printable(target[0])})", file=out)
+    for f in findings:
+        if f.severity != "advice":
+            print(f"  {f.severity}: line {f.line} [{f.rule}] {f.message}", file=out)
+    out.flush()
