@@ -24,6 +24,7 @@ import psutil
 
 from mgtutor.diagnostics.nvml import inventory
 from mgtutor.training.events import EVENTS_ENV
+from mgtutor.training.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
 from mgtutor.training.procs import describe, run_processes, signal_all
 from mgtutor.training.records import RUN_DIR_ENV, RUN_ID_ENV, RunRecord, build_result
 from mgtutor.training.tail import LineTuple, RunTail
@@ -45,6 +46,12 @@ class LaunchSpec:
     label: str = "run"
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    # multi-node (training/multinode.py): the same flags as torchrun's c10d rendezvous
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None  # HOST:PORT of node 0; required when nnodes > 1
+    rdzv_id: str | None = None  # the same on every node of one job
+    rdzv_timeout: int | None = None  # seconds to wait for the other nodes (torchrun: 600)
 
 
 @dataclass(frozen=True)
@@ -98,17 +105,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str) -> list[str]:
+def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str,
+                  rendezvous: list[str] | None = None) -> list[str]:
+    rendezvous = rendezvous or ["--nnodes", "1", "--rdzv-backend", "c10d",
+                                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id]
     return [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nnodes", "1", "--nproc-per-node", str(nproc),
-        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *rendezvous,
         "--max-restarts", "0",
         "-m", "mgtutor.training.rank", *target,
     ]
 
 
-def rank_env(base: dict[str, str], record: RunRecord, backend: str, nproc: int) -> dict[str, str]:
+def rank_env(base: dict[str, str], record: RunRecord, backend: str, nproc: int,
+             node: NodePlan | None = None) -> dict[str, str]:
     env = dict(base)
     env.update({
         RUN_DIR_ENV: str(record.path), RUN_ID_ENV: record.run_id, EVENTS_ENV: str(record.events_path),
@@ -116,6 +125,8 @@ def rank_env(base: dict[str, str], record: RunRecord, backend: str, nproc: int) 
     })
     # torchrun forces 1 thread per rank when unset; CPU ranks train faster sharing the cores.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    if node is not None:
+        return node_env(env, node)  # the interface that reaches node 0, not loopback
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # single node: gloo talks over loopback
     return env
 
@@ -137,14 +148,19 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
     """Validate, create the run record, and start the supervisor in its own session."""
     the_plan = plan(spec)
     target = check_target(spec.target)
+    try:
+        node = plan_node(spec.nnodes, spec.node_rank, spec.rdzv_endpoint, spec.rdzv_id, spec.rdzv_timeout)
+    except NodeError as exc:
+        raise LaunchError(str(exc)) from None
     record = RunRecord.create(spec.label, root)
-    argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id)
-    env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc)
+    argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
+                         rendezvous_args(node) if node else None)
+    env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)
     record.write_meta({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
         "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
-        "device_note": device_note(the_plan),
+        "device_note": device_note(the_plan), **node_meta(node, the_plan.nproc),
         "env": recorded_env(env), "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": "running",
     })

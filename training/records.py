@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.multinode import hosted_ranks
+
 RUN_DIR_ENV = "MGTUTOR_RUN_DIR"
 RUN_ID_ENV = "MGTUTOR_RUN_ID"
 _RANK_LOG = re.compile(r"rank(\d+)\.(stdout|stderr)\.log$")
@@ -165,9 +167,14 @@ def build_result(record: RunRecord, torchrun_exit: int | None = None, stopped: b
     """result.json from the rank files: who failed first is the failing rank that ended first."""
     meta = record.meta()
     world_size = meta.get("world_size") or 0
-    by_rank = {info.get("rank"): rank_outcome(info) for info in record.ranks()}
+    infos = record.ranks()
+    by_rank = {info.get("rank"): rank_outcome(info) for info in infos}
+    if (meta.get("nnodes") or 1) > 1:  # this node's record lists only the global ranks it hosts
+        rank_ids = sorted(set(hosted_ranks(meta, infos)) | {r for r in by_rank if isinstance(r, int)})
+    else:
+        rank_ids = list(range(max(world_size, len(by_rank))))
     ranks = [by_rank.get(r, {"rank": r, "exit_code": None, "signal": None, "pid": None, "ended": None})
-             for r in range(max(world_size, len(by_rank)))]
+             for r in rank_ids]
     failures = sorted((r for r in ranks if _failed(r)), key=lambda r: r.get("ended") or float("inf"))
     first = failures[0] if failures and not stopped else None
     for entry in ranks:
@@ -198,6 +205,8 @@ def build_result(record: RunRecord, torchrun_exit: int | None = None, stopped: b
         "status": status,
         "backend": meta.get("backend"),
         "world_size": world_size,
+        "nnodes": meta.get("nnodes") or 1,
+        "node_rank": meta.get("node_rank") or 0,
         "ranks": ranks,
         "first_failure": None if first is None else
         {"rank": first["rank"], "exit_code": first["exit_code"], "signal": first["signal"]},
