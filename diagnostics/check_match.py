@@ -144,6 +144,7 @@ def hardcoded_cuda0(m: ScriptModel) -> Hits:
 
 
 def _fixed_device_uses(m: ScriptModel) -> Iterator[ast.AST]:
+    ddp_calls = {id(c) for c in m.calls_to(*DDP)}
     for s in m.strings():
         if CUDA_INDEX.match(s.value) and _is_device_context(m, s):
             yield s
@@ -153,7 +154,7 @@ def _fixed_device_uses(m: ScriptModel) -> Iterator[ast.AST]:
                 any(type(a) is ast.Constant and type(a.value) is int for a in call.args[-1:]):
             if name != "device" or m.resolve(call.func) in ("torch.device", "torch.cuda.device"):
                 yield call
-        ids = keyword(call, "device_ids") if m.resolve(call.func) in DDP else None
+        ids = keyword(call, "device_ids") if id(call) in ddp_calls else None
         if isinstance(ids, (ast.List, ast.Tuple)) and ids.elts and all(type(constant(e)) is int for e in ids.elts):
             yield ids
 

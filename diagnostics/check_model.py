@@ -226,8 +226,10 @@ class ScriptModel:
             return func in ("int", "bool") and bool(node.args) and self._is_rank_source(node.args[0], names)
         if isinstance(node, ast.BinOp):
             return self._is_rank_source(node.left, names) or self._is_rank_source(node.right, names)
-        if isinstance(node, ast.Compare):
-            return any(self._is_rank_source(n, names) for n in [node.left, *node.comparators])
+        if isinstance(node, ast.Compare):  # `rank == 0` is a rank flag; `rank != -1` only says "distributed"
+            sides = [node.left, *node.comparators]
+            ranked = [self._is_rank_source(n, names) for n in sides]
+            return any(ranked) and not all(_is_not_distributed_marker(n) for n, r in zip(sides, ranked) if not r)
         if isinstance(node, ast.BoolOp):
             return any(self._is_rank_source(v, names) for v in node.values)
         if isinstance(node, ast.UnaryOp):
@@ -241,12 +243,6 @@ class ScriptModel:
             return any(self.is_rank_test(v) for v in test.values)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return self.is_rank_test(test.operand)
-        if isinstance(test, ast.Compare):
-            sides = [test.left, *test.comparators]
-            if not any(self._is_rank_source(s) for s in sides):
-                return False
-            others = [s for s in sides if not self._is_rank_source(s)]
-            return not all(_is_not_distributed_marker(o) for o in others)
         return self._is_rank_source(test)
 
     def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
@@ -259,7 +255,7 @@ class ScriptModel:
         """The `if` (or early `return`) that makes this node run on some ranks only, within its
         function; None when every rank that reaches the function runs it."""
         child, parent = node, self.parent.get(node)
-        while parent is not None and not isinstance(parent, DEF_NODES):
+        while parent is not None:
             if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test \
                     and self.is_rank_test(parent.test):
                 return parent
@@ -269,6 +265,8 @@ class ScriptModel:
                     for before in block[:block.index(child)]:
                         if isinstance(before, ast.If) and self.is_rank_test(before.test) and _leaves(before.body):
                             return before
+            if isinstance(parent, DEF_NODES):
+                return None
             child, parent = parent, self.parent.get(parent)
         return None
 
@@ -289,8 +287,12 @@ class ScriptModel:
             return self._fn_guard[fn]
         self._fn_guard[fn] = None  # a cycle answers "unknown"
         answers: list[bool | None] = []
+        name = fn.name
+        if name == "__init__":  # a constructor runs where its class is called
+            owner = self.parent.get(fn)
+            name = owner.name if isinstance(owner, ast.ClassDef) else name
         for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)) and last_name(node) == fn.name \
+            if isinstance(node, (ast.Name, ast.Attribute)) and last_name(node) == name \
                     and isinstance(getattr(node, "ctx", None), ast.Load):
                 parent = self.parent.get(node)
                 if isinstance(parent, ast.Call) and parent.func is node:

@@ -55,8 +55,9 @@ RULES: tuple[Rule, ...] = (
          "for epoch in range(epochs):\n    sampler.set_epoch(epoch)\n    for x, y in loader:",
          "05-distributed-sampler", ("data",), match.sampler_without_set_epoch),
     Rule("no-set-device", "warning",
-         "NCCL is used but no rank picks its own GPU (no torch.cuda.set_device, no device_ids)",
-         "Every rank's default CUDA device stays GPU 0: its memory and NCCL's communicators pile onto one GPU.",
+         "NCCL is used but no torch.cuda.set_device(local_rank) and no DDP device_ids",
+         "Every rank's current CUDA device stays GPU 0: whatever goes to \"cuda\" or .cuda() lands there, and "
+         "NCCL may pick the wrong GPU for its communicators and barrier.",
          "pin each rank to its GPU right after reading LOCAL_RANK",
          'dist.init_process_group("nccl")\nmodel = DDP(model.cuda())',
          'local_rank = int(os.environ["LOCAL_RANK"])\ntorch.cuda.set_device(local_rank)\n'

@@ -1,0 +1,3 @@
+import torch.nn as nn
+
+model = nn.DataParallel(make_model()).cuda()

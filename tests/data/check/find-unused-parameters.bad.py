@@ -1,0 +1,3 @@
+from torch.nn.parallel import DistributedDataParallel
+
+model = DistributedDataParallel(model, device_ids=[local_rank], find_unused_parameters=True)

@@ -1,0 +1,7 @@
+from torch.utils.data import DataLoader, DistributedSampler
+
+sampler = DistributedSampler(dataset)
+loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+for epoch in range(10):
+    for x, y in loader:
+        train_step(x, y)

@@ -1,0 +1,9 @@
+running = 0.0
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    running += loss.detach()
+    if step % 100 == 0:
+        print(step, running.item() / (step + 1))
