@@ -123,6 +123,10 @@ class FakePynvml:
             raise NVMLError_InvalidArgument(link)
         return g.nvlinks[link]
 
+    def nvmlDeviceGetNvLinkVersion(self, h, link):
+        self._gpu(h, "nvlink")
+        return 6  # NVML_NVLINK_VERSION_4_0
+
     def nvmlDeviceGetFieldValues(self, h, ids):
         g = self._gpu(h, "fields")
         return [SimpleNamespace(fieldId=fid, scopeId=link, nvmlReturn=0,

@@ -1,0 +1,107 @@
+"""`mgtutor doctor`: is this machine ready for multi-GPU training? And `--rendezvous`: can N ranks
+meet? The parser is built by small functions so more modes (e.g. multi-node checks) slot in."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mgtutor.diagnostics import saved
+from mgtutor.diagnostics.schema import errors, load_schema
+from mgtutor.training.launcher import LaunchError, LaunchSpec, plan
+from mgtutor.tui.cli import CliError
+
+EPILOG = """examples:
+  mgtutor doctor                          the checklist (paste it into a bug report)
+  mgtutor doctor --json                   the same as JSON (schema: doctor_schema.json)
+  mgtutor doctor --rendezvous             can 2 ranks (one per GPU) meet, sync and all-reduce?
+  mgtutor doctor --rendezvous --nproc 4 --timeout 20 --skip-rank 3   see what a missing rank looks like
+
+Exit code: 0 when nothing failed (warnings allowed), 1 when a check failed or a rank never joined."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("doctor", help="check this machine for multi-GPU training (versions, GPUs, topology, limits)",
+                            description="Check everything multi-GPU training needs: versions (torch, CUDA, cuDNN, "
+                                        "NCCL, driver), GPUs, their topology (NVLink/PCIe), environment "
+                                        "variables, shared memory and limits; each item ok / warn / fail with the fix.",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_report_options(parser)
+    add_rendezvous_options(parser)
+    parser.set_defaults(func=main, doctor_modes=[("rendezvous", run_rendezvous)])
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 (got {text!r})")
+    return value
+
+
+def add_rendezvous_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("rendezvous probe")
+    group.add_argument("--rendezvous", action="store_true",
+                       help="start N ranks that only join, barrier and all-reduce; report each rank's join time")
+    group.add_argument("--nproc", type=int, default=None, metavar="N",
+                       help="ranks for --rendezvous (default: one per GPU, or 2 on CPU)")
+    group.add_argument("--timeout", type=_seconds, default=30.0, metavar="S",
+                       help="seconds to wait for every rank to join (default 30)")
+    group.add_argument("--skip-rank", type=int, action="append", default=[], metavar="R",
+                       help="tell rank R not to join (to see what a missing rank looks like); repeatable")
+    group.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"),
+                       help="backend for --rendezvous (default auto)")
+
+
+def main(args: argparse.Namespace) -> int:
+    for flag, handler in args.doctor_modes:
+        if getattr(args, flag, False):
+            return handler(args)
+    return run_report(args)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from mgtutor.diagnostics.doctor import collect, render_text, worst
+
+    report = collect()
+    saved.save("doctor", report)
+    if args.json:
+        problems = errors(report, load_schema("doctor"))
+        if problems:
+            print(f"mgtutor doctor: internal error: output breaks its schema: {problems[0]}", file=sys.stderr)
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_text(report))
+    return 1 if worst(report) == "fail" else 0
+
+
+def run_rendezvous(args: argparse.Namespace) -> int:
+    from mgtutor.diagnostics.rendezvous_probe import ProbeOptions, format_report, start, wait
+
+    if args.nproc is not None and args.nproc < 1:
+        raise CliError(f"--nproc must be at least 1 (got {args.nproc})")
+    options = ProbeOptions(nproc=args.nproc, timeout=args.timeout, backend=args.backend, skip_ranks=args.skip_rank)
+    try:
+        world = plan(LaunchSpec(target=[], nproc=args.nproc, backend=args.backend)).nproc
+        bad = [r for r in args.skip_rank if not 0 <= r < world]
+        if bad:
+            raise CliError(f"--skip-rank {bad[0]} is not a rank of this probe (ranks 0..{world - 1})")
+        run = start(options)
+    except LaunchError as exc:
+        raise CliError(str(exc)) from None
+    if not args.json:
+        print(f"starting {world} rank(s); waiting up to {args.timeout:g} s for all to join…", file=sys.stderr, flush=True)
+    try:
+        rep = wait(run, options)
+    except KeyboardInterrupt:
+        run.stop()
+        return 130
+    saved.save("rendezvous", rep)
+    print(json.dumps(rep, indent=2) if args.json else format_report(rep))
+    return 0 if rep["ok"] else 1
