@@ -210,6 +210,8 @@ class RunStateFolder:
             phase = "training"
         elif state.has_events:
             phase = "rendezvous"
+        elif _speaks_events(meta):
+            phase = "starting"  # our worker is importing torch; its start event is on the way
         else:
             phase = "running"
         state.phase = phase
@@ -226,6 +228,12 @@ class RunStateFolder:
         for rank, speed in recent.items():
             others = statistics.median(v for r, v in recent.items() if r != rank)
             self.state.ranks[rank].straggler = others > 0 and speed < STRAGGLER_RATIO * others
+
+
+def _speaks_events(meta: dict[str, Any]) -> bool:
+    """Whether the run's target is one of our workers (which emit events) rather than a user's script."""
+    target = meta.get("target") or []
+    return len(target) > 1 and target[0] == "-m" and str(target[1]).startswith("mgtutor.")
 
 
 def _number(value: Any) -> float | None:

@@ -1,0 +1,123 @@
+"""The monitor's headless parts: the run-state fold, the failure sentence, log buffers and the
+form's checks, on a pre-written run directory and on hand-written records."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mgtutor.training.records import RunRecord
+from mgtutor.training.runstate import RunStateFolder, describe_failure
+from mgtutor.tui.widgets.launch_form import FormError, FormValues, build_launch
+from mgtutor.tui.widgets.rank_logs import LogBuffer, neutralise
+from mgtutor.tui.widgets.training_charts import sparkline
+
+FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
+T0 = 1767225600.0
+
+
+@pytest.fixture
+def fixture_run(tmp_path: Path) -> RunRecord:
+    path = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, path)
+    return RunRecord(path)
+
+
+def test_fixture_run_folds_to_training_with_series_and_straggler(fixture_run):
+    state = RunStateFolder(fixture_run, alive=lambda: True).refresh(now=T0 + 40)
+    assert state.phase == "training"
+    assert state.world_size == 2 and state.backend == "nccl"
+    assert state.pids() == {4242: 0, 4243: 1}
+    assert [len(r.throughput) for r in state.ranks.values()] == [60, 60]
+    assert len(state.total_throughput) == 60
+    assert state.ranks[0].last_step == 60
+    assert state.stragglers() == [1]  # rank 1 runs at ~70% of rank 0
+    assert state.elapsed(T0 + 40) == 40
+
+
+def test_phases_follow_the_events_as_they_arrive(tmp_path):
+    record = RunRecord.create("phases", tmp_path)
+    record.write_meta({"world_size": 2, "backend": "gloo", "started": T0})
+    folder = RunStateFolder(record, alive=lambda: True)
+    assert folder.refresh(T0).phase == "starting"
+    events = record.events_path.open("a")
+    events.write(json.dumps({"rank": 0, "t": T0 + 1, "type": "start", "pid": 11}) + "\n")
+    events.flush()
+    state = folder.refresh(T0 + 5)
+    assert state.phase == "rendezvous"
+    assert state.ranks[0].waited(T0 + 5) == 4 and state.ranks[1].started is None
+    events.write(json.dumps({"rank": 0, "t": T0 + 6, "type": "rendezvous"}) + "\n")
+    events.write('{"rank": 1, "t": 1, "type": "st')  # a torn line waits for its end
+    events.flush()
+    assert folder.refresh(T0 + 6).phase == "rendezvous"
+    events.write('art"}\n' + json.dumps({"rank": 1, "t": T0 + 7, "type": "rendezvous"}) + "\n")
+    events.flush()
+    assert folder.refresh(T0 + 7).phase == "training"
+    events.write(json.dumps({"rank": 1, "t": T0 + 8, "type": "step", "step": 1, "loss": "nan",
+                             "samples_per_s": 10}) + "\n")
+    events.close()
+    state = folder.refresh(T0 + 8)
+    assert state.ranks[1].last_step == 1 and state.ranks[1].loss[0][0] == 1
+    record.write_result({"status": "finished", "ranks": [], "first_failure": None, "duration_s": 9.0})
+    state = folder.refresh(T0 + 9)
+    assert state.phases_seen == ["starting", "rendezvous", "training", "finished"]
+    assert state.done and describe_failure(state) is None
+
+
+def test_failure_sentence_names_the_first_rank_and_signal(tmp_path):
+    record = RunRecord.create("fail", tmp_path)
+    record.write_meta({"world_size": 2, "backend": "gloo", "started": T0})
+    record.write_result({"status": "failed", "first_failure": {"rank": 1, "exit_code": None, "signal": "SIGKILL"},
+                         "ranks": [{"rank": 0, "outcome": "stopped after the first failure"},
+                                   {"rank": 1, "outcome": "failed"}]})
+    state = RunStateFolder(record).refresh()
+    text = describe_failure(state)
+    assert text.startswith("rank 1 was killed by SIGKILL — likely the host OOM killer")
+    assert "stopped rank 0" in text
+
+
+def test_a_run_without_result_or_process_is_lost(tmp_path):
+    record = RunRecord.create("lost", tmp_path)
+    record.write_meta({"world_size": 1, "started": T0, "supervisor_pid": 0})
+    state = RunStateFolder(record).refresh()
+    assert state.phase == "lost" and "without a result" in describe_failure(state)
+
+
+def test_neutralise_drops_escape_sequences_and_controls():
+    assert neutralise("\x1b[31mred\x1b[0m \x1b]0;title\x07ok\x07\tx") == "red ok? x"
+    assert neutralise("\x1b[2J\x1b[Hclear") == "clear"
+
+
+def test_log_buffer_is_bounded_and_remembers_the_first_error():
+    buffer = LogBuffer(max_lines=5)
+    buffer.extend([f"line {i}" for i in range(3)] + ["RuntimeError: boom"] + [f"after {i}" for i in range(10)])
+    assert len(buffer.lines) == 5 and buffer.total == 14 and buffer.dropped == 9
+    assert buffer.first_error == 3 and buffer.first_error_text == "RuntimeError: boom"
+    assert buffer.find("after 9") == 4 and buffer.find("after 5", after=4) == 0 and buffer.find("zzz") is None
+
+
+def test_sparkline_scales_between_bounds():
+    assert sparkline([0, 50, 100], 10, low=0, high=100) == "▁▅█"
+    assert sparkline(list(range(100)), 4) == "▁▃▆█"  # the last 4 values, scaled to their own range
+    assert sparkline([], 5) == "" and sparkline([1.0, 1.0], 5) == "██"
+
+
+def test_form_builds_the_trainer_command_and_catches_bad_values():
+    spec, command = build_launch(FormValues(nproc="2", backend="gloo", inject="crash-rank", inject_rank="1"))
+    assert spec.nproc == 2 and spec.backend == "gloo"
+    assert spec.target[:2] == ["-m", "mgtutor.training.train"]
+    assert "--inject crash-rank --inject-rank 1" in command
+    assert command.startswith("mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.train --model tinycnn")
+    with pytest.raises(FormError, match="batch size must be a whole number"):
+        build_launch(FormValues(batch_size="lots"))
+    with pytest.raises(FormError, match="ranks must be at least 1"):
+        build_launch(FormValues(nproc="0"))
+    with pytest.raises(FormError, match="inject rank 3 does not exist with 2 ranks"):
+        build_launch(FormValues(inject="crash-rank", inject_rank="3"))
+    with pytest.raises(FormError, match="path of your training script"):
+        build_launch(FormValues(kind="script"))
+    spec, command = build_launch(FormValues(kind="script", script="my train.py", script_args="--lr 0.1", nproc=""))
+    assert spec.nproc is None and spec.target == ["my train.py", "--lr", "0.1"]
+    assert command == "mgtutor run -- 'my train.py' --lr 0.1"
