@@ -59,13 +59,22 @@ def check_file(path: str | Path) -> list[CheckFinding]:
             raise CheckError(f"{path} is {size / 1e6:.1f} MB; mgtutor check reads scripts up to "
                              f"{MAX_BYTES // 1_000_000} MB")
         data = path.read_bytes()
+    except CheckError:
+        raise
     except FileNotFoundError:
         raise CheckError(f"no such file: {path}") from None
     except PermissionError:
         raise CheckError(f"cannot read {path}: permission denied") from None
     except OSError as exc:
         raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return check_source(decode_source(data, str(path)), str(path))
+    return check_bytes(data, str(path))
+
+
+def check_bytes(data: bytes, filename: str = "<script>") -> list[CheckFinding]:
+    if len(data) > MAX_BYTES:
+        raise CheckError(f"{filename} is {len(data) / 1e6:.1f} MB; mgtutor check reads scripts up to "
+                         f"{MAX_BYTES // 1_000_000} MB")
+    return check_source(decode_source(data, filename), filename)
 
 
 def decode_source(data: bytes, filename: str = "<script>") -> str:
@@ -73,7 +82,9 @@ def decode_source(data: bytes, filename: str = "<script>") -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise CheckError(f"{filename}: {exc.msg}") from None
+        if "unknown encoding" in str(exc):
+            raise CheckError(f"{filename}: {exc.msg}") from None
+        encoding = "utf-8"  # a bad byte in the first lines: let the decode below say where
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -109,8 +120,10 @@ def parse(text: str, filename: str) -> ast.Module:
             raise CheckError(f"{filename}: {where}Python 2 syntax ({exc.msg}); mgtutor check reads Python 3 "
                              "scripts") from None
         raise CheckError(f"{filename}: {where}syntax error: {exc.msg}") from None
-    except (ValueError, MemoryError, RecursionError) as exc:
-        raise CheckError(f"{filename}: cannot be parsed ({type(exc).__name__}: {str(exc)[:80]})") from None
+    except (MemoryError, RecursionError):
+        raise CheckError(f"{filename}: nested too deeply for Python's parser; not a training script?") from None
+    except ValueError as exc:
+        raise CheckError(f"{filename}: cannot be parsed ({str(exc)[:100]})") from None
 
 
 PY2_LINE = re.compile(r"^\s*(print\s+[\"'\w]|exec\s+[\"'\w]|except\s+[\w.]+\s*,\s*\w+\s*:|raise\s+\w+\s*,)"
@@ -118,7 +131,7 @@ PY2_LINE = re.compile(r"^\s*(print\s+[\"'\w]|exec\s+[\"'\w]|except\s+[\w.]+\s*,\
 
 
 def looks_like_python2(text: str, exc: SyntaxError) -> bool:
-    if "Missing parentheses in call to" in (exc.msg or ""):
+    if any(sign in (exc.msg or "") for sign in ("Missing parentheses in call to", "leading zeros in decimal")):
         return True
     if exc.lineno and 0 < exc.lineno <= len(text.splitlines()):
         return bool(PY2_LINE.search(text.splitlines()[exc.lineno - 1]))

@@ -63,7 +63,8 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch == " " else f"\\x{ord(ch):02x}" for ch in text)
 
 
-def print_report(path: str, findings, brief: bool = False, out: TextIO = sys.stdout) -> None:
+def print_report(path: str, findings, brief: bool = False, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     print(f"{printable(path)}: {counts_line(findings)}", file=out)
     for severity, heading in SEVERITY_HEADINGS.items():
         group = [f for f in findings if f.severity == severity]
@@ -85,8 +86,9 @@ def print_report(path: str, findings, brief: bool = False, out: TextIO = sys.std
             print(f"    lesson: {f.lesson}", file=out)
 
 
-def precheck(target: list[str], out: TextIO = sys.stderr) -> None:
+def precheck(target: list[str], out: TextIO | None = None) -> None:
     """Before `mgtutor run` launches a script: its findings in brief, never blocking the run."""
+    out = out or sys.stderr
     if not target or not target[0].endswith(".py"):
         return
     from mgtutor.diagnostics.check import CheckError, check_file
@@ -95,6 +97,9 @@ def precheck(target: list[str], out: TextIO = sys.stderr) -> None:
         findings = check_file(target[0])
     except CheckError:
         return  # the launch itself reports a missing or broken script
+    except Exception as exc:  # a checker bug must never stop a run
+        print(f"mgtutor check: skipped ({type(exc).__name__})", file=out)
+        return
     if not findings:
         return
     print(f"mgtutor check: {counts_line(findings)} in {printable(target[0])} "

@@ -7,6 +7,7 @@ import sys
 from mgtutor.training.launcher import BACKENDS, LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.multinode import diagnose_node
 from mgtutor.training.records import exit_code_for
+from mgtutor.tui.commands.check import precheck
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,6 +92,7 @@ def describe_result(result: dict) -> str:
 
 def main(args: argparse.Namespace) -> int:
     target = args.target[1:] if args.target[:1] == ["--"] else args.target
+    precheck(target)  # static check of the script: findings only, never blocks the launch
     try:
         run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
                                 **node_options(args)))
