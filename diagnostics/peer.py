@@ -163,7 +163,7 @@ def tcp_probe(host: str, port: int, timeout: float = 3.0) -> tuple[str, str, dic
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except socket.timeout:
-        return "timeout", f"no answer from {host}:{port} within {timeout:g} s (packets dropped)", None, t0
+        return "timeout", f"no answer from {host}:{port} within {timeout:g} s (packets dropped on the way)", None, t0
     except ConnectionRefusedError:
         return "refused", f"{host}:{port} refused the connection (nothing listens on port {port})", None, t0
     except OSError as exc:

@@ -146,7 +146,7 @@ _TIMEOUT_MARKS = ("RendezvousTimeoutError", "did not complete on time")
 
 
 def diagnose_node(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status: str,
-                  torchrun_log: str, probe_timeout: float = 3.0) -> dict[str, Any] | None:
+                  torchrun_log: str, probe_timeout: float = 5.0) -> dict[str, Any] | None:
     """Why this node of a multi-node run never trained, naming the endpoint and the check that fails.
 
     None when the run is single-node, did not fail, or its ranks started (then the ranks' own logs
