@@ -1,0 +1,240 @@
+"""Checks judge what a run DID, from each rank's real output — never the text of the script.
+
+Lesson scripts print one line per fact they want checked, `REPORT {json}` (plain print: the
+scripts must run without mgtutor), e.g. `REPORT {"epoch": 0, "indices": [3, 9, 4]}`. A check
+kind below reads those reports (and the run's result) and answers passed/failed with what it
+measured, so a failure says why ("rank 0 and rank 1 both saw sample 3 …").
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mgtutor.lessons.loader import Check
+from mgtutor.training.records import RunRecord
+
+REPORT_PREFIX = "REPORT "
+
+
+@dataclass
+class Outcome:
+    """What one run did: its result and every rank's reports and output."""
+
+    result: dict[str, Any]
+    world_size: int
+    reports: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    stdout: dict[int, str] = field(default_factory=dict)
+    stderr: dict[int, str] = field(default_factory=dict)
+
+    def values(self, rank: int, key: str, where: dict[str, Any] | None = None) -> list[Any]:
+        """Every value of `key` rank printed, in order, from reports matching `where`."""
+        found = []
+        for report in self.reports.get(rank, []):
+            if key in report and all(report.get(k) == v for k, v in (where or {}).items()):
+                found.append(report[key])
+        return found
+
+    def last(self, rank: int, key: str, where: dict[str, Any] | None = None) -> Any:
+        values = self.values(rank, key, where)
+        return values[-1] if values else None
+
+    def last_error(self, rank: int) -> str:
+        lines = [ln for ln in self.stderr.get(rank, "").splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else ""
+
+
+@dataclass
+class CheckResult:
+    says: str
+    passed: bool | None            # None: skipped
+    detail: str                    # what was measured, or why it failed / was skipped
+
+    @property
+    def mark(self) -> str:
+        return "✓" if self.passed else ("–" if self.passed is None else "✗")
+
+
+def parse_reports(text: str) -> list[dict[str, Any]]:
+    reports = []
+    for line in text.splitlines():
+        if line.startswith(REPORT_PREFIX):
+            try:
+                data = json.loads(line[len(REPORT_PREFIX):])
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                reports.append(data)
+    return reports
+
+
+def outcome_of(record: RunRecord) -> Outcome:
+    result = record.result()
+    world = int(result.get("world_size") or record.meta().get("world_size") or 0)
+    outcome = Outcome(result=result, world_size=world)
+    for rank in range(world):
+        for stream, store in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+            try:
+                store[rank] = record.rank_log(rank, stream).read_text(errors="replace")
+            except OSError:
+                store[rank] = ""
+        outcome.reports[rank] = parse_reports(outcome.stdout[rank])
+    return outcome
+
+
+def _preview(items: list[Any], n: int = 5) -> str:
+    shown = ", ".join(str(i) for i in sorted(items)[:n])
+    return shown + (", …" if len(items) > n else "")
+
+
+def _head(value: Any, n: int = 5) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value[:n]) + (", …]" if len(value) > n else "]")
+    return str(value)[:40]
+
+
+def check_exit_ok(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    failed = [r for r in o.result.get("ranks", []) if r.get("outcome") != "ok"]
+    if o.result.get("status") == "finished" and not failed:
+        return True, f"all {o.world_size} rank(s) exited 0 in {o.result.get('duration_s')} s"
+    if o.result.get("status") == "stopped" and not o.result.get("first_failure"):
+        return False, "the run did not finish in time and was stopped: a rank was waiting for the others (a hang)"
+    first = o.result.get("first_failure") or (failed[0] if failed else {"rank": "?"})
+    rank = first.get("rank")
+    error = o.last_error(rank) if isinstance(rank, int) else ""
+    how = f"signal {first['signal']}" if first.get("signal") else f"exit code {first.get('exit_code')}"
+    return False, f"rank {rank} failed ({how})" + (f": {error}" if error else "")
+
+
+def check_every_rank_reports(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    missing = [r for r in range(o.world_size) if not o.values(r, p["key"], p.get("where"))]
+    if missing:
+        return False, f"rank(s) {missing} never reported {p['key']!r}"
+    shown = {r: o.last(r, p["key"], p.get("where")) for r in range(min(o.world_size, 4))}
+    return True, f"{p['key']} per rank: {shown}"
+
+
+def check_disjoint(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    """No sample seen by two ranks; with `cover`, together they saw the whole data set once."""
+    seen: dict[int, set[Any]] = {}
+    for rank in range(o.world_size):
+        values = o.values(rank, p["key"], p.get("where"))
+        if not values:
+            return False, f"rank {rank} never reported which samples it saw ({p['key']!r})"
+        seen[rank] = {item for value in values for item in value}
+    for a in seen:
+        for b in seen:
+            if a < b and seen[a] & seen[b]:
+                common = seen[a] & seen[b]
+                return False, (f"rank {a} and rank {b} both saw {len(common)} of the same samples "
+                               f"({_preview(list(common))}): every rank trains on the same data")
+    union = set().union(*seen.values())
+    sizes = {r: len(s) for r, s in seen.items()}
+    if p.get("cover"):
+        total = o.last(0, p["cover"])
+        if isinstance(total, int) and len(union) < total:
+            return False, f"the ranks saw {len(union)} of {total} samples between them"
+    return True, f"disjoint shards, samples per rank {sizes}, {len(union)} distinct in all"
+
+
+def check_changes_between(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    """The value of `key` differs between two reports with different `field` (e.g. the epoch)."""
+    rank, fld = p.get("rank", 0), p["field"]
+    first = o.last(rank, p["key"], {fld: p["a"]})
+    second = o.last(rank, p["key"], {fld: p["b"]})
+    if first is None or second is None:
+        return False, f"rank {rank} did not report {p['key']!r} for {fld} {p['a']} and {p['b']}"
+    if first == second:
+        return False, f"rank {rank} got the same {p['key']} in {fld} {p['a']} and {fld} {p['b']}: {_head(first)} both times"
+    return True, f"rank {rank}: {fld} {p['a']} starts {_head(first)}, {fld} {p['b']} starts {_head(second)}"
+
+
+def check_equal_across_ranks(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    values = {r: o.last(r, p["key"], p.get("where")) for r in range(o.world_size)}
+    if any(v is None for v in values.values()):
+        return False, f"not every rank reported {p['key']!r}: {values}"
+    ref = values[0]
+    tol = float(p.get("tol", 0.0))
+    for rank, value in values.items():
+        same = math.isclose(value, ref, rel_tol=tol, abs_tol=tol) if isinstance(ref, (int, float)) else value == ref
+        if not same:
+            return False, f"{p['key']} differs: rank 0 has {ref}, rank {rank} has {value}"
+    return True, f"{p['key']} = {ref} on all {o.world_size} ranks"
+
+
+def check_only_rank(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    """Only `rank` did the thing (wrote the checkpoint, printed the log line), and it did it."""
+    want = p.get("rank", 0)
+    doers = {r: len(o.values(r, p["key"])) for r in range(o.world_size) if o.values(r, p["key"])}
+    if want not in doers:
+        return False, f"rank {want} never reported {p['key']!r}"
+    others = [r for r in doers if r != want]
+    if others:
+        return False, f"{p['key']} was done by ranks {sorted(doers)}, not only rank {want}: " \
+                      f"{sum(doers.values())} times in all"
+    return True, f"only rank {want} did {p['key']} ({doers[want]} time(s))"
+
+
+def check_all_true(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    ranks = p.get("ranks") or list(range(o.world_size))
+    values = {r: o.last(r, p["key"]) for r in ranks}
+    bad = {r: v for r, v in values.items() if v is not True}
+    if bad:
+        why = {r: o.last(r, p["why"]) for r in bad} if p.get("why") else bad
+        return False, f"{p['key']} is not true on rank(s) {sorted(bad)}: {why}"
+    return True, f"{p['key']} on ranks {ranks}"
+
+
+def check_value_range(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    rank = p.get("rank", 0)
+    value = o.last(rank, p["key"], p.get("where"))
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return False, f"rank {rank} reported no number for {p['key']!r} (got {value!r})"
+    low, high = p.get("min"), p.get("max")
+    unit = p.get("unit", "")
+    if low is not None and value < low:
+        return False, f"{p['key']} = {value:g}{unit}, below {low:g}{unit}"
+    if high is not None and value > high:
+        return False, f"{p['key']} = {value:g}{unit}, above {high:g}{unit}"
+    return True, f"{p['key']} = {value:g}{unit}"
+
+
+def check_run_fails(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    """A failure demo must fail, and fail where the lesson says (the first failing rank)."""
+    first = o.result.get("first_failure")
+    if not first:
+        return False, f"the run was meant to fail on rank {p.get('rank')} but ended {o.result.get('status')}"
+    if "rank" in p and first.get("rank") != p["rank"]:
+        return False, f"rank {first.get('rank')} failed first, not rank {p['rank']}"
+    error = o.last_error(first["rank"])
+    return True, f"rank {first['rank']} failed first (exit {first.get('exit_code')}): {error[:120]}"
+
+
+CHECKS: dict[str, Callable[[Outcome, dict[str, Any]], tuple[bool, str]]] = {
+    "exit_ok": check_exit_ok,
+    "every_rank_reports": check_every_rank_reports,
+    "disjoint": check_disjoint,
+    "changes_between": check_changes_between,
+    "equal_across_ranks": check_equal_across_ranks,
+    "only_rank": check_only_rank,
+    "all_true": check_all_true,
+    "value_range": check_value_range,
+    "run_fails": check_run_fails,
+}
+
+
+def evaluate(checks: tuple[Check, ...], outcome: Outcome) -> list[CheckResult]:
+    results = []
+    for check in checks:
+        func = CHECKS.get(check.kind)
+        if func is None:
+            results.append(CheckResult(check.says, False, f"unknown check kind {check.kind!r}"))
+            continue
+        try:
+            passed, detail = func(outcome, check.params)
+        except (KeyError, TypeError, ValueError) as exc:  # a report of the wrong shape is a failed check
+            passed, detail = False, f"could not read the run's reports: {exc!r}"
+        results.append(CheckResult(check.says, passed, detail))
+    return results

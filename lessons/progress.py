@@ -1,0 +1,106 @@
+"""The learner's progress and workspace, kept under $XDG_DATA_HOME/mgtutor/ so they survive restarts.
+
+    progress.json    {"current": id, "lessons": {id: {"done", "steps", "hints_shown", "checked", …}}}
+    workspace/       the learner's copies of the exercise scripts, edited in $EDITOR
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from mgtutor.lessons.loader import PATH, Lesson
+from mgtutor.training.records import read_json, write_json_atomic
+
+
+def data_home() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "mgtutor"
+
+
+def workspace_dir() -> Path:
+    return data_home() / "workspace"
+
+
+def progress_path() -> Path:
+    return data_home() / "progress.json"
+
+
+class Progress:
+    """Read on creation, written (atomically) on every change."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or progress_path()
+        data = read_json(self.path)
+        self.data: dict[str, Any] = data if isinstance(data, dict) else {}
+        self.data.setdefault("lessons", {})
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.path, self.data)
+
+    def lesson(self, lesson_id: str) -> dict[str, Any]:
+        return self.data["lessons"].setdefault(lesson_id, {})
+
+    def done(self, lesson_id: str) -> bool:
+        return bool(self.data["lessons"].get(lesson_id, {}).get("done"))
+
+    @property
+    def current(self) -> str:
+        current = self.data.get("current")
+        if current in PATH:
+            return current
+        return next((lid for lid in PATH if not self.done(lid)), PATH[0])
+
+    def set_current(self, lesson_id: str) -> None:
+        if self.data.get("current") != lesson_id:
+            self.data["current"] = lesson_id
+            self.save()
+
+    def record_step(self, lesson_id: str, step: str, status: str, run_id: str | None) -> None:
+        entry = self.lesson(lesson_id)
+        entry.setdefault("steps", {})[step] = {"status": status, "run_id": run_id, "t": time.time()}
+        self.save()
+
+    def record_check(self, lesson_id: str, status: str, summary: list[dict[str, Any]]) -> None:
+        """status: passed | failed | skipped. A pass marks the lesson done; nothing un-marks it."""
+        entry = self.lesson(lesson_id)
+        entry["checked"] = {"status": status, "t": time.time(), "checks": summary}
+        if status == "passed":
+            entry["done"] = True
+        self.save()
+
+    def hints_shown(self, lesson_id: str) -> int:
+        return int(self.data["lessons"].get(lesson_id, {}).get("hints_shown", 0))
+
+    def next_hint(self, lesson: Lesson) -> tuple[int, str] | None:
+        """The next hint (1-based number, text), one at a time; None when all are shown."""
+        shown = self.hints_shown(lesson.id)
+        if shown >= len(lesson.hints):
+            return None
+        self.lesson(lesson.id)["hints_shown"] = shown + 1
+        self.save()
+        return shown + 1, lesson.hints[shown]
+
+    def summary(self) -> tuple[int, int]:
+        return sum(self.done(lid) for lid in PATH), len(PATH)
+
+
+def workspace_copy(lesson: Lesson) -> Path | None:
+    if lesson.exercise is None:
+        return None
+    return workspace_dir() / lesson.exercise.workspace_name
+
+
+def ensure_workspace(lesson: Lesson, reset: bool = False) -> Path:
+    """The learner's copy of the broken exercise; created from the lesson when missing (or on reset)."""
+    if lesson.exercise is None:
+        raise ValueError(f"lesson {lesson.id} has no exercise")
+    target = workspace_copy(lesson)
+    assert target is not None
+    if reset or not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lesson.exercise.broken, target)
+    return target

@@ -1,0 +1,178 @@
+"""`mgtutor lessons list|show|run|check|hint|reset`: the lesson path, headless."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EPILOG = """examples:
+  mgtutor lessons                          the path, with progress marks
+  mgtutor lessons list --json              the path for scripts
+  mgtutor lessons show 05                  a lesson's text, its example script and exercise
+  mgtutor lessons run 04-ddp-torchrun      run the lesson's steps for real and check them
+  mgtutor lessons check 05                 check YOUR fixed exercise (the workspace copy)
+  mgtutor lessons check 05 --solution      check the reference solution
+  mgtutor lessons hint 05                  the next hint, one at a time
+  mgtutor lessons reset 05                 put the broken exercise back in the workspace
+
+check exits 0 only when every check passed, 1 when one failed, 3 when a step could not run here
+(e.g. it needs GPUs).
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("lessons", help="the guided path from one GPU to many: list, show, run, check",
+                            description="Lessons run for real on this machine and check what happened.",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", nargs="?", default="list",
+                        choices=["list", "show", "run", "check", "hint", "reset"])
+    parser.add_argument("lesson", nargs="?", metavar="ID", help="lesson id, number (5) or id prefix")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--solution", action="store_true", help="check: run the reference solution")
+    parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
+                        help="run/check: NCCL on GPUs, gloo on CPU processes (default: auto)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mgtutor.lessons.loader import LessonError, all_lessons, get_lesson
+    from mgtutor.lessons.progress import Progress
+
+    progress = Progress()
+    if args.action == "list":
+        return _list(all_lessons(), progress, args.json)
+    if not args.lesson:
+        print(f"mgtutor lessons {args.action}: error: give a lesson id, e.g. 05-distributed-sampler "
+              "(see `mgtutor lessons list`)", file=sys.stderr)
+        return 2
+    try:
+        lesson = get_lesson(args.lesson)
+    except LessonError as exc:
+        print(f"mgtutor lessons {args.action}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.action == "show":
+        return _show(lesson, progress, args.json)
+    if args.action == "hint":
+        return _hint(lesson, progress)
+    if args.action == "reset":
+        return _reset(lesson)
+    return _run_or_check(lesson, progress, args)
+
+
+def _list(lessons, progress, as_json: bool) -> int:
+    rows = [{"id": lesson.id, "title": lesson.title, "gpu_only": lesson.gpu_only, "example": str(lesson.example),
+             "has_exercise": lesson.exercise is not None, "done": progress.done(lesson.id)} for lesson in lessons]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    done, total = progress.summary()
+    print(f"The path from one GPU to many — {done}/{total} done\n")
+    for lesson, row in zip(lessons, rows):
+        mark = "✓" if row["done"] else ("▸" if lesson.id == progress.current else " ")
+        tags = " ".join(t for t, on in (("[exercise]", row["has_exercise"]), ("[GPU]", row["gpu_only"])) if on)
+        print(f" {mark} {lesson.number:2d}  {lesson.id:<24} {lesson.title}  {tags}".rstrip())
+    print("\n`mgtutor lessons show ID` to read one, `mgtutor lessons run ID` to run it.")
+    return 0
+
+
+def _show(lesson, progress, as_json: bool) -> int:
+    from mgtutor.lessons.progress import workspace_copy
+
+    workspace = workspace_copy(lesson)
+    if as_json:
+        print(json.dumps({
+            "id": lesson.id, "number": lesson.number, "title": lesson.title, "goal": lesson.goal,
+            "prerequisites": list(lesson.prerequisites), "gpu_only": lesson.gpu_only, "example": str(lesson.example),
+            "explanation": lesson.explanation(), "done": progress.done(lesson.id),
+            "steps": [{"name": s.name, "title": s.title, "script": str(s.script), "args": list(s.args),
+                       "nproc": s.nproc, "gpu_only": s.gpu_only, "checks": [c.says for c in s.checks]}
+                      for s in lesson.steps],
+            "exercise": None if lesson.exercise is None else {
+                "task": lesson.exercise.task, "workspace": str(workspace), "hints": len(lesson.exercise.hints)},
+        }, indent=2))
+        return 0
+    print(f"Lesson {lesson.number}: {lesson.title}  ({lesson.id}){'  ✓ done' if progress.done(lesson.id) else ''}")
+    print(f"Goal: {lesson.goal}\n")
+    print(lesson.explanation().rstrip())
+    print("\nSteps:")
+    for step in lesson.steps:
+        gpu = "  [GPU only]" if step.gpu_only else ""
+        print(f"  {step.name}: {step.title} — {step.nproc} rank(s), {step.script.name} {' '.join(step.args)}{gpu}")
+        for check in step.checks:
+            print(f"      checks: {check.says}")
+    print(f"\nExample script (runs under plain torchrun): {lesson.example}")
+    if lesson.exercise:
+        print(f"\nExercise: {lesson.exercise.task}\n  your copy: {workspace}\n"
+              f"  check it: mgtutor lessons check {lesson.id}")
+    return 0
+
+
+def _hint(lesson, progress) -> int:
+    if not lesson.hints:
+        print(f"lesson {lesson.id} has no exercise, so no hints: run it with `mgtutor lessons run {lesson.id}`")
+        return 0
+    hint = progress.next_hint(lesson)
+    if hint is None:
+        print(f"All {len(lesson.hints)} hints are shown; the reference solution is {lesson.exercise.solution}")
+        for number, text in enumerate(lesson.hints, start=1):
+            print(f"  hint {number}: {text}")
+        return 0
+    number, text = hint
+    print(f"hint {number}/{len(lesson.hints)}: {text}")
+    return 0
+
+
+def _reset(lesson) -> int:
+    from mgtutor.lessons.progress import ensure_workspace
+
+    if lesson.exercise is None:
+        print(f"mgtutor lessons reset: error: lesson {lesson.id} has no exercise", file=sys.stderr)
+        return 2
+    print(f"the broken exercise is back in {ensure_workspace(lesson, reset=True)}")
+    return 0
+
+
+def print_results(results, out=sys.stdout) -> None:
+    for result in results:
+        head = {"passed": "✓", "failed": "✗", "skipped": "–"}[result.status]
+        print(f"{head} {result.title} [{result.status}]" + (f": {result.reason}" if result.reason else ""), file=out)
+        for check in result.checks:
+            print(f"    {check.mark} {check.says} — {check.detail}", file=out)
+        for key, value in result.measures.items():
+            print(f"    measured {key}: {value}", file=out)
+        if result.run_path:
+            print(f"    run record: {result.run_path}", file=out)
+
+
+def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
+    from mgtutor.lessons.progress import ensure_workspace
+    from mgtutor.lessons.runner import check_lesson, overall, run_lesson
+    from mgtutor.training.launcher import LaunchError
+
+    out = sys.stderr if args.json else sys.stdout
+
+    def on_line(rank, _stream, line):
+        print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
+
+    if args.action == "check" and lesson.exercise and not args.solution:
+        print(f"checking your copy: {ensure_workspace(lesson)}", file=out, flush=True)
+    progress.set_current(lesson.id)
+    try:
+        if args.action == "run":
+            results = run_lesson(lesson, args.backend, on_line, progress)
+        else:
+            results = check_lesson(lesson, args.solution, args.backend, on_line, progress)
+    except LaunchError as exc:
+        print(f"mgtutor lessons {args.action}: error: {exc}", file=sys.stderr)
+        return 2
+    status = overall(results)
+    if args.json:
+        print(json.dumps({"lesson": lesson.id, "status": status, "steps": [r.to_json() for r in results]}, indent=2))
+    else:
+        print("", file=out)
+        print_results(results, out)
+        if status == "passed" and lesson.exercise and args.action == "check" and not args.solution:
+            print(f"\nlesson {lesson.id} done ✓")
+        elif status == "failed" and lesson.hints and args.action == "check":
+            print(f"\nstuck? `mgtutor lessons hint {lesson.id}` gives one hint at a time")
+    return {"passed": 0, "failed": 1, "skipped": 3}[status]
