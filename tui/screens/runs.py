@@ -1,4 +1,8 @@
-"""Runs mode: past and running runs, newest first, read from the run directories."""
+"""Runs mode: past and running runs, newest first, read from the run directories.
+
+enter opens the selected run in Monitor mode: a run still going is reattached live (also one
+started by an earlier mgtutor whose terminal went away), a finished one is replayed from its files.
+"""
 from __future__ import annotations
 
 import time
@@ -10,7 +14,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from mgtutor.training.records import list_runs, runs_root
+from mgtutor.training.launcher import Run
+from mgtutor.training.records import RunRecord, list_runs, runs_root
 
 
 def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
@@ -26,7 +31,7 @@ def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
 
 class RunsScreen(Screen):
     TITLE = "Runs"
-    BINDINGS = [Binding("g", "refresh", "Refresh")]
+    BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open in monitor")]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -59,3 +64,24 @@ class RunsScreen(Screen):
         if not rows:
             self.query_one("#runs-root", Static).update(
                 f"No runs yet in {runs_root()}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.run_worker(self.open_run(str(event.row_key.value)), group="open-run")
+
+    async def action_open_run(self) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+            await self.open_run(str(row_key.value))
+
+    async def open_run(self, run_id: str) -> None:
+        """Show the run in Monitor mode; a run this app started keeps its own handle."""
+        from mgtutor.tui.screens.monitor import MonitorScreen
+
+        owned: Run | None = getattr(self.app, "active_runs", {}).get(run_id)
+        record = owned.record if owned else RunRecord(runs_root() / run_id)
+        await self.app.switch_mode("monitor")
+        screen = self.app.screen
+        if isinstance(screen, MonitorScreen):
+            screen.attach(record, owned)

@@ -1,0 +1,74 @@
+"""Runs mode: open a past run in the monitor, and reattach to a run that is still going."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mgtutor.training.launcher import LaunchSpec, launch
+from mgtutor.training.procs import run_processes
+from mgtutor.training.records import runs_root
+from mgtutor.tui.screens.monitor import MonitorScreen
+from mgtutor.tui.widgets.rank_logs import RankLogs
+from tests.monitor_helpers import EVENT_SCRIPT, make_app, wait_for
+
+FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
+
+
+@pytest.fixture(autouse=True)
+def no_nvml(monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+
+
+async def open_in_monitor(pilot, run_id: str) -> MonitorScreen:
+    await pilot.press("r")
+    table = pilot.app.screen.query_one("#runs-table")
+    await wait_for(pilot, lambda: table.row_count > 0, 30, "the runs table")
+    table.move_cursor(row=table.get_row_index(run_id))
+    table.focus()
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen), 10, "monitor mode")
+    return pilot.app.screen
+
+
+async def test_a_past_run_opens_from_its_files():
+    runs_root().mkdir(parents=True)
+    shutil.copytree(FIXTURE, runs_root() / FIXTURE.name)
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await open_in_monitor(pilot, FIXTURE.name)
+        await wait_for(pilot, lambda: screen.state is not None and screen.state.done, 30, "the replay")
+        await pilot.pause(0.2)
+        assert screen.record.run_id == FIXTURE.name
+        assert screen.state.phase == "lost"  # no result.json and no supervisor: the record says so
+        assert "without a result" in screen.query_one("#failure-banner").plain
+        assert screen.query_one("#training-charts").points == 120
+        logs = screen.query_one(RankLogs)
+        assert logs.buffers["rank1"].total == 9  # 8 stdout lines + 1 stderr line
+        assert not any("\x1b" in line for line in logs.buffers["all"].lines)
+
+
+async def test_reattach_to_a_run_started_elsewhere_and_stop_it(write_script):
+    script = write_script("events.py", EVENT_SCRIPT)
+    run = launch(LaunchSpec(target=[str(script), "5000"], nproc=2, backend="gloo", label="elsewhere"))
+    try:
+        app = make_app()
+        async with app.run_test(size=(100, 40)) as pilot:
+            screen = await open_in_monitor(pilot, run.record.run_id)
+            assert screen.run is not None and screen.run.supervisor is None  # a handle from the record only
+            await wait_for(pilot, lambda: screen.state is not None and screen.state.phase == "training", 120,
+                           "training")
+            logs = screen.query_one(RankLogs)
+            await wait_for(pilot, lambda: logs.buffers.get("rank1") and logs.buffers["rank1"].total > 3, 30,
+                           "rank 1's lines")
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(pilot, lambda: screen.state.done, 60, "the stop")
+            assert screen.state.phase == "stopped"
+            assert run_processes(run.record.run_id) == []
+            assert not app.running_runs()  # a reattached run is not one this app started
+    finally:
+        if run.running():
+            run.stop(grace=2)
