@@ -9,13 +9,14 @@ import sys
 from mgtutor.diagnostics import saved
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.launcher import LaunchError, LaunchSpec, plan
+from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
 from mgtutor.tui.cli import CliError
 
 EPILOG = """examples:
   mgtutor doctor                          the checklist (paste it into a bug report)
   mgtutor doctor --json                   the same as JSON (schema: doctor_schema.json)
   mgtutor doctor --rendezvous             can 2 ranks (one per GPU) meet, sync and all-reduce?
-  mgtutor doctor --rendezvous --nproc 4 --timeout 20 --skip-rank 3   see what a missing rank looks like
+  mgtutor doctor --rendezvous --nproc 4 --timeout 20 --skip-rank 3   see what a missing rank looks like""" + PEER_EXAMPLES + """
 
 Exit code: 0 when nothing failed (warnings allowed), 1 when a check failed or a rank never joined."""
 
@@ -28,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_report_options(parser)
     add_rendezvous_options(parser)
-    parser.set_defaults(func=main, doctor_modes=[("rendezvous", run_rendezvous)])
+    add_peer_options(parser)
+    parser.set_defaults(func=main, doctor_modes=[("rendezvous", run_rendezvous), ("peer", run_peer),
+                                                 ("serve", run_serve)])
 
 
 def add_report_options(parser: argparse.ArgumentParser) -> None:

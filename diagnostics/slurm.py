@@ -1,0 +1,122 @@
+"""An sbatch script for a multi-node torchrun job, every line explained.
+
+Slurm gives the nodes; torchrun (one per node, started by srun) gives the ranks. The rendezvous
+host is the allocation's first node, found at run time with `scontrol show hostnames`, and the
+job id is the rendezvous id, so two jobs never join each other. Pure text: Slurm is not needed
+to write the script, only to run it.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+DEFAULT_PORT = 29500
+_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+_IFNAME = re.compile(r"^\^?=?[A-Za-z0-9_.:,-]+$")
+
+
+class SlurmError(ValueError):
+    """Bad input for the script, with what to give instead."""
+
+
+@dataclass
+class SlurmJob:
+    target: list[str]  # SCRIPT ARGS… or -m MODULE ARGS…
+    nodes: int = 2
+    gpus_per_node: int = 1
+    partition: str | None = None
+    time: str | None = None
+    job_name: str = "mgtutor"
+    port: int = DEFAULT_PORT
+    nccl_ifname: str | None = None
+    gloo_ifname: str | None = None
+    cpus_per_node: int | None = None
+    python: str = "python3"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        if not self.target:
+            raise SlurmError("nothing to run: give a script after --, e.g. mgtutor slurm --nodes 2 -- train.py")
+        if self.target[0] == "-m" and len(self.target) < 2:
+            raise SlurmError("-m needs a module name")
+        if self.nodes < 1:
+            raise SlurmError(f"--nodes must be at least 1 (got {self.nodes})")
+        if self.gpus_per_node < 1:
+            raise SlurmError(f"--gpus-per-node must be at least 1 (got {self.gpus_per_node})")
+        if not 1024 <= self.port < 65536:
+            raise SlurmError(f"--port must be from 1024 to 65535 (got {self.port})")
+        if self.time is not None and not _TIME.match(self.time):
+            raise SlurmError(f"--time {self.time!r} is not a Slurm time: use MM, HH:MM:SS or D-HH:MM:SS")
+        for flag, value in (("--nccl-ifname", self.nccl_ifname), ("--gloo-ifname", self.gloo_ifname)):
+            if value is not None and not _IFNAME.match(value):
+                raise SlurmError(f"{flag} {value!r} is not an interface list (e.g. eth0, ib0 or ^docker,lo)")
+        if not re.match(r"^[A-Za-z0-9_.+-]+$", self.job_name):
+            raise SlurmError(f"--job-name {self.job_name!r}: use letters, digits, . _ + -")
+
+
+def _line(code: str, why: str) -> list[str]:
+    """The explanation goes above its line: sbatch reads `#SBATCH` lines whole, comments included."""
+    return [f"# {why}", code]
+
+
+def sbatch_script(job: SlurmJob) -> str:
+    """The script's text; SlurmError on bad input."""
+    job.check()
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        f"# Written by `mgtutor slurm`: {job.nodes} node(s) x {job.gpus_per_node} GPU(s), "
+        "one torchrun per node, c10d rendezvous on the first node.",
+        "# Submit with: sbatch THIS_FILE   (check it first: bash -n THIS_FILE)",
+        "",
+    ]
+    lines += _line(f"#SBATCH --job-name={job.job_name}", "The name squeue and the log file show.")
+    lines += _line(f"#SBATCH --nodes={job.nodes}", "How many machines; each runs one torchrun.")
+    lines += _line("#SBATCH --ntasks-per-node=1",
+                   "One task per node: torchrun itself starts the ranks, so Slurm must not start one per GPU.")
+    lines += _line(f"#SBATCH --gpus-per-node={job.gpus_per_node}", "GPUs reserved on each node = ranks per node.")
+    if job.cpus_per_node:
+        lines += _line(f"#SBATCH --cpus-per-task={job.cpus_per_node}",
+                       "CPU cores for the node's torchrun and its ranks (data loading needs them).")
+    if job.partition:
+        lines += _line(f"#SBATCH --partition={job.partition}", "The queue (partition) to run in.")
+    if job.time:
+        lines += _line(f"#SBATCH --time={job.time}", "Wall-clock limit; Slurm kills the job after it.")
+    lines += _line(f"#SBATCH --output={job.job_name}-%j.out", "All nodes' output in one file; %j is the job id.")
+    lines += [""]
+    lines += _line("set -euo pipefail", "Stop at the first failing command or unset variable.")
+    lines += _line('head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+                   "The first node of the allocation hosts the rendezvous store.")
+    lines += _line(f"rdzv_port={job.port}", "A port free on that node; every node connects to it.")
+    if job.nccl_ifname:
+        lines += _line(f"export NCCL_SOCKET_IFNAME={q(job.nccl_ifname)}",
+                       "The interface NCCL uses to bootstrap between nodes (the one the nodes share).")
+    if job.gloo_ifname:
+        lines += _line(f"export GLOO_SOCKET_IFNAME={q(job.gloo_ifname)}",
+                       "The interface gloo uses between nodes (otherwise it takes the hostname's address).")
+    for key, value in sorted(job.extra_env.items()):
+        lines += _line(f"export {key}={q(value)}", "Given with --env.")
+    if job.cpus_per_node:
+        lines += _line(f"export OMP_NUM_THREADS=$(( {job.cpus_per_node} / {job.gpus_per_node} > 0 ? "
+                       f"{job.cpus_per_node} / {job.gpus_per_node} : 1 ))",
+                       "Share the node's cores between its ranks (torchrun would set 1).")
+    lines += _line('echo "rendezvous on ${head_node}:${rdzv_port}, job ${SLURM_JOB_ID}, ${SLURM_JOB_NUM_NODES} node(s)"',
+                   "Say where the nodes meet: the first thing to check when a node never joins.")
+    lines += [""]
+    target = " ".join(q(part) for part in job.target)
+    lines += [
+        "# srun starts one task per node (--ntasks-per-node=1); each runs torchrun, which starts",
+        f"# --nproc-per-node={job.gpus_per_node} ranks and gives them RANK, LOCAL_RANK, WORLD_SIZE.",
+        "# c10d rendezvous: all nodes meet at head_node:rdzv_port; the job id keeps jobs apart;",
+        "# ranks are numbered once every node has joined. --max-restarts 0: a failure ends the job.",
+        f"srun --kill-on-bad-exit=1 {q(job.python)} -m torch.distributed.run \\",
+        '    --nnodes "$SLURM_JOB_NUM_NODES" \\',
+        f"    --nproc-per-node {job.gpus_per_node} \\",
+        "    --rdzv-backend c10d \\",
+        '    --rdzv-endpoint "${head_node}:${rdzv_port}" \\',
+        '    --rdzv-id "$SLURM_JOB_ID" \\',
+        "    --max-restarts 0 \\",
+        f"    {target}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,106 @@
+"""`mgtutor doctor --peer HOST:PORT` and `--serve [--port P]`: the checks between two nodes.
+
+On the rendezvous host run `--serve`; on every other node `--peer` that host's address. The
+probe names the first thing that fails — name, route, store port, MTU, clock, socket interface —
+instead of a ten-minute rendezvous timeout. Both modes slot into `mgtutor doctor`'s mode list.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import socket
+
+from mgtutor.diagnostics import peer
+from mgtutor.tui.cli import CliError
+
+MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "skip"}
+EXAMPLES = """
+  mgtutor doctor --serve --port 29400     on node 0: answer probes, print the addresses to use
+  mgtutor doctor --peer 10.0.0.1:29400    on every other node: which check fails between them"""
+
+
+def add_peer_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("between nodes (multi-node)")
+    group.add_argument("--peer", metavar="HOST:PORT", default=None,
+                       help="check name, route, the store port, MTU, clock skew and *_SOCKET_IFNAME towards HOST")
+    group.add_argument("--serve", action="store_true",
+                       help="on the rendezvous host: answer --peer probes on --port until Ctrl+C")
+    group.add_argument("--port", type=int, default=peer.DEFAULT_PORT, metavar="P",
+                       help=f"port for --serve (default {peer.DEFAULT_PORT}; use the rendezvous port "
+                            "while the job is not running)")
+    group.add_argument("--count", type=int, default=None, metavar="N", help="--serve: stop after N probes")
+
+
+def format_peer(report: peer.PeerReport) -> str:
+    lines = [f"from this node to the rendezvous endpoint {report.endpoint}:"]
+    for check in report.checks:
+        lines.append(f"  {MARK[check.status]}  {check.name:<19} {check.detail}")
+        if check.fix and check.status in ("warn", "fail"):
+            lines.append(f"        fix: {check.fix}")
+    first = report.first_failure()
+    lines.append(f"verdict: {'FAIL — ' + first.name + ': ' + first.detail if first else 'nothing blocks the rendezvous'}")
+    return "\n".join(lines)
+
+
+def run_peer(args: argparse.Namespace) -> int:
+    if args.serve:
+        raise CliError("--peer and --serve run on different nodes: give one of them")
+    try:
+        report = peer.check_peer(args.peer, timeout=5.0)
+    except ValueError as exc:
+        raise CliError(f"--peer: {exc}") from None
+    print(json.dumps(report.to_dict(), indent=2) if args.json else format_peer(report))
+    return 0 if report.ok else 1
+
+
+def _addresses_note(port: int) -> list[str]:
+    lines = ["other nodes can use, depending on the network they share:"]
+    for iface, addr in peer.local_addresses():
+        if not addr.startswith("127."):
+            lines.append(f"  {iface:<10} {addr:<15}  mgtutor doctor --peer {addr}:{port}")
+    host = socket.gethostname()
+    try:
+        resolved = peer.resolve(host)[0]
+    except (OSError, IndexError):
+        resolved = None
+    if resolved is None:
+        lines.append(f"hostname {host} does not resolve here: give the others an address, not the name")
+    elif resolved.startswith("127."):
+        lines.append(f"hostname {host} -> {resolved} (loopback): give the others an address above, not the name, "
+                     "and set GLOO_SOCKET_IFNAME on this node")
+    else:
+        lines.append(f"hostname {host} -> {resolved} ({peer.interface_of(resolved) or 'not on this machine'})")
+    return lines
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    if not 1 <= args.port < 65536:
+        raise CliError(f"--port must be from 1 to 65535 (got {args.port})")
+    if args.count is not None and args.count < 1:
+        raise CliError(f"--count must be at least 1 (got {args.count})")
+
+    def ready(port: int) -> None:
+        if args.json:
+            print(json.dumps({"serving": port, "addresses": peer.local_addresses()}), flush=True)
+        else:
+            print(f"answering peer probes on port {port} (Ctrl+C to stop)", flush=True)
+            print("\n".join(_addresses_note(port)), flush=True)
+
+    def probed(answer: dict) -> None:
+        if args.json:
+            print(json.dumps(answer), flush=True)
+        else:
+            print(f"probe from {answer['seen_from']} (arrived on {answer['iface']}, MTU {answer['mtu']})", flush=True)
+
+    try:
+        peer.serve(args.port, count=args.count, on_probe=probed, on_ready=ready)
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"port {args.port} is in use here (a running rendezvous store?): pick another with "
+                           "--port, or, if the job is running, probe that port with --peer from the other nodes") from None
+        raise CliError(f"cannot listen on port {args.port}: {exc.strerror or exc}") from None
+    return 0
+

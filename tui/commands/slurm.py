@@ -1,0 +1,90 @@
+"""`mgtutor slurm -- SCRIPT ARGS`: write (and optionally submit) an sbatch script for a multi-node job."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from mgtutor.diagnostics.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
+from mgtutor.tui.cli import CliError
+
+EPILOG = """examples:
+  mgtutor slurm --nodes 2 --gpus-per-node 8 -- train.py --epochs 10
+  mgtutor slurm --nodes 4 --gpus-per-node 4 --partition gpu --time 02:00:00 -o job.sbatch -- -m mgtutor.training.train --model resnet50
+  mgtutor slurm --nodes 2 --gpus-per-node 8 --nccl-ifname ib0 --gloo-ifname eth0 --submit -- train.py
+
+The script starts one torchrun per node with srun; the first node of the allocation hosts the
+c10d rendezvous, and the job id is the rendezvous id. Check a written script with `bash -n FILE`."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("slurm", help="write an sbatch script for a multi-node torchrun job (--submit: sbatch it)",
+                            description="Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with "
+                                        "torchrun's c10d rendezvous, each line explained in a comment. Slurm is "
+                                        "only needed to run it.",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes (default 2)")
+    parser.add_argument("--gpus-per-node", type=int, default=1, metavar="G", help="GPUs = ranks per node (default 1)")
+    parser.add_argument("--partition", default=None, metavar="P", help="Slurm partition (queue)")
+    parser.add_argument("--time", default=None, metavar="T", help="wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00")
+    parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help="job name (default mgtutor)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
+                        help=f"rendezvous port on the first node (default {DEFAULT_PORT})")
+    parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help="CPU cores per node")
+    parser.add_argument("--nccl-ifname", default=None, metavar="IF", help="export NCCL_SOCKET_IFNAME=IF")
+    parser.add_argument("--gloo-ifname", default=None, metavar="IF", help="export GLOO_SOCKET_IFNAME=IF")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="export KEY=VALUE; repeatable")
+    parser.add_argument("--python", default="python3", metavar="PY",
+                        help="the Python with torch on the nodes (default python3)")
+    parser.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: stdout)")
+    parser.add_argument("--submit", action="store_true", help="submit with sbatch (writes FILE, default NAME.sbatch)")
+    parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
+                        help="the script (or -m MODULE) and its arguments, after --")
+    parser.set_defaults(func=main)
+
+
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise CliError(f"--env {item!r}: give KEY=VALUE with KEY a shell variable name")
+        pairs[key] = value
+    return pairs
+
+
+def main(args: argparse.Namespace) -> int:
+    target = args.target[1:] if args.target[:1] == ["--"] else args.target
+    job = SlurmJob(target=target, nodes=args.nodes, gpus_per_node=args.gpus_per_node, partition=args.partition,
+                   time=args.time, job_name=args.job_name, port=args.port, nccl_ifname=args.nccl_ifname,
+                   gloo_ifname=args.gloo_ifname, cpus_per_node=args.cpus_per_node, python=args.python,
+                   extra_env=_env_pairs(args.env))
+    try:
+        text = sbatch_script(job)
+    except SlurmError as exc:
+        raise CliError(str(exc)) from None
+    output = args.output or (f"{args.job_name}.sbatch" if args.submit else None)
+    if output is None:
+        sys.stdout.write(text)
+        return 0
+    path = Path(output)
+    try:
+        path.write_text(text)
+        os.chmod(path, 0o755)
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
+    print(f"wrote {path}", file=sys.stderr)
+    if not args.submit:
+        return 0
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        print(f"mgtutor slurm: sbatch not found: this is not a Slurm login node. Copy {path} to one and run "
+              f"`sbatch {path.name}` there.", file=sys.stderr)
+        return 1
+    done = subprocess.run([sbatch, str(path)], capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    return done.returncode
