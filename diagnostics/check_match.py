@@ -109,6 +109,19 @@ def no_distributed_sampler(m: ScriptModel) -> Hits:
             yield call, None
 
 
+def no_ddp_wrap(m: ScriptModel) -> Hits:
+    """init_process_group and a training step, but nothing that averages gradients across ranks."""
+    inits = m.calls_to(*INIT)
+    if not inits or uses_accelerate(m) or not m.method_calls("backward") or not m.method_calls("step"):
+        return
+    syncs = ("DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
+             "all_reduce", "reduce_scatter", "all_gather", "all_gather_into_tensor", "deepspeed", "horovod")
+    names = {last_name(n) for n in ast.walk(m.tree) if isinstance(n, (ast.Name, ast.Attribute))}
+    names |= {a.split(".")[-1] for a in m.aliases.values()} | {a.split(".")[0] for a in m.aliases.values()}
+    if not names & set(syncs):
+        yield inits[0], None
+
+
 def sampler_with_shuffle(m: ScriptModel) -> Hits:
     for call in m.calls_to(*DATALOADER):
         if sampler_arg(call) is not None and constant(keyword(call, "shuffle")) is True:
@@ -191,11 +204,21 @@ def unguarded_print(m: ScriptModel) -> Hits:
     rank_logging = any(mentions_rank(m, [c]) for c in m.method_calls("setLevel") + m.method_calls("basicConfig"))
     outputs = m.calls_to("print") + ([] if rank_logging else [
         c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
-    unguarded = [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)]
+    unguarded = [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
+                 and not _called_with_rank(m, c)]
     if unguarded:
         first = min(unguarded, key=lambda c: c.lineno)
         more = f" (and {len(unguarded) - 1} more)" if len(unguarded) > 1 else ""
         yield first, f"print/logging runs on every rank{more}: each line appears once per GPU"
+
+
+def _called_with_rank(m: ScriptModel, node: ast.AST) -> bool:
+    """`def report(**f): print(f)` called as `report(rank=rank, …)`: the output names its rank."""
+    fn = m.enclosing(node, DEF_NODES)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    calls = [c for c in m.calls if last_name(c.func) == fn.name]
+    return bool(calls) and all(mentions_rank(m, [*c.args, *(k.value for k in c.keywords)]) for c in calls)
 
 
 def unguarded_tracker(m: ScriptModel) -> Hits:

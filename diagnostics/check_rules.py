@@ -40,6 +40,14 @@ RULES: tuple[Rule, ...] = (
          "loader = DataLoader(ds, batch_size=64, shuffle=True)",
          "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, batch_size=64, sampler=sampler)",
          "05-distributed-sampler", ("data", "speed"), match.no_distributed_sampler),
+    Rule("no-ddp-wrap", "warning",
+         "init_process_group is called but the model is never wrapped in DistributedDataParallel",
+         "Without DDP (or FSDP, or an all_reduce of the gradients) nothing averages gradients across ranks: "
+         "each rank trains its own copy and the copies drift apart.",
+         "wrap the model after moving it to its device (unless this file hands it to code that does)",
+         "model = make_model().to(device)",
+         "model = DDP(make_model().to(device), device_ids=[local_rank])",
+         "04-ddp-torchrun", ("speed",), match.no_ddp_wrap),
     Rule("sampler-with-shuffle", "error",
          "DataLoader gets both a sampler and shuffle=True",
          "PyTorch refuses the pair (ValueError: sampler option is mutually exclusive with shuffle); "
