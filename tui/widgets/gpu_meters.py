@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from mgtutor.diagnostics.gpu import GpuSample, GpuSnapshot, HostSnapshot
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
@@ -34,13 +34,13 @@ def _gib(mib: int | None) -> str:
     return "?" if mib is None else f"{mib / 1024:.1f}"
 
 
-class GpuMeters(Static):
+class GpuMeters(Widget):
     """Draws the latest sample; keeps a short utilisation history per GPU (or per CPU rank)."""
 
     DEFAULT_CSS = "GpuMeters { height: auto; }"
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self.history: dict[str, deque[float]] = {}
         self.rows: dict[str, str] = {}  # row key → plain text of the row (tests and scripts read it)
         self._last: tuple[GpuSample | None, HostSnapshot | None, dict[int, int], str] = (None, None, {}, "gloo")
@@ -60,14 +60,15 @@ class GpuMeters(Static):
                 stats = host.processes.get(pid)
                 self._remember(f"rank{rank}", stats.cpu_percent if stats else None)
         self._last = (gpus, host, dict(pid_rank), backend)
-        self.redraw()
+        self.draw(self.size.width or 80)  # fills `rows` now, for readers that do not wait for a paint
+        self.refresh(layout=True)
 
-    def on_resize(self) -> None:
-        self.redraw()
+    def render(self) -> Text:
+        return self.draw(self.size.width)
 
-    def redraw(self) -> None:
+    def draw(self, width: int) -> Text:
         gpus, host, pid_rank, backend = self._last
-        width = max(40, self.size.width or 80)
+        width = max(40, width)
         text = Text(no_wrap=True, overflow="ellipsis")
         self.rows = {}
         if gpus is None and host is None:
@@ -84,7 +85,8 @@ class GpuMeters(Static):
             busy = sum(cores) / len(cores) if cores else 0.0
             text.append(f"host  {len(cores)} cores {busy:3.0f}%  RAM {_gib(host.ram_used_mib)}/"
                         f"{_gib(host.ram_total_mib)} GiB", "dim")
-        self.update(text.rstrip() or text)
+        text.rstrip()
+        return text
 
     def _gpu_row(self, text: Text, gpu: GpuSnapshot, pid_rank: dict[int, int], width: int) -> None:
         ranks = ranks_on(gpu, pid_rank)

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from mgtutor.training.runstate import RunState
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
@@ -43,24 +43,23 @@ def human(value: float | None, unit: str = "") -> str:
     return f"{value:.1f}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
 
 
-class TrainingCharts(Static):
+class TrainingCharts(Widget):
     """Samples/s per rank and in total, and loss; from the run's step events."""
 
     DEFAULT_CSS = "TrainingCharts { height: auto; }"
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self.state: RunState | None = None
         self.points = 0  # how many throughput points the charts hold (tests read it)
 
     def show(self, state: RunState) -> None:
         self.state = state
         self.points = sum(len(r.throughput) for r in state.ranks.values())
-        self.update(self.render_charts(max(20, self.size.width or 80)))
+        self.refresh(layout=True)
 
-    def on_resize(self) -> None:
-        if self.state is not None:
-            self.update(self.render_charts(self.size.width))
+    def render(self) -> Text:
+        return self.render_charts(max(20, self.size.width))
 
     def render_charts(self, width: int) -> Text:
         state = self.state
@@ -98,6 +97,6 @@ class TrainingCharts(Static):
             text.append(f" @{step}", "dim")
         stragglers = state.stragglers()
         if stragglers:
-            text.append(f"\nstraggler: rank {', '.join(map(str, stragglers))} is >20% slower than the others — "
-                        "its GPU is shared, throttled, or its data loading is slower", "bold red")
+            text.append(f"\nstraggler: rank {', '.join(map(str, stragglers))} >20% slower than the others "
+                        "(shared or throttled GPU, slow data loading?)", "bold red")
         return text
