@@ -1,0 +1,97 @@
+"""The DDP trainer for real: 2 gloo ranks of the tiny CNN through the launcher (torchrun).
+
+One uninterrupted run is shared by the loss, replica and sampler checks; resume and no-sampler
+each need their own runs. Small on purpose: 2 cores run all of CI.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mgtutor.training.events import read_events
+from mgtutor.training.launcher import LaunchSpec, launch
+from mgtutor.training.records import RunRecord
+
+BASE = ["--model", "tinycnn", "--batch-size", "16", "--dataset-size", "512", "--log-every", "1", "--seed", "7"]
+
+
+def train(*args: str, nproc: int = 2) -> RunRecord:
+    run = launch(LaunchSpec(target=["-m", "mgtutor.training.train", *BASE, *args], nproc=nproc,
+                            backend="gloo", label="test-train"))
+    run.wait(timeout=240)
+    return run.record
+
+
+def events(record: RunRecord, kind: str, rank: int | None = None) -> list[dict]:
+    return [e for e in read_events(record.events_path) if e["type"] == kind and (rank is None or e["rank"] == rank)]
+
+
+def losses(record: RunRecord, rank: int = 0) -> dict[int, float]:
+    return {e["step"]: e["loss"] for e in events(record, "step", rank)}
+
+
+def indices(record: RunRecord, rank: int) -> list[int]:
+    return json.loads((record.path / f"indices.rank{rank}.json").read_text())
+
+
+def logs(record: RunRecord) -> str:
+    return "\n".join(p.read_text() for _r, _s, p in record.rank_logs())
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
+    """12 uninterrupted steps on 2 ranks (module-wide XDG home, so it outlives one test's)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    try:
+        return train("--steps", "12", "--record-indices")
+    finally:
+        mp.undo()
+
+
+def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
+    assert full_run.result()["status"] == "finished", logs(full_run)
+    curve = losses(full_run)
+    assert sorted(curve) == list(range(1, 13))
+    first, last = sum(curve[s] for s in (1, 2, 3)) / 3, sum(curve[s] for s in (10, 11, 12)) / 3
+    assert last < first * 0.8, curve
+    results = events(full_run, "result")
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    assert all(r["samples_per_s"] > 0 and r["final_loss"] == pytest.approx(curve[12]) for r in results if r["rank"] == 0)
+    assert {e["type"] for e in read_events(full_run.events_path)} >= {"start", "rendezvous", "step", "result"}
+
+
+def test_replicas_are_bit_identical_after_training(full_run: RunRecord) -> None:
+    digests = {r["rank"]: r["params_sha256"] for r in events(full_run, "result")}
+    assert digests[0] == digests[1]
+    # the ranks trained on different samples, so identical weights are DDP's doing, not chance
+    assert losses(full_run, 0) != losses(full_run, 1)
+
+
+def test_distributed_sampler_gives_disjoint_indices(full_run: RunRecord) -> None:
+    seen0, seen1 = indices(full_run, 0), indices(full_run, 1)
+    assert len(seen0) == len(seen1) == 12 * 16
+    assert not set(seen0) & set(seen1)
+
+
+def test_no_sampler_gives_every_rank_the_same_indices() -> None:
+    record = train("--steps", "3", "--record-indices", "--inject", "no-sampler")
+    assert record.result()["status"] == "finished", logs(record)
+    assert indices(record, 0) == indices(record, 1)
+    assert len(indices(record, 0)) == 3 * 16
+
+
+def test_resume_continues_the_same_loss_curve(full_run: RunRecord, tmp_path: Path) -> None:
+    ckpt = str(tmp_path / "ckpt")
+    first = train("--steps", "6", "--checkpoint-dir", ckpt)
+    assert first.result()["status"] == "finished", logs(first)
+    assert [e["step"] for e in events(first, "checkpoint")] == [6]
+    second = train("--steps", "12", "--checkpoint-dir", ckpt, "--resume")
+    assert second.result()["status"] == "finished", logs(second)
+    assert [e["step"] for e in events(second, "checkpoint") if e.get("action") == "resumed"] == [6, 6]
+    resumed, uninterrupted = losses(second), losses(full_run)
+    assert sorted(resumed) == list(range(7, 13))
+    for step in range(7, 13):
+        assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-5, abs=1e-6), (step, resumed, uninterrupted)
