@@ -58,7 +58,7 @@ def sets_visible_devices(m: ScriptModel) -> bool:
 def binds_device(m: ScriptModel) -> bool:
     if m.method_calls("set_device") or m.calls_to("torch.cuda.device", bare=False):
         return True
-    return any(keyword(c, "device_ids") is not None for c in m.calls_to(*DDP)) or \
+    return any(keyword(c, "device_ids") is not None or len(c.args) > 1 for c in m.calls_to(*DDP)) or \
         any(keyword(c, "device_id") is not None for c in m.calls_to(*INIT))
 
 
@@ -240,9 +240,7 @@ def collective_in_rank_branch(m: ScriptModel) -> Hits:
         guard = m.rank_guard(call)
         if guard is None:
             continue
-        scope = m.enclosing(call, DEF_NODES) or m.tree
-        same = [o for o in walk_local(scope) if isinstance(o, ast.Call) and o is not call
-                and last_name(o.func) == last_name(call.func)]
+        same = [o for o in m.calls if o is not call and last_name(o.func) == last_name(call.func)]
         if any(m.rank_guard(o) is not None and _branch(m, o, m.rank_guard(o)) != _branch(m, call, guard)
                for o in same):
             continue  # "rank 0 first, then the others" on purpose: both sides meet at a barrier

@@ -238,3 +238,35 @@ def test_symptom_and_tag_filters():
     assert set(SYMPTOM_TAGS) == {"one-gpu-busy", "same-data", "no-speedup", "hang"}
     with pytest.raises(KeyError):
         findings_for_symptom(findings, "slow-disk")
+
+
+def test_first_process_barrier_split_across_functions_is_fine():
+    assert "collective-in-rank-branch" not in rules_in("""
+        import torch
+        def load(args):
+            if args.local_rank not in [-1, 0]:
+                torch.distributed.barrier()
+            return read_cache()
+        def main(args):
+            data = load(args)
+            if args.local_rank == 0:
+                torch.distributed.barrier()
+    """)
+
+
+def test_device_ids_given_positionally_bind_the_device():
+    assert "no-set-device" not in rules_in("""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group(backend="nccl")
+        model = DDP(model.cuda(ids[0]), ids)
+    """)
+
+
+def test_in_memory_checkpoint_buffer_is_not_a_file():
+    assert "unguarded-checkpoint" not in rules_in("""
+        import io, torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+    """)
