@@ -7,6 +7,7 @@ namespaces, veth, processes inside them — is removed in the fixture's teardown
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -172,3 +173,36 @@ def test_wrong_address_is_named(two_hosts: list[Host]) -> None:
     assert code != 0
     assert f"diagnosis (rendezvous_unreachable): node 1 could not reach the rendezvous store at {wrong}" in err
     assert "No route to host" in err or "cannot be reached" in err
+
+
+def test_peer_probe_across_hosts_names_interface_mtu_and_gloo(two_hosts: list[Host]) -> None:
+    """`doctor --serve` on one host, `doctor --peer` from the other: the veth is the route, an MTU
+    mismatch is seen from both ends, and an unset GLOO_SOCKET_IFNAME is flagged (the hostname here
+    resolves to an address outside the namespace)."""
+    node0, node1 = two_hosts
+    _ip("-n", node0.ns, "link", "set", node0.iface, "mtu", "1400")
+    env = dict(os.environ, MGTUTOR_NO_NVML="1")
+    env.pop("GLOO_SOCKET_IFNAME", None)
+    env.pop("NCCL_SOCKET_IFNAME", None)
+    ns = lambda host, *args: ["ip", "netns", "exec", host.ns, sys.executable, "-m", "mgtutor.tui", *args]  # noqa: E731
+    server = subprocess.Popen(ns(node0, "doctor", "--serve", "--port", str(PORT), "--count", "1", "--json"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert json.loads(server.stdout.readline())["serving"] == PORT
+        probe = subprocess.run(ns(node1, "doctor", "--peer", f"{node0.addr}:{PORT}", "--json"),
+                               capture_output=True, text=True, env=env, timeout=60)
+        report = json.loads(probe.stdout)
+        checks = {c["name"]: c for c in report["checks"]}
+        assert report["route"]["iface"] == node1.iface and report["route"]["source"] == node1.addr
+        assert checks["tcp"]["status"] == "ok"
+        assert report["served"]["seen_from"] == node1.addr and report["served"]["iface"] == node0.iface
+        assert checks["mtu"]["status"] == "warn" and "1400" in checks["mtu"]["detail"]
+        assert checks["clock"]["status"] == "ok"  # one kernel, one clock
+        assert checks["GLOO_SOCKET_IFNAME"]["status"] == "warn"
+        assert checks["GLOO_SOCKET_IFNAME"]["fix"].startswith(f"export GLOO_SOCKET_IFNAME={node1.iface}")
+        assert probe.returncode == 0  # warnings only
+        assert server.wait(30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.communicate()
