@@ -80,7 +80,9 @@ def report(run: Run, options: ProbeOptions, result: dict[str, Any]) -> dict[str,
             last[entry["rank"]] = since
             if phase == "allreduce":
                 entry["status"] = "joined" if event.get("value") == event.get("expected") else "wrong sum"
-    missing = sorted(reported_missing or {r for r, e in ranks.items() if e["joined_s"] is None})
+    # A rank that wrote its arrival is not missing, even if an earlier waiter gave up before it came.
+    arrived = {r for r, e in ranks.items() if e["joined_s"] is not None}
+    missing = sorted((reported_missing | (set(ranks) - arrived)) - arrived)
     ok = not missing and all(e["status"] == "joined" for e in ranks.values())
     failed = [e for e in ranks.values() if e["error"]]
     if ok:

@@ -1,9 +1,278 @@
-"""Diagnostics mode."""
+"""Diagnostics mode: the doctor checklist, the GPU topology, the all-reduce bench run live, and the
+rendezvous probe. Everything runs in thread workers (doctor asks torch in a subprocess; the bench
+and probe are torchrun runs the App owns); the last results are saved and shown at once."""
 from __future__ import annotations
 
-from mgtutor.tui.screens.placeholder import PlaceholderScreen
+import argparse
+import shlex
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static, TabbedContent, TabPane
+
+from mgtutor.diagnostics import saved
+from mgtutor.diagnostics.sizes import format_size
+from mgtutor.tui.widgets.diagnostics_text import (BENCH_COLUMNS, RANK_COLUMNS, bench_cells, checklist_text,
+                                                 rank_cells, topology_text)
+from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
+
+DEFAULT_BENCH_ARGS = "--check"
+DEFAULT_PROBE_ARGS = "--timeout 30"
 
 
-class DiagnosticsScreen(PlaceholderScreen):
+def _parse(register: Any, words: str) -> argparse.Namespace:
+    """Parse the Input's text with the CLI's own parser, so the screen and the CLI accept the same."""
+    parser = argparse.ArgumentParser(prog="mgtutor", exit_on_error=False, add_help=False)
+    sub = parser.add_subparsers(dest="cmd")
+    register(sub)
+    name = next(iter(sub.choices))
+    child = sub.choices[name]
+    child.exit_on_error = False
+    child.error = lambda message: (_ for _ in ()).throw(ValueError(message))  # type: ignore[method-assign]
+    return parser.parse_args([name, *shlex.split(words)])
+
+
+class DiagnosticsScreen(Screen):
     TITLE = "Diagnostics"
-    ABOUT = "Doctor checklist, GPU topology, the all-reduce benchmark and the rendezvous probe."
+    BINDINGS = [
+        Binding("c", "doctor", "Check (doctor)"),
+        Binding("b", "bench", "Bench all-reduce"),
+        Binding("p", "probe", "Probe rendezvous"),
+        Binding("y", "copy_report", "Copy report"),
+        Binding("s", "stop", "Stop"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.doctor_report: dict[str, Any] | None = None
+        self.bench_report: dict[str, Any] | None = None
+        self.probe_report: dict[str, Any] | None = None
+        self.current_run: Any = None
+        self.busy: set[str] = set()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(id="diag-tabs"):
+            with TabPane("Doctor", id="tab-doctor"):
+                with VerticalScroll():
+                    yield Static("Press c to check this machine.", id="doctor-status")
+                    yield Static("", id="doctor-checks")
+            with TabPane("Topology", id="tab-topology"):
+                with VerticalScroll():
+                    yield Static("Press c: the topology comes with the doctor report.", id="topology-view")
+            with TabPane("All-reduce", id="tab-bench"):
+                with Vertical():
+                    yield Input(DEFAULT_BENCH_ARGS, id="bench-args",
+                                placeholder="options as for `mgtutor bench allreduce` (enter or b runs)")
+                    yield ProgressBar(id="bench-progress", show_eta=False)
+                    yield Static("", id="bench-status")
+                    yield DataTable(id="bench-table", zebra_stripes=True)
+                    yield BandwidthChart(id="bench-chart")
+                    yield Static("", id="bench-verdict")
+            with TabPane("Rendezvous", id="tab-probe"):
+                with Vertical():
+                    yield Input(DEFAULT_PROBE_ARGS, id="probe-args",
+                                placeholder="options as for `mgtutor doctor --rendezvous` (enter or p runs)")
+                    yield Static("", id="probe-status")
+                    yield DataTable(id="probe-table", zebra_stripes=True)
+                    yield Static("", id="probe-message")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#bench-table", DataTable).add_columns(*BENCH_COLUMNS)
+        self.query_one("#probe-table", DataTable).add_columns(*RANK_COLUMNS)
+        self.load_saved()
+
+    @work(thread=True, group="diag-load")
+    def load_saved(self) -> None:
+        found = {kind: saved.load(kind) for kind in saved.KINDS}
+        self.app.call_from_thread(self._show_saved, found)
+
+    def _show_saved(self, found: dict[str, dict[str, Any] | None]) -> None:
+        if found["doctor"] and self.doctor_report is None:
+            self.show_doctor(found["doctor"], saved_note=True)
+        if found["allreduce"] and self.bench_report is None and "bench" not in self.busy:
+            self.show_bench(found["allreduce"], saved_note=True)
+        if found["rendezvous"] and self.probe_report is None and "probe" not in self.busy:
+            self.show_probe(found["rendezvous"], saved_note=True)
+
+    # doctor -----------------------------------------------------------------------------------
+    def action_doctor(self) -> None:
+        if "doctor" in self.busy:
+            return
+        self.busy.add("doctor")
+        self.query_one(TabbedContent).active = "tab-doctor"
+        self.query_one("#doctor-status", Static).update("Checking… (torch answers from a subprocess)")
+        self.run_doctor()
+
+    @work(thread=True, group="doctor")
+    def run_doctor(self) -> None:
+        from mgtutor.diagnostics.doctor import collect
+
+        try:
+            report = collect()
+            saved.save("doctor", report)
+        except Exception as exc:  # show it; never kill the app
+            self.app.call_from_thread(self._doctor_failed, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self.show_doctor, report)
+
+    def _doctor_failed(self, why: str) -> None:
+        self.busy.discard("doctor")
+        self.query_one("#doctor-status", Static).update(Text(f"The check failed: {why}"))
+
+    def show_doctor(self, report: dict[str, Any], saved_note: bool = False) -> None:
+        self.busy.discard("doctor")
+        self.doctor_report = report
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.get("generated", time.time())))
+        note = f"saved report from {when} — c checks again" if saved_note else f"checked {when} — y copies the report"
+        self.query_one("#doctor-status", Static).update(note)
+        self.query_one("#doctor-checks", Static).update(checklist_text(report))
+        self.query_one("#topology-view", Static).update(topology_text(report))
+
+    def action_copy_report(self) -> None:
+        from mgtutor.diagnostics.doctor import render_text
+
+        if self.doctor_report is None:
+            self.notify("No report yet: press c first.", severity="warning")
+            return
+        text = render_text(self.doctor_report)
+        self.app.copy_to_clipboard(text)
+        path = saved.saved_path("doctor").with_suffix(".txt")
+        path.write_text(text + "\n")
+        self.notify(f"Report copied to the clipboard and written to {path}")
+
+    # all-reduce bench -------------------------------------------------------------------------
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "bench-args":
+            self.action_bench()
+        elif event.input.id == "probe-args":
+            self.action_probe()
+
+    def action_bench(self) -> None:
+        from mgtutor.diagnostics.allreduce_bench import start
+        from mgtutor.training.launcher import LaunchSpec, plan
+        from mgtutor.tui.commands import bench_allreduce
+
+        if self.busy & {"bench", "probe"}:
+            self.notify("A bench or probe is running: s stops it.", severity="warning")
+            return
+        self.query_one(TabbedContent).active = "tab-bench"
+        try:
+            options = bench_allreduce.options_from(_parse(bench_allreduce.register, self.query_one("#bench-args", Input).value))
+            sizes = options.sizes(plan(LaunchSpec(target=[], nproc=options.nproc, backend=options.backend)).backend)
+            run = start(options)
+        except Exception as exc:  # bad options or a launch refusal: shown, not raised
+            self.query_one("#bench-status", Static).update(Text(f"Cannot start: {exc}"))
+            return
+        self._track(run)
+        self.busy.add("bench")
+        self.bench_report = None
+        self.query_one("#bench-table", DataTable).clear()
+        self.query_one("#bench-chart", BandwidthChart).set_points([])
+        self.query_one("#bench-verdict", Static).update("")
+        self.query_one("#bench-progress", ProgressBar).update(total=len(sizes), progress=0)
+        meta = run.record.meta()
+        self.query_one("#bench-status", Static).update(Text(
+            f"{meta['world_size']} rank(s), {meta['backend']} — {meta['device_note']}; "
+            f"{len(sizes)} sizes {format_size(sizes[0])}…{format_size(sizes[-1])}; s stops"))
+        self.follow_bench(run)
+
+    def _track(self, run: Any) -> None:
+        self.current_run = run
+        track = getattr(self.app, "track_run", None)
+        if track:
+            track(run)
+
+    @work(thread=True, group="bench")
+    def follow_bench(self, run: Any) -> None:
+        from mgtutor.diagnostics.allreduce_bench import collect
+
+        report = collect(run, on_rows=lambda rows: self.app.call_from_thread(self.add_bench_rows, rows))
+        saved.save("allreduce", report)
+        self.app.call_from_thread(self.show_bench, report)
+
+    def add_bench_rows(self, rows: list[dict[str, Any]]) -> None:
+        self.query_one("#bench-table", DataTable).add_row(*bench_cells(rows))
+        self.query_one("#bench-chart", BandwidthChart).add(rows[0]["bytes"], max(r["busbw_gbps"] for r in rows))
+        self.query_one("#bench-progress", ProgressBar).advance(1)
+
+    def show_bench(self, report: dict[str, Any], saved_note: bool = False) -> None:
+        self.busy.discard("bench")
+        self.bench_report = report
+        rows = report.get("rows", [])
+        if saved_note:
+            table = self.query_one("#bench-table", DataTable)
+            table.clear()
+            for i in range(0, len(rows) - 1, 2):
+                table.add_row(*bench_cells(rows[i:i + 2]))
+            self.query_one("#bench-chart", BandwidthChart).set_points([(r["bytes"], r["busbw_gbps"]) for r in rows])
+            self.query_one("#bench-status", Static).update(Text(
+                f"last bench: {report.get('world_size')} rank(s), {report.get('backend')} — b runs again"))
+        avg = report.get("avg_busbw_gbps")
+        self.query_one("#bench-verdict", Static).update(Text(
+            (f"avg busbw {avg:.2f} GB/s. " if avg is not None else "") + str(report.get("verdict", ""))))
+
+    # rendezvous probe -------------------------------------------------------------------------
+    def action_probe(self) -> None:
+        from mgtutor.diagnostics.rendezvous_probe import ProbeOptions, start
+        from mgtutor.tui.commands import doctor
+
+        if self.busy & {"bench", "probe"}:
+            self.notify("A bench or probe is running: s stops it.", severity="warning")
+            return
+        self.query_one(TabbedContent).active = "tab-probe"
+        try:
+            args = _parse(doctor.register, self.query_one("#probe-args", Input).value)
+            options = ProbeOptions(nproc=args.nproc, timeout=args.timeout, backend=args.backend,
+                                   skip_ranks=args.skip_rank)
+            run = start(options)
+        except Exception as exc:  # bad options or a launch refusal: shown, not raised
+            self.query_one("#probe-status", Static).update(Text(f"Cannot start: {exc}"))
+            return
+        self._track(run)
+        self.busy.add("probe")
+        self.query_one("#probe-table", DataTable).clear()
+        self.query_one("#probe-message", Static).update("")
+        self.query_one("#probe-status", Static).update(Text(
+            f"{run.record.meta()['world_size']} rank(s) joining; waiting up to {options.timeout:g} s… s stops"))
+        self.follow_probe(run, options)
+
+    @work(thread=True, group="probe")
+    def follow_probe(self, run: Any, options: Any) -> None:
+        from mgtutor.diagnostics.rendezvous_probe import wait
+
+        report = wait(run, options)
+        saved.save("rendezvous", report)
+        self.app.call_from_thread(self.show_probe, report)
+
+    def show_probe(self, report: dict[str, Any], saved_note: bool = False) -> None:
+        self.busy.discard("probe")
+        self.probe_report = report
+        table = self.query_one("#probe-table", DataTable)
+        table.clear()
+        for entry in report["ranks"]:
+            table.add_row(*rank_cells(entry))
+        mark = "✓" if report["ok"] else "✗"
+        advice = "" if report["ok"] else "\ncheck: " + "\n       ".join(report["advice"])
+        self.query_one("#probe-message", Static).update(Text(f"{mark} {report['message']}{advice}"))
+        if saved_note:
+            self.query_one("#probe-status", Static).update("last probe (saved) — p probes again")
+        else:
+            self.query_one("#probe-status", Static).update(Text(f"logs: {report['run_dir']}"))
+
+    def action_stop(self) -> None:
+        run = self.current_run
+        if run is not None and run.running():
+            self.notify("Stopping every rank…")
+            self.stop_run(run)
+
+    @work(thread=True, group="stop")
+    def stop_run(self, run: Any) -> None:
+        run.stop(grace=5)

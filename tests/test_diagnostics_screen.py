@@ -1,0 +1,65 @@
+"""Diagnostics mode for real: the doctor (torch asked in a subprocess) and a 2-rank gloo bench
+started from the screen, results shown live, saved, and shown at once by the next app."""
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, Static
+
+from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
+from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
+
+BENCH_ARGS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --check"
+
+
+async def wait_until(pilot, predicate, seconds: float = 240.0) -> None:
+    for _ in range(int(seconds / 0.2)):
+        if predicate():
+            return
+        await pilot.pause(0.2)
+    raise AssertionError("the screen never showed the result")
+
+
+def text_of(screen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def test_doctor_and_gloo_bench_from_the_screen(monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("d")
+        screen = app.screen
+        assert isinstance(screen, DiagnosticsScreen)
+        await pilot.press("c")
+        await wait_until(pilot, lambda: screen.doctor_report is not None)
+        await pilot.pause()
+        assert "no NVIDIA GPU" in text_of(screen, "#doctor-checks")
+        assert "NCCL" in text_of(screen, "#doctor-checks")  # versions line from the torch subprocess
+        assert "No NVIDIA GPU" in text_of(screen, "#topology-view")
+
+        bench_args = screen.query_one("#bench-args", Input)
+        bench_args.value = BENCH_ARGS
+        screen.query_one("#diag-tabs").active = "tab-bench"
+        bench_args.focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen.bench_report is not None)
+        await pilot.pause()
+        report = screen.bench_report
+        assert report["error"] is None, report
+        assert [r["bytes"] for r in report["rows"]] == [8, 8, 1024, 1024]
+        assert all(r["wrong"] == 0 for r in report["rows"])
+        table = screen.query_one("#bench-table", DataTable)
+        assert table.row_count == 2 and table.get_row_at(1)[0] == "1K"
+        assert len(screen.query_one("#bench-chart", BandwidthChart).points) == 2
+        assert "gloo on CPU" in text_of(screen, "#bench-verdict")
+        run = app.active_runs[report["run_id"]]
+        assert not run.running()
+
+    again = MgTutorApp()
+    async with again.run_test(size=(80, 24)) as pilot:
+        await pilot.press("d")
+        screen = again.screen
+        await wait_until(pilot, lambda: screen.bench_report is not None and screen.doctor_report is not None, 20)
+        await pilot.pause()
+        assert screen.query_one("#bench-table", DataTable).row_count == 2
+        assert "saved report" in text_of(screen, "#doctor-status")

@@ -1,0 +1,70 @@
+"""Text for the Diagnostics screen: the checklist, the topology and table cells (Rich Text, never
+markup, so a path or message with [brackets] shows as written)."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red")}
+BENCH_COLUMNS = ("size", "count", "type", "oop µs", "oop busbw", "in µs", "in busbw", "#wrong")
+RANK_COLUMNS = ("rank", "status", "joined s", "init s", "barrier s", "all-reduce s")
+
+
+def checklist_text(report: dict[str, Any]) -> Text:
+    v = report["versions"]
+    text = Text()
+    text.append(f"torch {v.get('torch') or '-'} · CUDA {v.get('cuda') or '-'} · cuDNN {v.get('cudnn') or '-'} · "
+                f"NCCL {v.get('nccl') or '-'} · driver {v.get('driver') or '-'}\n\n", style="bold")
+    for check in report["checks"]:
+        mark, style = MARKS[check["status"]]
+        text.append(f" {mark} ", style=f"bold {style}")
+        text.append(check["message"] + "\n")
+        if check.get("fix") and check["status"] != "ok":
+            text.append(f"     fix: {check['fix']}\n", style="dim")
+    env = report.get("environment") or {}
+    if env:
+        text.append("\nset: " + " ".join(f"{k}={val}" for k, val in env.items()) + "\n", style="dim")
+    return text
+
+
+def topology_text(report: dict[str, Any]) -> Text:
+    text = Text()
+    gpus = report.get("gpus") or []
+    if not gpus:
+        text.append(f"No NVIDIA GPU: {report.get('gpu_error')}.\nRanks run as CPU processes on gloo; "
+                    "there is no GPU link to show.\n")
+        return text
+    for g in gpus:
+        mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g.get("memory_total_mib") else "?"
+        nvl = f", NVLink {g['nvlink_links_up']} up" if g.get("nvlink_links_up") else ""
+        text.append(f"GPU{g['index']} {g['name']} {mem}, sm {g.get('compute_capability') or '?'}, "
+                    f"PCIe gen{g.get('pcie_gen') or '?'} ×{g.get('pcie_width') or '?'}{nvl}\n")
+    text.append("\n" + report["topology"]["matrix"] + "\n\n")
+    for check in report["checks"]:
+        if check["id"].startswith("link_"):
+            mark, style = MARKS[check["status"]]
+            text.append(f" {mark} ", style=f"bold {style}")
+            text.append(check["message"] + "\n")
+    return text
+
+
+def _wrong(value: int | None) -> str:
+    return "N/A" if value is None else str(value)
+
+
+def bench_cells(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    from mgtutor.diagnostics.sizes import format_size
+
+    oop, ip = rows[0], rows[-1]
+    wrong = "N/A" if oop["wrong"] is None and ip["wrong"] is None else str((oop["wrong"] or 0) + (ip["wrong"] or 0))
+    return (format_size(oop["bytes"]), str(oop["count"]), oop["dtype"], f"{oop['time_us']:.2f}",
+            f"{oop['busbw_gbps']:.2f}", f"{ip['time_us']:.2f}", f"{ip['busbw_gbps']:.2f}", wrong)
+
+
+def rank_cells(entry: dict[str, Any]) -> tuple[str, ...]:
+    def sec(key: str) -> str:
+        return "-" if entry.get(key) is None else f"{entry[key]:.3f}"
+    status = {"missing": "never joined", "skipped": "told not to join", "waiting": "arrived, waited"}.get(
+        entry["status"], entry["status"])
+    return (str(entry["rank"]), status, sec("joined_s"), sec("init_s"), sec("barrier_s"), sec("allreduce_s"))
