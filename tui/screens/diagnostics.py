@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static, TabbedContent, TabPane
 
@@ -67,7 +67,7 @@ class DiagnosticsScreen(Screen):
                 with VerticalScroll():
                     yield Static("Press c: the topology comes with the doctor report.", id="topology-view")
             with TabPane("All-reduce", id="tab-bench"):
-                with Vertical():
+                with VerticalScroll():
                     yield Input(DEFAULT_BENCH_ARGS, id="bench-args",
                                 placeholder="options as for `mgtutor bench allreduce` (enter or b runs)")
                     yield ProgressBar(id="bench-progress", show_eta=False)
@@ -76,7 +76,7 @@ class DiagnosticsScreen(Screen):
                     yield BandwidthChart(id="bench-chart")
                     yield Static("", id="bench-verdict")
             with TabPane("Rendezvous", id="tab-probe"):
-                with Vertical():
+                with VerticalScroll():
                     yield Input(DEFAULT_PROBE_ARGS, id="probe-args",
                                 placeholder="options as for `mgtutor doctor --rendezvous` (enter or p runs)")
                     yield Static("", id="probe-status")
