@@ -32,7 +32,8 @@ def memory_mib(device: torch.device) -> tuple[float, float]:
         return torch.cuda.memory_allocated(device) / _MIB, torch.cuda.max_memory_allocated(device) / _MIB
     with open("/proc/self/statm") as handle:
         rss = int(handle.read().split()[1]) * resource.getpagesize()
-    return rss / _MIB, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+    return rss / _MIB, max(rss, peak) / _MIB
 
 
 class TrainLoop:

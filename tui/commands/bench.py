@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCH_MODULES: list[str] = ["allreduce"]
+BENCH_MODULES: list[str] = ["allreduce", "scaling"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,83 @@
+"""`mgtutor bench scaling`: throughput on 1…N devices, speed-up and scaling efficiency."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mgtutor.diagnostics.nvml import inventory
+from mgtutor.training.launcher import LaunchError
+from mgtutor.training.options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.scaling import Point, ScalingError, scaling_report
+
+_NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
+             "--checkpoint-dir", "--checkpoint-every", "--record-indices")
+
+
+def register(kinds: argparse._SubParsersAction) -> None:
+    parser = kinds.add_parser(
+        "scaling", help="training throughput on 1…N devices: speed-up and scaling efficiency",
+        description="Train the same model on 1 device without DDP (the baseline), then with DDP on 2…N "
+                    "devices, and report samples/s, speed-up, efficiency = throughput_N / (N × baseline) "
+                    "and where a step's time went (data wait vs compute + communication).",
+        epilog="examples:\n  mgtutor bench scaling --model resnet18 --batch-size 512 --steps 300\n"
+               "  mgtutor bench scaling --model resnet50 --image-size 224 --batch-size 128 --json\n"
+               "  mgtutor bench scaling --backend gloo --max-gpus 2 --steps 20   (CPU ranks)",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-gpus", type=int, default=None, metavar="N",
+                        help="largest world size (default: every GPU, or 2 CPU ranks without GPUs)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_train_options(parser, skip=_NOT_HERE)
+    parser.set_defaults(func=main, steps=100, log_every=25)
+
+
+def describe_point(point: Point) -> str:
+    eff = "–" if point.efficiency is None else f"{point.efficiency:.2f}"
+    speed = "–" if point.speedup is None else f"{point.speedup:.2f}×"
+    step = "–" if point.step_s is None else f"{1000 * point.step_s:.2f}"
+    wait = "–" if point.data_wait_s is None else f"{1000 * point.data_wait_s:.2f}"
+    comp = "–" if point.compute_s is None else f"{1000 * point.compute_s:.2f}"
+    return (f"{point.world_size:>5}  {point.strategy:<8} {point.samples_per_s:>12,.0f}  {speed:>8}  {eff:>10}  "
+            f"{step:>8}  {wait:>9}  {comp:>12}")
+
+
+HEADER = (f"{'ranks':>5}  {'strategy':<8} {'samples/s':>12}  {'speed-up':>8}  {'efficiency':>10}  "
+          f"{'step ms':>8}  {'data wait':>9}  {'compute+comm':>12}")
+
+
+def main(args: argparse.Namespace) -> int:
+    for flag in ("strategy", "inject", "resume", "checkpoint_dir", "record_indices"):
+        setattr(args, flag, getattr(args, flag, None) if flag != "strategy" else "ddp")
+    problem = check_train_options(args)
+    if problem is None and args.max_gpus is not None and args.max_gpus < 1:
+        problem = "--max-gpus must be at least 1"
+    if problem:
+        print(f"mgtutor bench scaling: error: {problem}", file=sys.stderr)
+        return 2
+    gpus = inventory().gpus
+    backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
+    max_devices = args.max_gpus or (len(gpus) if backend == "nccl" else 2)
+    train_argv = worker_argv(args, strategy="ddp")
+    if not args.json:
+        print(f"scaling of {args.model} ({args.image_size}×{args.image_size}, batch {args.batch_size}/rank, "
+              f"{args.steps} steps) on {backend}: 1 device without DDP, then DDP on 2…{max_devices}",
+              flush=True)
+    try:
+        points = scaling_report(train_argv, max_devices, backend,
+                                on_point=None if args.json else lambda p: print(f"  measured {p.world_size} "
+                                                                               f"rank(s): {p.samples_per_s:,.0f} samples/s",
+                                                                               file=sys.stderr, flush=True))
+    except (LaunchError, ScalingError) as exc:
+        print(f"mgtutor bench scaling: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"model": args.model, "image_size": args.image_size, "batch_size": args.batch_size,
+                          "backend": backend, "baseline": "1 device, no DDP wrapper",
+                          "points": [p.as_json() for p in points]}, indent=2))
+    else:
+        print(HEADER)
+        for point in points:
+            print(describe_point(point))
+        print("efficiency = samples/s on N ranks ÷ (N × samples/s of 1 device without DDP)")
+    return 0
