@@ -11,7 +11,7 @@ from mgtutor.training.follow import EventFollower, summarize
 from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.options import add_train_options, check_train_options, worker_argv
 from mgtutor.training.records import exit_code_for
-from mgtutor.tui.commands.run import add_launch_options, describe_result
+from mgtutor.tui.commands.run import add_launch_options, describe_result, node_options
 
 WORKER = ["-m", "mgtutor.training.train"]
 
@@ -107,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     nproc = 1 if args.strategy != "ddp" else args.nproc
     try:
         run = launch(LaunchSpec(target=worker_target(args), nproc=nproc, backend=args.backend,
-                                label=f"train-{args.model}"))
+                                label=f"train-{args.model}", **node_options(args)))
     except LaunchError as exc:
         print(f"mgtutor train: error: {exc}", file=sys.stderr)
         return 2
