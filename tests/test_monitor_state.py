@@ -121,3 +121,36 @@ def test_form_builds_the_trainer_command_and_catches_bad_values():
     spec, command = build_launch(FormValues(kind="script", script="my train.py", script_args="--lr 0.1", nproc=""))
     assert spec.nproc is None and spec.target == ["my train.py", "--lr", "0.1"]
     assert command == "mgtutor run -- 'my train.py' --lr 0.1"
+
+
+async def test_search_and_follow_keys_on_a_replayed_run(tmp_path):
+    """/ finds a line in the visible tab and stops following; p toggles following back on."""
+    from textual.widgets import Input
+
+    from tests.monitor_helpers import make_app, wait_for
+    from mgtutor.tui.widgets.rank_logs import RankLogs
+
+    path = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, path)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("m")
+        screen = app.screen
+        screen.attach(RunRecord(path), alive=lambda: True)
+        logs = screen.query_one(RankLogs)
+        await wait_for(pilot, lambda: logs.buffers[MERGED_TAB].total == 18, 30, "the fixture's lines")
+        await pilot.press("slash")
+        assert app.focused is logs.query_one("#log-search", Input)
+        await pilot.press(*"step   30", "enter")
+        assert logs.search_text == "step   30" and logs.log.auto_scroll is False
+        assert "step   30" in logs.log.lines[logs._match]
+        await pilot.press("n")
+        assert "[rank 1] step   30" in logs.log.lines[logs._match]
+        await pilot.press("p")
+        assert logs.log.auto_scroll is True
+        await pilot.press("slash", "x", "escape")
+        assert not logs.has_class("-searching")
+        screen.workers.cancel_group(screen, "monitor-watch")
+
+
+MERGED_TAB = "all"

@@ -1,0 +1,85 @@
+"""Monitor mode on 2 real GPUs: the meters show both GPUs busy, each with the right rank on it.
+
+    source tests/gpu/device_setup.sh && python3 -m pytest -m gpu tests/gpu/test_monitor_gpu.py -s
+
+Prints what the meter rows showed while the run trained, and what 1 Hz sampling costs in CPU.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import psutil
+
+from mgtutor.diagnostics.gpu import Sampler
+from mgtutor.training.procs import run_processes
+from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.monitor import MonitorScreen
+from mgtutor.tui.widgets.gpu_meters import GpuMeters
+from mgtutor.tui.widgets.launch_form import LaunchForm
+
+UTIL = re.compile(r"(\d+)%")
+
+
+async def wait_for(pilot, condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.2)
+
+
+async def test_meters_show_both_gpus_busy_with_their_ranks(two_gpus):
+    app = MgTutorApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("m")
+        screen = app.screen
+        assert isinstance(screen, MonitorScreen)
+        form = screen.query_one(LaunchForm)
+        for key, value in {"model": "resnet18", "steps": "3000", "batch_size": "256", "log_every": "20",
+                           "nproc": "2", "backend": "auto"}.items():
+            form.query_one(f"#f-{key.replace('_', '-')}").value = value
+        await pilot.pause()
+        form.query_one("#f-nproc").focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.state is not None and screen.state.phase == "training"
+                       and any(r.last_step for r in screen.state.ranks.values()), 300, "training")
+        meters = screen.query_one(GpuMeters)
+        seen: dict[str, set[int]] = {"gpu0": set(), "gpu1": set()}
+        busy_with_rank = {"gpu0": False, "gpu1": False}
+        for _ in range(40):  # ~20 s of 1 Hz samples
+            await pilot.pause(0.5)
+            for key, expected in (("gpu0", "r0"), ("gpu1", "r1")):
+                row = meters.rows.get(key, "")
+                util = UTIL.search(row)
+                if util:
+                    seen[key].add(int(util.group(1)))
+                if util and int(util.group(1)) > 0 and row.rstrip().endswith(expected):
+                    busy_with_rank[key] = True
+            if all(busy_with_rank.values()):
+                break
+        print("\nmeter rows:", *meters.rows.values(), sep="\n  ")
+        print("utilisation seen:", {k: sorted(v) for k, v in seen.items()})
+        print("state:", screen.query_one("#run-state").plain)
+        print("charts:", screen.query_one("#training-charts").points, "points;",
+              {r: s.throughput[-1] if s.throughput else None for r, s in screen.state.ranks.items()})
+        assert busy_with_rank == {"gpu0": True, "gpu1": True}, meters.rows
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen.state.done, 60, "the stop")
+        assert screen.state.phase == "stopped" and run_processes(screen.record.run_id) == []
+
+
+def test_sampling_at_1hz_cpu_cost(two_gpus):
+    """Prints the CPU cost of 1 Hz GPU+host sampling (the number goes in docs/benchmarks.md)."""
+    sampler = Sampler(min_interval=1.0)
+    me = psutil.Process()
+    sampler.sample()
+    before, wall = me.cpu_times(), time.monotonic()
+    for _ in range(30):
+        gpus, _host = sampler.sample(pids=[me.pid])
+        time.sleep(1.0)
+    after, wall = me.cpu_times(), time.monotonic() - wall
+    cpu = (after.user - before.user) + (after.system - before.system)
+    print(f"\n1 Hz sampling of {len(gpus.gpus)} GPUs: {cpu:.3f} s CPU in {wall:.1f} s = {100 * cpu / wall:.2f}% of one core")
+    assert len(gpus.gpus) >= 2 and sampler.sweeps >= 30
