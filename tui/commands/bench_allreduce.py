@@ -61,6 +61,8 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--check", action="store_true", help="validate every result (#wrong column)")
     p.add_argument("--graph", choices=("auto", "on", "off"), default="auto",
                    help="capture the timed calls in a CUDA graph (default auto: when capture works)")
+    p.add_argument("--oop", choices=("auto", "nccl", "copy"), default="auto",
+                   help="out-of-place method: NCCL called directly (like nccl-tests) or copy + in-place all_reduce")
     p.add_argument("--json", action="store_true", help="print one JSON object (schema: allreduce_schema.json)")
     p.set_defaults(func=main)
 
@@ -72,7 +74,7 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
         raise CliError(f"-e ({args.maxbytes} B) is smaller than -b ({args.minbytes} B)")
     return BenchOptions(nproc=args.nproc, backend=args.backend, min_bytes=args.minbytes, max_bytes=args.maxbytes,
                         factor=args.stepfactor, iters=args.iters, warmup=args.warmup, dtype=args.dtype,
-                        check=args.check, graph=args.graph)
+                        check=args.check, graph=args.graph, oop=args.oop)
 
 
 def _fail(message: str) -> int:
