@@ -1,7 +1,7 @@
 """The DDP trainer for real: 2 gloo ranks of the tiny CNN through the launcher (torchrun).
 
-One uninterrupted run is shared by the loss, replica and sampler checks; resume and no-sampler
-each need their own runs. Small on purpose: 2 cores run all of CI.
+One uninterrupted run is shared by the loss, replica and sampler checks; resume needs two more
+(--inject no-sampler is checked through `mgtutor train` in test_train_cli.py). Small on purpose: 2 cores run all of CI.
 """
 from __future__ import annotations
 
@@ -74,13 +74,6 @@ def test_distributed_sampler_gives_disjoint_indices(full_run: RunRecord) -> None
     seen0, seen1 = indices(full_run, 0), indices(full_run, 1)
     assert len(seen0) == len(seen1) == 12 * 16
     assert not set(seen0) & set(seen1)
-
-
-def test_no_sampler_gives_every_rank_the_same_indices() -> None:
-    record = train("--steps", "3", "--record-indices", "--inject", "no-sampler")
-    assert record.result()["status"] == "finished", logs(record)
-    assert indices(record, 0) == indices(record, 1)
-    assert len(indices(record, 0)) == 3 * 16
 
 
 def test_resume_continues_the_same_loss_curve(full_run: RunRecord, tmp_path: Path) -> None:

@@ -1,0 +1,94 @@
+"""`mgtutor train` and `mgtutor bench scaling` as a user runs them (real subprocesses, gloo ranks),
+plus the torch-free pieces they are built from."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, mgtutor_argv, no_gpu_env
+from mgtutor.training.events import encode
+from mgtutor.training.follow import EventFollower, summarize
+from mgtutor.training.options import add_train_options, worker_argv
+from mgtutor.training.scaling import Point, rate_points
+
+SMALL = ["--backend", "gloo", "--batch-size", "8", "--log-every", "1"]
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=timeout, env=no_gpu_env())
+
+
+def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None:
+    """The real input pipeline (pickle → PIL → transforms → DataLoader workers) on 2 ranks; without
+    DistributedSampler both ranks train on the very same samples."""
+    subprocess.run([sys.executable, str(REPO / "tests/bench/make_fake_cifar.py"), str(tmp_path / "cifar"),
+                    "--per-batch", "64", "--batches", "2"], check=True, capture_output=True)
+    proc = cli("train", *SMALL, "--data", "cifar10", "--data-dir", str(tmp_path / "cifar"), "--workers", "1",
+               "--steps", "3", "--inject", "no-sampler", "--record-indices")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("run record: ")
+    record = Path(lines[-1].removeprefix("run record: "))
+    table = [line.split() for line in lines if line.split()[:1] in (["0"], ["1"], ["all"])]
+    assert [row[0] for row in table] == ["0", "1", "all"] and table[0][-1] == "ok"
+    assert "[rank 0] step      3/3" in proc.stdout
+    seen = [json.loads((record / f"indices.rank{r}.json").read_text()) for r in (0, 1)]
+    assert seen[0] == seen[1] and len(seen[0]) == 3 * 8 and max(seen[0]) < 128
+
+
+def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args in (["--data", "cifar10"], ["--data", "imagefolder", "--data-dir", str(tmp_path / "nope")],
+                 ["--strategy", "single", "--nproc", "2"], ["--resume"]):
+        proc = cli("train", "--backend", "gloo", *args, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("mgtutor train: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_bench_scaling_json_measures_one_and_two_ranks() -> None:
+    proc = cli("bench", "scaling", *SMALL, "--steps", "4", "--dataset-size", "256", "--max-gpus", "2", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["model"] == "tinycnn"
+    points = report["points"]
+    assert [(p["world_size"], p["strategy"]) for p in points] == [(1, "single"), (2, "ddp")]
+    base = points[0]["samples_per_s"]
+    assert base > 0 and points[0]["efficiency"] == 1.0
+    assert abs(points[1]["efficiency"] - points[1]["samples_per_s"] / (2 * base)) < 1e-3
+    assert all(Path(p["run_record"], "events.jsonl").is_file() for p in points)
+
+
+def test_efficiency_is_against_one_device_without_ddp() -> None:
+    points = rate_points([Point(1, "single", 1000.0, None, None, None, "a"),
+                          Point(2, "ddp", 1900.0, None, None, None, "b"),
+                          Point(4, "ddp", 3000.0, None, None, None, "c")], baseline=1000.0)
+    assert [p.efficiency for p in points] == [1.0, 0.95, 0.75]
+    assert [p.speedup for p in points] == [1.0, 1.9, 3.0]
+
+
+def test_worker_argv_passes_only_what_was_changed() -> None:
+    parser = argparse.ArgumentParser()
+    add_train_options(parser)
+    args = parser.parse_args(["--model", "resnet18", "--steps", "5", "--record-indices", "--lr", "0.05"])
+    argv = worker_argv(args, data_dir="/data")
+    assert argv == ["--model", "resnet18", "--data-dir", "/data", "--steps", "5", "--record-indices"]
+    assert parser.parse_args(argv).model == "resnet18"
+
+
+def test_follower_and_summary_read_whole_events_only(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    step = encode("step", 0, step=1, loss=2.0, samples_per_s=10.0)
+    path.write_bytes(step + encode("step", 1, step=1, loss=2.1)[:10])
+    follower = EventFollower(path)
+    assert [e["type"] for e in follower.poll()] == ["step"]
+    with path.open("ab") as handle:
+        handle.write(encode("step", 1, step=1, loss=2.1)[10:])
+        handle.write(encode("result", 0, steps=1, samples_per_s=10.0, final_loss=1.5, mem_peak_mib=3.0))
+        handle.write(encode("error", 1, error="RuntimeError: boom"))
+    assert [(e["rank"], e["type"]) for e in follower.poll()] == [(1, "step"), (0, "result"), (1, "error")]
+    summary = summarize(path, 2)
+    assert not summary["complete"] and summary["samples_per_s"] is None
+    assert summary["ranks"][0]["loss"] == 1.5 and summary["ranks"][1]["error"] == "RuntimeError: boom"
