@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mgtutor.diagnostics.failures import diagnose_run
 from mgtutor.training.events import read_events
 from mgtutor.training.records import RunRecord, list_runs
 
@@ -164,6 +165,10 @@ def test_blocked_store_port_is_diagnosed_not_a_hang(two_hosts: list[Host]) -> No
         result = host.record().result()
         assert result["status"] == "failed"
         assert all(r["outcome"] == "never started" for r in result["ranks"])
+    # the failure classifier reads the same records to the same conclusion
+    unreachable = diagnose_run(node1.record())[0]
+    assert unreachable.kind == "rendezvous_unreachable" and f"{node0.addr}:{PORT}" in unreachable.summary
+    assert diagnose_run(node0.record())[0].kind == "rendezvous_timeout"
 
 
 def test_wrong_address_is_named(two_hosts: list[Host]) -> None:
@@ -173,6 +178,7 @@ def test_wrong_address_is_named(two_hosts: list[Host]) -> None:
     assert code != 0
     assert f"diagnosis (rendezvous_unreachable): node 1 could not reach the rendezvous store at {wrong}" in err
     assert "No route to host" in err or "cannot be reached" in err
+    assert diagnose_run(node1.record())[0].kind == "rendezvous_unreachable"
 
 
 def test_peer_probe_across_hosts_names_interface_mtu_and_gloo(two_hosts: list[Host]) -> None:
