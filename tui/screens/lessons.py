@@ -1,9 +1,234 @@
-"""Lessons mode."""
+"""Lessons mode: the path with progress marks, the lesson text, its code, a run pane with every
+rank's output, the checks (✓/✗ with what was measured), hints one at a time, and the exercise
+edited in $EDITOR while the app is suspended."""
 from __future__ import annotations
 
-from mgtutor.tui.screens.placeholder import PlaceholderScreen
+import os
+import shlex
+import subprocess
+import time
+from collections import deque
+
+from rich.syntax import Syntax
+from textual import work
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import (Footer, Header, ListItem, ListView, Log, Markdown, Static, TabbedContent,
+                             TabPane)
+
+from mgtutor.lessons.loader import Lesson, all_lessons
+from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
+from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
+from mgtutor.training.launcher import LaunchError
+from mgtutor.tui.widgets.lesson_text import checks_text, exercise_text, lesson_label, status_text
+from mgtutor.tui.widgets.rank_logs import neutralise, prefix
 
 
-class LessonsScreen(PlaceholderScreen):
+class LessonsScreen(Screen):
     TITLE = "Lessons"
-    ABOUT = "The guided path from one GPU to many; each lesson runs and checks."
+    BINDINGS = [
+        Binding("g", "run_steps", "Run steps"),
+        Binding("e", "edit", "Edit exercise"),
+        Binding("c", "check", "Check"),
+        Binding("i", "hint", "Hint"),
+        Binding("n", "next_lesson", "Next"),
+        Binding("p", "previous_lesson", "Prev"),
+        Binding("x", "reset_exercise", "Reset", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lessons = list(all_lessons())
+        self.progress = Progress()
+        self.lesson: Lesson = next(lesson for lesson in self.lessons if lesson.id == self.progress.current)
+        self.busy = False
+        self._pending: deque[str] = deque()  # rank lines from the worker thread, drained on a timer
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="lessons-body"):
+            yield ListView(*[ListItem(Static(lesson_label(lesson, self.progress), classes="lesson-item"),
+                                      id=f"item-{lesson.id}") for lesson in self.lessons], id="lesson-list")
+            with Vertical(id="lesson-main"):
+                yield Static("", id="lesson-status")
+                with TabbedContent(id="lesson-tabs"):
+                    with TabPane("Lesson", id="tab-text"):
+                        with VerticalScroll():
+                            yield Markdown("", id="lesson-markdown")
+                    with TabPane("Code", id="tab-code"):
+                        with VerticalScroll():
+                            yield Static("", id="lesson-code")
+                    with TabPane("Exercise", id="tab-exercise"):
+                        with VerticalScroll():
+                            yield Static("", id="lesson-exercise")
+                    with TabPane("Run", id="tab-run"):
+                        yield Log(id="lesson-log", max_lines=2000, auto_scroll=True)
+                    with TabPane("Checks", id="tab-checks"):
+                        with VerticalScroll():
+                            yield Static("Nothing checked yet: g runs the lesson's steps, c checks.",
+                                         id="lesson-checks")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(0.1, self._drain_lines)
+        lesson_list = self.query_one("#lesson-list", ListView)
+        lesson_list.index = self.lessons.index(self.lesson)
+        lesson_list.focus()
+        self.show_lesson(self.lesson)
+
+    # -- showing a lesson ------------------------------------------------------------------
+    def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
+        if event.item is not None and event.item.id:
+            lesson = next(lesson for lesson in self.lessons if f"item-{lesson.id}" == event.item.id)
+            if lesson is not self.lesson:
+                self.show_lesson(lesson)
+
+    def show_lesson(self, lesson: Lesson) -> None:
+        self.lesson = lesson
+        self.progress.set_current(lesson.id)
+        self.query_one("#lesson-markdown", Markdown).update(
+            f"*Lesson {lesson.number} of {len(self.lessons)} — goal:* {lesson.goal}\n\n{lesson.explanation()}")
+        self.query_one("#lesson-code", Static).update(
+            Syntax(lesson.example.read_text(), "python", line_numbers=True, word_wrap=False))
+        self._show_exercise()
+        self._show_status()
+        saved = self.progress.lesson(lesson.id).get("checked")
+        self.query_one("#lesson-checks", Static).update(
+            checks_text(saved) if saved else "Nothing checked yet: g runs the lesson's steps, c checks.")
+
+    def _show_status(self, note: str = "") -> None:
+        self.query_one("#lesson-status", Static).update(status_text(self.lesson, self.progress, note))
+
+    def _show_exercise(self) -> None:
+        lesson = self.lesson
+        hints = lesson.hints[:self.progress.hints_shown(lesson.id)]
+        copy = workspace_copy(lesson)
+        code = copy.read_text() if copy is not None and copy.exists() else None
+        self.query_one("#lesson-exercise", Static).update(exercise_text(lesson, hints, copy, code))
+
+    def _refresh_marks(self) -> None:
+        for lesson in self.lessons:
+            self.query_one(f"#item-{lesson.id}", ListItem).query_one(Static).update(lesson_label(lesson, self.progress))
+
+    # -- actions ---------------------------------------------------------------------------
+    def action_next_lesson(self) -> None:
+        self._move(1)
+
+    def action_previous_lesson(self) -> None:
+        self._move(-1)
+
+    def _move(self, delta: int) -> None:
+        index = max(0, min(len(self.lessons) - 1, self.lessons.index(self.lesson) + delta))
+        self.query_one("#lesson-list", ListView).index = index
+        self.show_lesson(self.lessons[index])
+
+    def action_hint(self) -> None:
+        if not self.lesson.hints:
+            self.notify("This lesson has no exercise, so no hints: g runs its steps.")
+            return
+        hint = self.progress.next_hint(self.lesson)
+        if hint is None:
+            self.notify(f"All hints shown; the reference solution is {self.lesson.exercise.solution.name}")
+        else:
+            self.notify(f"Hint {hint[0]}/{len(self.lesson.hints)}: {hint[1]}", timeout=15)
+        self._show_exercise()
+        self.query_one("#lesson-tabs", TabbedContent).active = "tab-exercise"
+
+    def action_edit(self) -> None:
+        if self.lesson.exercise is None:
+            self.notify("This lesson has no exercise to edit.")
+            return
+        path = ensure_workspace(self.lesson)
+        editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+        try:
+            with self.app.suspend():
+                subprocess.run([*editor, str(path)], check=False)
+        except SuspendNotSupported:
+            self.notify(f"Edit {path} in your editor, then press c to check it.", timeout=15)
+        except FileNotFoundError:
+            self.notify(f"Editor {editor[0]!r} not found: set $EDITOR, or edit {path} yourself.", severity="error")
+        self._show_exercise()
+        self.query_one("#lesson-tabs", TabbedContent).active = "tab-exercise"
+
+    def action_reset_exercise(self) -> None:
+        if self.lesson.exercise is not None:
+            ensure_workspace(self.lesson, reset=True)
+            self._show_exercise()
+            self.notify("The broken exercise is back in the workspace.")
+
+    def action_run_steps(self) -> None:
+        self._start("run")
+
+    def action_check(self) -> None:
+        self._start("check")
+
+    def _start(self, mode: str) -> None:
+        if self.busy:
+            self.notify("A lesson run is still going; wait for it (its output is in the Run tab).")
+            return
+        self.busy = True
+        log = self.query_one("#lesson-log", Log)
+        log.clear()
+        self.query_one("#lesson-tabs", TabbedContent).active = "tab-run"
+        what = "checking your exercise" if mode == "check" and self.lesson.exercise else "running the steps"
+        self._show_status(f"… {what}")
+        self.run_lesson(self.lesson, mode)
+
+    # -- the run, in a thread ---------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="lesson-run")
+    def run_lesson(self, lesson: Lesson, mode: str) -> None:
+        gpus = gpu_count()
+        if mode == "check" and lesson.exercise:
+            jobs = [(lesson.exercise.step, ensure_workspace(lesson))]
+        else:
+            jobs = [(step, None) for step in lesson.steps]
+        results: list[StepResult] = []
+        for step, script in jobs:
+            reason = skip_reason(step, gpus=gpus)
+            if reason:
+                self._pending.append(f"── {step.title}: skipped — {reason}")
+                results.append(StepResult(lesson.id, step.name, step.title, str(script or step.script),
+                                          "skipped", reason=reason))
+                continue
+            try:
+                run = start_step(lesson, step, script, gpus=gpus)
+            except LaunchError as exc:
+                results.append(StepResult(lesson.id, step.name, step.title, str(script or step.script),
+                                          "failed", reason=str(exc)))
+                continue
+            self.app.call_from_thread(self.app.track_run, run)
+            meta = run.record.meta()
+            self._pending.append(f"── {step.title}: {meta.get('world_size')} rank(s), {meta.get('backend')} "
+                                 f"— {meta.get('device_note')}")
+            stopped = follow(run, step.timeout_s,
+                             lambda rank, _s, line: self._pending.append(prefix(rank) + neutralise(line)))
+            results.append(finish_step(lesson, step, run, script, stopped))
+        self.app.call_from_thread(self._finished, lesson, mode, results)
+
+    def _drain_lines(self) -> None:
+        if not self._pending:
+            return
+        batch = []
+        while self._pending and len(batch) < 500:
+            batch.append(self._pending.popleft())
+        self.query_one("#lesson-log", Log).write_lines(batch)
+
+    def _finished(self, lesson: Lesson, mode: str, results: list[StepResult]) -> None:
+        self.busy = False
+        self._drain_lines()
+        status = overall(results)
+        for result in results:
+            self.progress.record_step(lesson.id, result.step, result.status, result.run_id)
+        if not (mode == "run" and lesson.exercise):
+            self.progress.record_check(lesson.id, status, summarize(results))
+        saved = {"status": status, "t": time.time(), "checks": summarize(results)}
+        self._refresh_marks()
+        if lesson is self.lesson:
+            self.query_one("#lesson-checks", Static).update(checks_text(saved))
+            self.query_one("#lesson-tabs", TabbedContent).active = "tab-checks"
+            note = {"passed": "✓ all checks passed" + ("  — n for the next lesson" if lesson.id != self.lessons[-1].id else ""),
+                    "failed": "✗ a check failed: see Checks" + ("  (i for a hint)" if lesson.hints else ""),
+                    "skipped": "– some steps could not run here: see Checks"}[status]
+            self._show_status(note)

@@ -1,0 +1,31 @@
+"""Lesson 14, GPU: a real CUDA out-of-memory on one rank, and what the error says.
+
+    torchrun --nproc-per-node 2 oom.py
+"""
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def report(**fields):
+    print("REPORT " + json.dumps(fields), flush=True)
+
+
+def main():
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend="nccl")
+    rank = dist.get_rank()
+    total = torch.cuda.get_device_properties(local_rank).total_memory
+    report(total_gib=round(total / 2**30, 1))
+    if rank == 1:
+        # Ask for more than the whole GPU holds: the allocator raises torch.cuda.OutOfMemoryError.
+        torch.empty(int(total * 1.5) // 4, dtype=torch.float32, device="cuda")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""Lessons without launching anything: the data loads, the checks judge outcomes, progress persists,
+and the CLI keeps its contract."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+
+import pytest
+
+from mgtutor.lessons.checks import Outcome, evaluate, parse_reports
+from mgtutor.lessons.loader import PATH, Check, LessonError, all_lessons, get_lesson
+from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_dir
+from mgtutor.lessons.runner import overall, skip_reason
+from tests.conftest import mgtutor_argv, no_gpu_env
+
+FIXED_IDS = ["01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",
+             "05-distributed-sampler", "06-rank0-checkpoints", "07-accelerate", "08-batch-lr-scaling",
+             "09-data-loading", "10-mixed-precision", "11-torch-compile", "12-watching-a-run",
+             "13-nccl-topology", "14-when-it-goes-wrong", "15-multi-node", "16-fsdp"]
+
+
+def test_the_path_has_the_sixteen_fixed_ids_in_order():
+    assert list(PATH) == FIXED_IDS
+    assert [lesson.id for lesson in all_lessons()] == FIXED_IDS
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
+def test_every_lesson_is_complete(lesson):
+    assert lesson.title and lesson.goal and len(lesson.explanation()) > 500
+    assert lesson.example.is_file()
+    assert lesson.steps, "a lesson runs something"
+    for step in lesson.steps:
+        assert any(c.kind in ("exit_ok", "run_fails") for c in step.checks), f"{step.name} never checks the exit"
+    if lesson.exercise:
+        assert lesson.exercise.broken.read_text() != lesson.exercise.solution.read_text()
+        assert len(lesson.exercise.hints) >= 2
+    for prerequisite in lesson.prerequisites:
+        assert PATH.index(prerequisite) < PATH.index(lesson.id)
+
+
+def imported_modules(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
+def test_lesson_scripts_stand_alone(lesson):
+    """The scripts are for plain torchrun: nothing from mgtutor, and each one is a __main__ script."""
+    for script in lesson.scripts():
+        modules = list(imported_modules(script))
+        assert not [m for m in modules if m.split(".")[0] == "mgtutor"], script
+        assert 'if __name__ == "__main__":' in script.read_text(), script
+
+
+def test_get_lesson_by_number_prefix_and_bad_id():
+    assert get_lesson("5").id == "05-distributed-sampler"
+    assert get_lesson("16-f").id == "16-fsdp"
+    with pytest.raises(LessonError, match="mgtutor lessons list"):
+        get_lesson("99")
+
+
+def outcome(reports, status="finished", first_failure=None, stderr=None):
+    world = len(reports)
+    ranks = [{"rank": r, "outcome": "ok" if status == "finished" else "failed"} for r in range(world)]
+    return Outcome(result={"status": status, "ranks": ranks, "first_failure": first_failure, "duration_s": 1.0},
+                   world_size=world, reports=reports, stderr=stderr or {})
+
+
+def run_check(kind, o, **params):
+    [result] = evaluate((Check(kind, "says", params),), o)
+    return result
+
+
+def test_disjoint_passes_on_shards_and_says_why_it_fails_on_copies():
+    shards = outcome({0: [{"epoch": 0, "indices": [0, 2]}, {"epoch": 0, "dataset_size": 4}],
+                      1: [{"epoch": 0, "indices": [1, 3]}]})
+    assert run_check("disjoint", shards, key="indices", where={"epoch": 0}, cover="dataset_size").passed
+    same = outcome({0: [{"epoch": 0, "indices": [0, 1, 2, 3]}], 1: [{"epoch": 0, "indices": [3, 2, 1, 0]}]})
+    result = run_check("disjoint", same, key="indices", where={"epoch": 0})
+    assert not result.passed and "both saw 4 of the same samples" in result.detail
+    partial = outcome({0: [{"indices": [0]}, {"dataset_size": 4}], 1: [{"indices": [1]}]})
+    assert "saw 2 of 4" in run_check("disjoint", partial, key="indices", cover="dataset_size").detail
+
+
+def test_changes_between_epochs():
+    o = outcome({0: [{"epoch": 0, "indices": [1, 2]}, {"epoch": 1, "indices": [1, 2]}]})
+    result = run_check("changes_between", o, key="indices", field="epoch", a=0, b=1)
+    assert not result.passed and "same indices" in result.detail
+    o.reports[0][1]["indices"] = [2, 1]
+    assert run_check("changes_between", o, key="indices", field="epoch", a=0, b=1).passed
+
+
+def test_only_rank_equal_all_true_and_value_range():
+    o = outcome({0: [{"saved": "x", "checksum": 1.0, "ok": True, "lr": 0.2}],
+                 1: [{"checksum": 1.0000001, "ok": True}]})
+    assert run_check("only_rank", o, key="saved", rank=0).passed
+    o.reports[1].append({"saved": "x"})
+    assert "ranks [0, 1]" in run_check("only_rank", o, key="saved", rank=0).detail
+    assert run_check("equal_across_ranks", o, key="checksum", tol=1e-6).passed
+    assert not run_check("equal_across_ranks", o, key="checksum", tol=0).passed
+    assert run_check("all_true", o, key="ok").passed
+    o.reports[1].append({"ok": False})
+    assert not run_check("all_true", o, key="ok").passed
+    assert run_check("value_range", o, key="lr", min=0.1999, max=0.2001).passed
+    assert "above" in run_check("value_range", o, key="lr", max=0.1).detail
+    assert not run_check("value_range", o, key="missing", min=0).passed
+
+
+def test_exit_and_expected_failure():
+    crashed = outcome({0: [], 1: []}, status="failed", first_failure={"rank": 1, "exit_code": 1, "signal": None},
+                      stderr={1: "Traceback\nRuntimeError: boom\n"})
+    exit_ok = run_check("exit_ok", crashed)
+    assert not exit_ok.passed and "rank 1" in exit_ok.detail and "RuntimeError: boom" in exit_ok.detail
+    assert run_check("run_fails", crashed, rank=1).passed
+    assert not run_check("run_fails", crashed, rank=0).passed
+    assert not run_check("run_fails", outcome({0: []}), rank=0).passed
+    hung = outcome({0: [], 1: []}, status="stopped")
+    assert "hang" in run_check("exit_ok", hung).detail
+    assert run_check("exit_ok", outcome({0: []})).passed
+
+
+def test_reports_are_parsed_from_plain_output():
+    text = 'hello\nREPORT {"a": 1}\nREPORT not json\nREPORTS {"b": 2}\nREPORT [1]\n'
+    assert parse_reports(text) == [{"a": 1}]
+
+
+def test_gpu_only_and_missing_package_steps_say_why_they_skip():
+    lesson = get_lesson("03")
+    assert "needs 2 NVIDIA GPU(s)" in skip_reason(lesson.steps[0], gpus=0)
+    assert skip_reason(lesson.steps[0], gpus=2) is None
+    assert "gloo" in skip_reason(lesson.steps[0], backend="gloo", gpus=2)
+    accelerate = get_lesson("07").steps[0]
+    reason = skip_reason(accelerate, gpus=0)
+    try:
+        import accelerate as _  # noqa: F401
+        assert reason is None
+    except ImportError:
+        assert reason == "needs the accelerate package: pip install accelerate"
+    assert overall([]) == "skipped"
+
+
+def test_progress_hints_one_at_a_time_and_persist():
+    lesson = get_lesson("05")
+    progress = Progress()
+    first = progress.next_hint(lesson)
+    assert first == (1, lesson.hints[0])
+    again = Progress()  # a restart reads the file
+    assert again.hints_shown(lesson.id) == 1
+    assert again.next_hint(lesson)[0] == 2
+    while again.next_hint(lesson):
+        pass
+    assert again.hints_shown(lesson.id) == len(lesson.hints)
+    again.record_check(lesson.id, "failed", [])
+    assert not Progress().done(lesson.id)
+    again.record_check(lesson.id, "passed", [])
+    assert Progress().done(lesson.id) and Progress().summary() == (1, 16)
+    assert Progress().current == "01-check-gpus"
+
+
+def test_workspace_copy_is_the_broken_script_and_survives_edits():
+    lesson = get_lesson("05")
+    path = ensure_workspace(lesson)
+    assert path.parent == workspace_dir() and path.read_text() == lesson.exercise.broken.read_text()
+    path.write_text("# my edit\n")
+    assert ensure_workspace(lesson).read_text() == "# my edit\n"
+    assert ensure_workspace(lesson, reset=True).read_text() == lesson.exercise.broken.read_text()
+
+
+def cli(*args):
+    return subprocess.run(mgtutor_argv("lessons", *args), capture_output=True, text=True, env=no_gpu_env(),
+                          timeout=60)
+
+
+def test_cli_list_json_contract():
+    Progress().record_check("02-single-gpu-baseline", "passed", [])
+    done = cli("list", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["id"] for r in rows] == FIXED_IDS
+    assert set(rows[0]) == {"id", "title", "gpu_only", "example", "has_exercise", "done"}
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["02-single-gpu-baseline"]["done"] and not by_id["01-check-gpus"]["done"]
+    assert by_id["03-dataparallel"]["gpu_only"] and not by_id["04-ddp-torchrun"]["gpu_only"]
+    assert by_id["05-distributed-sampler"]["has_exercise"] and not by_id["01-check-gpus"]["has_exercise"]
+    assert all(r["example"].endswith(".py") for r in rows)
+
+
+def test_cli_show_hint_and_bad_input():
+    shown = cli("show", "05")
+    assert shown.returncode == 0 and "DistributedSampler" in shown.stdout and "workspace" in shown.stdout
+    hint = cli("hint", "05")
+    assert hint.returncode == 0 and hint.stdout.startswith("hint 1/3:")
+    assert cli("hint", "05").stdout.startswith("hint 2/3:")
+    bad = cli("check", "nope")
+    assert bad.returncode == 2 and "no lesson 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+    missing = cli("run")
+    assert missing.returncode == 2 and "give a lesson id" in missing.stderr

@@ -1,0 +1,86 @@
+"""Every lesson's steps for real on CPU/gloo through the launcher: each check passes on the reference
+solution and fails on the broken exercise; GPU-only steps skip with a reason; the example scripts run
+under plain torchrun with mgtutor made unimportable; `mgtutor lessons check` keeps its exit codes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mgtutor.lessons.checks import evaluate, outcome_of
+from mgtutor.lessons.loader import all_lessons, get_lesson
+from mgtutor.lessons.progress import Progress
+from mgtutor.lessons.runner import run_step
+from mgtutor.training.records import RunRecord
+from tests.conftest import mgtutor_argv, no_gpu_env
+
+pytestmark = pytest.mark.slow
+
+
+def describe(result) -> str:
+    lines = [f"{result.step}: {result.status} {result.reason}"]
+    lines += [f"  {c.mark} {c.says}: {c.detail}" for c in result.checks]
+    if result.run_path:
+        for name in sorted(os.listdir(os.path.join(result.run_path, "logs"))):
+            text = open(os.path.join(result.run_path, "logs", name), errors="replace").read()
+            lines.append(f"--- {name}\n{text[-1500:]}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
+def test_lesson_steps_on_cpu(lesson):
+    for step in lesson.steps:
+        result = run_step(lesson, step, backend="gloo", gpus=0)
+        if step.gpu_only:
+            assert result.status == "skipped" and "GPU" in result.reason
+            continue
+        if step.requires and result.status == "skipped":
+            assert "pip install" in result.reason
+            continue
+        assert result.status == "passed", describe(result)
+        assert all(c.passed for c in result.checks)
+        exercise = lesson.exercise
+        if exercise and step.script == exercise.solution and step.args == exercise.step.args:
+            # The reference solution is this very run: judge it with the exercise's checks too.
+            solution_checks = evaluate(exercise.step.checks, outcome_of(RunRecord(result.run_path)))
+            assert all(c.passed for c in solution_checks), [(c.says, c.detail) for c in solution_checks]
+    if lesson.exercise:
+        broken = run_step(lesson, lesson.exercise.step, script=lesson.exercise.broken, backend="gloo", gpus=0)
+        assert broken.status == "failed", describe(broken)
+        failed = [c for c in broken.checks if not c.passed]
+        assert failed and all(c.detail for c in failed)
+
+
+POISON = "raise ImportError('lesson scripts must not need mgtutor')\n"
+
+
+def test_example_runs_under_plain_torchrun_without_mgtutor(tmp_path):
+    poison = tmp_path / "poison" / "mgtutor"
+    poison.mkdir(parents=True)
+    (poison / "__init__.py").write_text(POISON)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MGTUTOR_")}
+    env.update(PYTHONPATH=str(poison.parent), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    probe = subprocess.run([sys.executable, "-c", "import mgtutor"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert "must not need mgtutor" in probe.stderr  # the poison really shadows the installed package
+    example = get_lesson("05").example
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           str(example)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count('"epoch": 1') == 2  # both ranks reported their second epoch
+
+
+def test_cli_check_exit_codes_on_workspace_and_solution():
+    broken = subprocess.run(mgtutor_argv("lessons", "check", "05"), capture_output=True, text=True,
+                            env=no_gpu_env(), timeout=300)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "✗ in epoch 0 the ranks saw different samples" in broken.stdout
+    assert "every rank trains on the same data" in broken.stdout
+    assert not Progress().done("05-distributed-sampler")
+    solution = subprocess.run(mgtutor_argv("lessons", "check", "05", "--solution"), capture_output=True,
+                              text=True, env=no_gpu_env(), timeout=300)
+    assert solution.returncode == 0, solution.stdout + solution.stderr
+    assert "[rank 1]" in solution.stdout  # the ranks' own output streamed through
+    assert not Progress().done("05-distributed-sampler")  # the reference solution is not the learner's work

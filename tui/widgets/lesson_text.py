@@ -1,0 +1,101 @@
+"""Text for Lessons mode: list labels with progress marks, check results, the exercise pane.
+
+Built as rich Text (never markup strings): check details quote rank output such as "[rank 1]",
+which markup would swallow as a tag.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.text import Text
+
+from mgtutor.lessons.loader import Lesson
+from mgtutor.lessons.progress import Progress
+
+MARK_STYLES = {"✓": "bold green", "✗": "bold red", "–": "yellow", "▸": "bold cyan", " ": ""}
+
+
+def lesson_mark(lesson: Lesson, progress: Progress) -> str:
+    if progress.done(lesson.id):
+        return "✓"
+    checked = progress.lesson(lesson.id).get("checked") if lesson.id in progress.data["lessons"] else None
+    if checked and checked.get("status") == "failed":
+        return "✗"
+    if checked and checked.get("status") == "skipped":
+        return "–"
+    return " "
+
+
+def lesson_label(lesson: Lesson, progress: Progress) -> Text:
+    mark = lesson_mark(lesson, progress)
+    text = Text()
+    text.append(mark, style=MARK_STYLES[mark])
+    text.append(f" {lesson.number:2d} {lesson.title}")
+    if lesson.exercise:
+        text.append(" ✎", style="cyan")
+    if lesson.gpu_only:
+        text.append(" GPU", style="dim")
+    return text
+
+
+def status_text(lesson: Lesson, progress: Progress, note: str = "") -> Text:
+    text = Text()
+    text.append(f"{lesson.number:02d} {lesson.title}", style="bold")
+    if progress.done(lesson.id):
+        text.append("  ✓ done", style=MARK_STYLES["✓"])
+    if lesson.gpu_only:
+        text.append("  [GPU only]", style="yellow")
+    done, total = progress.summary()
+    keys = "e edit · c check · i hint" if lesson.exercise else "g run · c check"
+    text.append(f"\n{done}/{total} lessons done · g runs the steps · {keys} · n/p next/previous", style="dim")
+    if note:
+        text.append(f"\n{note}", style="bold")
+    return text
+
+
+def check_mark(passed: bool | None) -> str:
+    return "✓" if passed else ("–" if passed is None else "✗")
+
+
+def checks_text(saved: dict[str, Any]) -> Text:
+    """A saved check record ({status, checks: [{step, status, reason, checks: [...]}]}) as lines."""
+    text = Text()
+    status = saved.get("status", "?")
+    mark = {"passed": "✓", "failed": "✗"}.get(status, "–")
+    text.append(f"{mark} {status}\n\n", style=MARK_STYLES[mark])
+    for step in saved.get("checks", []):
+        step_mark = {"passed": "✓", "failed": "✗"}.get(step.get("status"), "–")
+        text.append(f"{step_mark} ", style=MARK_STYLES[step_mark])
+        text.append(f"{step.get('step')} [{step.get('status')}]", style="bold")
+        if step.get("reason"):
+            text.append(f": {step['reason']}", style="yellow")
+        text.append("\n")
+        for check in step.get("checks", []):
+            mark = check_mark(check.get("passed"))
+            text.append(f"    {mark} ", style=MARK_STYLES[mark])
+            text.append(check.get("says", ""))
+            text.append(f"\n        {check.get('detail', '')}\n", style="dim")
+    return text
+
+
+def exercise_text(lesson: Lesson, hints: tuple[str, ...], copy: Path | None, code: str | None) -> RenderableType:
+    if lesson.exercise is None:
+        return Text("This lesson has no exercise: press g to run its steps and see the checks.")
+    head = Text()
+    head.append("Your task\n", style="bold")
+    head.append(lesson.exercise.task + "\n\n")
+    head.append(f"Your copy: {copy}\n", style="cyan")
+    head.append("e opens it in $EDITOR · c runs it and checks what it did · i shows the next hint · "
+                "x puts the broken version back\n\n", style="dim")
+    for number, hint in enumerate(hints, start=1):
+        head.append(f"Hint {number}/{len(lesson.hints)}: ", style="bold yellow")
+        head.append(hint + "\n")
+    if hints:
+        head.append("\n")
+    if code is None:
+        head.append("(the copy is made when you first edit or check it)", style="dim")
+        return head
+    return Group(head, Syntax(code, "python", line_numbers=True))
