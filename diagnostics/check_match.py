@@ -33,28 +33,44 @@ DISK_READS = {"open", "imread", "read_image", "decode_image", "load", "read_csv"
 
 
 # -- shared facts ------------------------------------------------------------------------------
+def fact(func):
+    """Answer once per script: several rules ask the same question."""
+    def cached(m: ScriptModel):
+        if func.__name__ not in m.facts:
+            m.facts[func.__name__] = func(m)
+        return m.facts[func.__name__]
+    cached.__name__, cached.__doc__ = func.__name__, func.__doc__
+    return cached
+
+
+@fact
 def manual_ddp(m: ScriptModel) -> bool:
     """The script sets up torch.distributed itself (not through Accelerate or Lightning)."""
     return bool(m.calls_to(*INIT) or m.calls_to(*DDP) or m.calls_to(*FSDP)) and not uses_accelerate(m)
 
 
+@fact
 def uses_accelerate(m: ScriptModel) -> bool:
     return m.mentions("accelerate")
 
 
+@fact
 def distributed(m: ScriptModel) -> bool:
     return manual_ddp(m) or uses_accelerate(m) or bool(m.calls_to(*SPAWN, bare=False))
 
 
+@fact
 def uses_cuda(m: ScriptModel) -> bool:
     return bool(m.method_calls("cuda")) or any(re.match(r"^cuda(:\d+)?$", s.value) for s in m.strings())
 
 
+@fact
 def sets_visible_devices(m: ScriptModel) -> bool:
     """A script that sets CUDA_VISIBLE_DEVICES per rank may rightly use cuda:0; we cannot tell."""
     return any(s.value == "CUDA_VISIBLE_DEVICES" for s in m.strings())
 
 
+@fact
 def binds_device(m: ScriptModel) -> bool:
     if m.method_calls("set_device") or m.calls_to("torch.cuda.device", bare=False):
         return True
@@ -94,7 +110,7 @@ def sampler_arg(call: ast.Call) -> ast.expr | None:
 
 # -- rules --------------------------------------------------------------------------------------
 def no_distributed_sampler(m: ScriptModel) -> Hits:
-    if not manual_ddp(m) or any("IterableDataset" in (dotted(b) or "") for c in ast.walk(m.tree)
+    if not manual_ddp(m) or any("IterableDataset" in (dotted(b) or "") for c in m.nodes
                                 if isinstance(c, ast.ClassDef) for b in c.bases):
         return
     loaders = [c for c in m.calls_to(*DATALOADER) if not has_star_kwargs(c)]
@@ -116,7 +132,7 @@ def no_ddp_wrap(m: ScriptModel) -> Hits:
         return
     syncs = ("DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
              "all_reduce", "reduce_scatter", "all_gather", "all_gather_into_tensor", "deepspeed", "horovod")
-    names = {last_name(n) for n in ast.walk(m.tree) if isinstance(n, (ast.Name, ast.Attribute))}
+    names = {last_name(n) for n in m.nodes if isinstance(n, (ast.Name, ast.Attribute))}
     names |= {a.split(".")[-1] for a in m.aliases.values()} | {a.split(".")[0] for a in m.aliases.values()}
     if not names & set(syncs):
         yield inits[0], None
@@ -263,7 +279,7 @@ def dataparallel(m: ScriptModel) -> Hits:
 
 
 def distributed_launch(m: ScriptModel) -> Hits:
-    for node in ast.walk(m.tree):
+    for node in m.nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [f"{node.module}.{a.name}" for a in node.names]
@@ -297,7 +313,7 @@ def spawn_master_port(m: ScriptModel) -> Hits:
 
 def deprecated_cuda_amp(m: ScriptModel) -> Hits:
     seen = set()
-    for node in ast.walk(m.tree):
+    for node in m.nodes:
         hit = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.cuda.amp") or \
             isinstance(node, ast.Attribute) and (m.resolve(node) or "").startswith("torch.cuda.amp.") \
             and not isinstance(m.parent.get(node), ast.Attribute)

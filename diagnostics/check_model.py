@@ -92,7 +92,9 @@ class ScriptModel:
         self.functions: dict[str, list[ast.AST]] = {}
         self.classes: dict[str, list[ast.ClassDef]] = {}
         self.aliases: dict[str, str] = {}
-        for node in ast.walk(tree):
+        self.nodes: list[ast.AST] = list(ast.walk(tree))  # one walk; rules filter this list
+        self.facts: dict[str, object] = {}                # per-script answers rules share (check_match.fact)
+        for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
             if isinstance(node, ast.Call):
@@ -120,6 +122,7 @@ class ScriptModel:
                     self.aliases.setdefault(node.targets[0].id, full)
         self._rank_names = self._find_rank_names()
         self._fn_guard: dict[ast.AST, bool | None] = {}
+        self._rank_test_cache: dict[ast.AST, bool] = {}
 
     # -- names --------------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> str | None:
@@ -141,8 +144,7 @@ class ScriptModel:
         matches by its last part too."""
         short = {t.rsplit(".", 1)[-1] for t in targets}
         found = []
-        for call in self.calls:
-            full = self.resolve(call.func)
+        for call, full in self._call_names:
             if full in targets or (bare and isinstance(call.func, ast.Name) and not self.is_imported(call.func)
                                    and call.func.id in short):
                 found.append(call)
@@ -151,19 +153,34 @@ class ScriptModel:
     def method_calls(self, name: str) -> list[ast.Call]:
         return [c for c in self.calls if isinstance(c.func, ast.Attribute) and c.func.attr == name]
 
+    @cached_property
+    def _call_names(self) -> list[tuple[ast.Call, str | None]]:
+        return [(call, self.resolve(call.func)) for call in self.calls]
+
+    @cached_property
+    def _resolved_names(self) -> set[str]:
+        return {full for node in self.nodes if isinstance(node, (ast.Name, ast.Attribute))
+                for full in [self.resolve(node)] if full}
+
     def mentions(self, *names: str) -> bool:
         """Whether any resolved name in the script starts with one of these (module or function)."""
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)):
-                full = self.resolve(node)
-                if full and any(full == n or full.startswith(n + ".") for n in names):
-                    return True
-        return False
+        return any(full == n or full.startswith(n + ".") for full in self._resolved_names for n in names)
 
-    def strings(self) -> Iterator[ast.Constant]:
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                yield node
+    @cached_property
+    def _strings(self) -> list[ast.Constant]:
+        return [n for n in self.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+    def strings(self) -> list[ast.Constant]:
+        return self._strings
+
+    @cached_property
+    def _references(self) -> dict[str, list[ast.AST]]:
+        """Every load of a name or attribute, by its last name: who calls or passes a function."""
+        refs: dict[str, list[ast.AST]] = {}
+        for node in self.nodes:
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(getattr(node, "ctx", None), ast.Load):
+                refs.setdefault(last_name(node), []).append(node)
+        return refs
 
     def line(self, lineno: int) -> str:
         return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
@@ -172,7 +189,7 @@ class ScriptModel:
     def _find_rank_names(self) -> set[str]:
         """Names assigned from a rank: `gpu_id = int(os.environ["LOCAL_RANK"])`, `self.master = rank == 0`."""
         names: set[str] = set()
-        assigns = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value]
+        assigns = [n for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value]
         for _ in range(4):
             before = len(names)
             self._taint_parameters(names)
@@ -239,6 +256,11 @@ class ScriptModel:
     def is_rank_test(self, test: ast.AST) -> bool:
         """A condition that picks some ranks but not others (`rank == 0`, `master_process`) — not
         `local_rank != -1`, which only asks whether the job is distributed at all."""
+        if test not in self._rank_test_cache:
+            self._rank_test_cache[test] = self._rank_test(test)
+        return self._rank_test_cache[test]
+
+    def _rank_test(self, test: ast.AST) -> bool:
         if isinstance(test, ast.BoolOp):
             return any(self.is_rank_test(v) for v in test.values)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -291,16 +313,14 @@ class ScriptModel:
         if name == "__init__":  # a constructor runs where its class is called
             owner = self.parent.get(fn)
             name = owner.name if isinstance(owner, ast.ClassDef) else name
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.Name, ast.Attribute)) and last_name(node) == name \
-                    and isinstance(getattr(node, "ctx", None), ast.Load):
-                parent = self.parent.get(node)
-                if isinstance(parent, ast.Call) and parent.func is node:
-                    answers.append(self.runs_on_all_ranks(parent))
-                elif isinstance(parent, (ast.Call, ast.keyword)) and self._is_process_target(parent):
-                    answers.append(True)
-                else:
-                    answers.append(None)
+        for node in self._references.get(name, []):
+            parent = self.parent.get(node)
+            if isinstance(parent, ast.Call) and parent.func is node:
+                answers.append(self.runs_on_all_ranks(parent))
+            elif isinstance(parent, (ast.Call, ast.keyword)) and self._is_process_target(parent):
+                answers.append(True)
+            else:
+                answers.append(None)
         result = True if True in answers else (False if answers and all(a is False for a in answers) else None)
         self._fn_guard[fn] = result
         return result
@@ -314,7 +334,7 @@ class ScriptModel:
     def training_loops(self) -> list[ast.AST]:
         """Innermost loops whose own body calls `.backward()`: one pass of them is one step."""
         loops = []
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, LOOP_NODES) and _calls_backward(node):
                 inner = [n for n in walk_local(node) if isinstance(n, LOOP_NODES) and _calls_backward(n)]
                 if not inner:
