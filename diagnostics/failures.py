@@ -134,7 +134,13 @@ def build_findings(scanner: Scanner, run: dict[str, Any] | None = None,
     if events:
         for name, rank, fields, lines in eventcheck.check_all(events):
             evidence = [{"file": events_file, "line": n, "text": text} for n, text in lines]
-            findings.append(make_finding(catalogue[name], [], rank, fields, evidence))
+            finding = make_finding(catalogue[name], [], rank, fields, evidence)
+            same = next((f for f in findings if f.kind == name), None)
+            if same is not None:  # the log said it too: keep one finding, the event's numbers first
+                findings.remove(same)
+                finding.evidence = (evidence + same.evidence)[:MAX_EVIDENCE]
+                finding.order, finding.hit_ranks = same.order, same.hit_ranks
+            findings.append(finding)
     findings += _exit_findings(scanner, catalogue, exits, root, stopped, findings)
     present = {f.kind for f in findings}
     findings = [f for f in findings if not set(catalogue[f.kind].absorbed_by) & present]

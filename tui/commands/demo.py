@@ -1,0 +1,63 @@
+"""`mgtutor demo [SCENARIO]`: make a failure happen for real, watch it, then read the diagnosis."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mgtutor.diagnostics.demos import SCENARIOS, run_demo
+from mgtutor.training.launcher import LaunchError
+from mgtutor.tui.commands.diagnose import format_finding
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    names = ", ".join(SCENARIOS)
+    parser = sub.add_parser(
+        "demo", help="reproduce a multi-GPU failure for real and diagnose it",
+        description=f"Start real ranks that fail in a known way, stream their logs, then show the diagnosis. "
+                    f"Scenarios: {names}. Without GPUs the ranks run on the CPU (gloo).",
+        epilog="examples:\n  mgtutor demo                  list the scenarios\n  mgtutor demo never-joins\n"
+               "  mgtutor demo oom --backend nccl\n  mgtutor demo straggler --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scenario", nargs="?", metavar="SCENARIO", help="which failure to reproduce")
+    parser.add_argument("--nproc", type=int, default=2, metavar="N", help="ranks to start (default 2)")
+    parser.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}", help="default: auto")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON (no log lines)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.scenario:
+        for s in SCENARIOS.values():
+            print(f"{s.name:<15} {s.title:<28} symptom: {s.symptom}")
+        return 0
+    if args.scenario not in SCENARIOS:
+        print(f"mgtutor demo: error: unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}",
+              file=sys.stderr)
+        return 2
+    scenario = SCENARIOS[args.scenario]
+
+    def show(rank: int | None, _stream: str, line: str) -> None:
+        if not args.json:
+            print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", flush=True)
+
+    if not args.json:
+        print(f"demo {scenario.name}: {scenario.what_happens}\n", flush=True)
+    try:
+        outcome = run_demo(scenario.name, nproc=args.nproc, backend=args.backend, on_line=show)
+    except LaunchError as exc:
+        print(f"mgtutor demo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    expected = scenario.expected(outcome.backend)
+    if args.json:
+        print(json.dumps({"scenario": scenario.name, "run_id": outcome.run.record.run_id, "expected": expected,
+                          "diagnosed": outcome.diagnosed, "findings": [f.to_dict() for f in outcome.findings]}, indent=2))
+    else:
+        print(f"\nrun record: {outcome.run.record.path}\n")
+        for index, finding in enumerate(outcome.findings, 1):
+            print(format_finding(index, finding) + "\n")
+        verdict = "named the cause" if outcome.diagnosed else f"did NOT name {expected} first"
+        print(f"diagnosis {verdict} (expected {expected}); again later with: mgtutor diagnose {outcome.run.record.run_id}")
+    return 0 if outcome.diagnosed else 1

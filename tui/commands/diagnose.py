@@ -1,0 +1,82 @@
+"""`mgtutor diagnose [RUN_ID | LOGFILE…] [--json]`: the cause of a failed run, and the fix."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mgtutor.diagnostics.failures import Finding, diagnose_files, diagnose_run
+from mgtutor.training.records import RunRecord, find_run, list_runs, runs_root
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "diagnose", help="find why a run failed or hung: cause, evidence, fix, lesson",
+        description="Read a run record (every rank's stdout and stderr, torchrun's output, exit codes, events) "
+                    "or any log files, and print the findings, most likely root cause first. Exit code 0 also "
+                    "when failures are found (it is a report); 2 when the input cannot be read.",
+        epilog="examples:\n  mgtutor diagnose                       the newest run\n"
+               "  mgtutor diagnose 20261130-1200         a run by id (or a unique part of it)\n"
+               "  mgtutor diagnose slurm-1234.out        any log file, ranks interleaved or not\n"
+               "  mgtutor diagnose rank0.log rank1.log --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("inputs", nargs="*", metavar="RUN_ID | LOGFILE", help="a run id or path, or log files")
+    parser.add_argument("--json", action="store_true", help='print {"findings": [...]} for scripts')
+    parser.set_defaults(func=main)
+
+
+def _is_run_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "meta.json").exists()
+
+
+def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
+    """('run', record) or ('files', paths); ValueError with one line when nothing readable matches."""
+    if not inputs:
+        newest = next(iter(list_runs()), None)
+        if newest is None:
+            raise ValueError(f"no runs yet in {runs_root()}; give a run id or log files")
+        return "run", newest
+    if len(inputs) == 1:
+        path = Path(inputs[0])
+        if _is_run_dir(path):
+            return "run", RunRecord(path)
+        if not path.exists():
+            record = find_run(inputs[0])
+            if record is not None:
+                return "run", record
+            raise ValueError(f"{inputs[0]!r} is neither a readable file nor a run id (see `mgtutor runs`)")
+    for name in inputs:
+        path = Path(name)
+        if not path.is_file():
+            raise ValueError(f"cannot read {name}: " + ("it is a directory" if path.is_dir() else "no such file"))
+    return "files", inputs
+
+
+def format_finding(index: int, finding: Finding) -> str:
+    who = f"rank {finding.rank}" if finding.rank is not None else "all ranks / unknown rank"
+    detail = f" ({finding.detail})" if finding.detail else ""
+    lines = [f"{index}. {finding.kind}{detail} — {who}", f"   {finding.summary}", f"   fix: {finding.fix}"]
+    for ev in finding.evidence:
+        lines.append(f"   evidence {ev['file']}:{ev['line']}: {ev['text']}")
+    lines.append(f"   lesson: {finding.lesson}  (mgtutor lessons show {finding.lesson})")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        what, target = resolve(args.inputs)
+        findings = diagnose_run(target) if what == "run" else diagnose_files(target)  # type: ignore[arg-type]
+    except (ValueError, OSError) as exc:
+        print(f"mgtutor diagnose: error: {exc}", file=sys.stderr)
+        return 2
+    source = str(target.path) if what == "run" else ", ".join(target)  # type: ignore[union-attr,arg-type]
+    if args.json:
+        print(json.dumps({"source": source, "findings": [f.to_dict() for f in findings]}, indent=2))
+        return 0
+    if not findings:
+        print(f"No known failure found in {source}.")
+        return 0
+    print(f"Diagnosis of {source} — {len(findings)} finding(s), most likely cause first:\n")
+    print("\n\n".join(format_finding(i, f) for i, f in enumerate(findings, 1)))
+    return 0
