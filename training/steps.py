@@ -105,7 +105,8 @@ class GraphStepper:
             self.static_images, self.static_labels = images.clone(), labels.clone()
             self.eager.optimizer.zero_grad(set_to_none=True)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
+            # thread_local: the NCCL watchdog thread may touch CUDA while this thread captures
+            with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
                 self.static_loss = self.eager.forward_backward(self.static_images, self.static_labels, cache=False)
                 self.eager.optimizer.step()
         else:
