@@ -8,7 +8,7 @@ import re
 from typing import Iterator
 
 from mgtutor.diagnostics.check_model import (
-    DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name, walk_local,
+    DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name,
 )
 
 Hits = Iterator[tuple[ast.AST, "str | None"]]
@@ -199,80 +199,6 @@ def _is_device_context(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
-def unguarded_checkpoint(m: ScriptModel) -> Hits:
-    if not distributed(m):
-        return
-    saves = m.calls_to("torch.save", bare=False) + \
-        [c for c in m.method_calls("save_pretrained") if keyword(c, "is_main_process") is None]
-    for call in sorted(saves, key=lambda c: c.lineno):
-        target = call.args[1:2] if last_name(call.func) == "save" else call.args[:1]
-        target += [kw.value for kw in call.keywords if kw.arg in ("f", "save_directory")]
-        if any("buf" in (dotted(t) or "").lower() or "BytesIO" in (dotted(getattr(t, "func", t)) or "")
-               for t in target):
-            continue
-        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target):
-            yield call, None
-
-
-def unguarded_print(m: ScriptModel) -> Hits:
-    if not manual_ddp(m):
-        return
-    rank_logging = any(mentions_rank(m, [c]) for c in m.method_calls("setLevel") + m.method_calls("basicConfig"))
-    outputs = m.calls_to("print") + ([] if rank_logging else [
-        c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
-    unguarded = [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
-                 and not _called_with_rank(m, c)]
-    if unguarded:
-        first = min(unguarded, key=lambda c: c.lineno)
-        more = f" (and {len(unguarded) - 1} more)" if len(unguarded) > 1 else ""
-        yield first, f"print/logging runs on every rank{more}: each line appears once per GPU"
-
-
-def _called_with_rank(m: ScriptModel, node: ast.AST) -> bool:
-    """`def report(**f): print(f)` called as `report(rank=rank, …)`: the output names its rank."""
-    fn = m.enclosing(node, DEF_NODES)
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    calls = [c for c in m.calls if last_name(c.func) == fn.name]
-    return bool(calls) and all(mentions_rank(m, [*c.args, *(k.value for k in c.keywords)]) for c in calls)
-
-
-def unguarded_tracker(m: ScriptModel) -> Hits:
-    if not distributed(m):
-        return
-    trackers = m.calls_to("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
-                          "torch.utils.tensorboard.writer.SummaryWriter") + \
-        m.calls_to("wandb.init", "mlflow.start_run", bare=False)
-    for call in trackers:
-        if m.runs_on_all_ranks(call) is True:
-            yield call, None
-
-
-def collective_in_rank_branch(m: ScriptModel) -> Hits:
-    calls = [c for c in m.calls if (m.resolve(c.func) or "").startswith("torch.distributed.")
-             and last_name(c.func) in COLLECTIVES and keyword(c, "group") is None]
-    calls += [c for c in m.method_calls("wait_for_everyone")]
-    for call in calls:
-        guard = m.rank_guard(call)
-        if guard is None:
-            continue
-        same = [o for o in m.calls if o is not call and last_name(o.func) == last_name(call.func)]
-        if any(m.rank_guard(o) is not None and _branch(m, o, m.rank_guard(o)) != _branch(m, call, guard)
-               for o in same):
-            continue  # "rank 0 first, then the others" on purpose: both sides meet at a barrier
-        yield call, f"{last_name(call.func)}() runs only on the ranks that pass line {guard.lineno}: " \
-                    "the other ranks never join it, so the job hangs"
-
-
-def _branch(m: ScriptModel, node: ast.AST, guard: ast.AST) -> tuple[int, str]:
-    child = node
-    while m.parent.get(child) is not None and m.parent[child] is not guard:
-        child = m.parent[child]
-    if m.parent.get(child) is guard:
-        return guard.lineno, "orelse" if child in getattr(guard, "orelse", []) else "body"
-    return guard.lineno, "after"
-
-
 def dataparallel(m: ScriptModel) -> Hits:
     for call in m.calls_to(*DATAPARALLEL):
         yield call, None
@@ -311,63 +237,6 @@ def spawn_master_port(m: ScriptModel) -> Hits:
             return
 
 
-def deprecated_cuda_amp(m: ScriptModel) -> Hits:
-    seen = set()
-    for node in m.nodes:
-        hit = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.cuda.amp") or \
-            isinstance(node, ast.Attribute) and (m.resolve(node) or "").startswith("torch.cuda.amp.") \
-            and not isinstance(m.parent.get(node), ast.Attribute)
-        if hit and node.lineno not in seen:
-            seen.add(node.lineno)
-            yield node, None
-
-
-def fp16_without_scaler(m: ScriptModel) -> Hits:
-    if uses_accelerate(m) or not any(last_name(c.func) == "backward" for c in m.calls) \
-            or any(last_name(c.func) in ("GradScaler", "ShardedGradScaler") for c in m.calls):
-        return
-    for call in m.calls:
-        if last_name(call.func) == "autocast" and _autocast_is_fp16(m, call):
-            yield call, None
-            return
-    for call in m.method_calls("half"):
-        if not call.args:
-            yield call, "the model trains in float16 (.half()) with no GradScaler: small gradients underflow to zero"
-            return
-
-
-def _autocast_is_fp16(m: ScriptModel, call: ast.Call) -> bool:
-    if constant(keyword(call, "enabled"), True) is False or has_star_kwargs(call):
-        return False
-    dtype = keyword(call, "dtype")
-    if dtype is not None:
-        return (dotted(dtype) or "").rsplit(".", 1)[-1] in ("float16", "half")
-    device = keyword(call, "device_type") or (call.args[0] if call.args else None)
-    return (m.resolve(call.func) or "").startswith("torch.cuda.amp.") or constant(device) == "cuda"
-
-
-def find_unused_parameters(m: ScriptModel) -> Hits:
-    for call in m.calls_to(*DDP):
-        if constant(keyword(call, "find_unused_parameters")) is True:
-            yield keyword(call, "find_unused_parameters"), None
-
-
-def sync_every_step(m: ScriptModel) -> Hits:
-    for loop in m.training_loops:
-        losses = {dotted(c.func.value) for c in walk_local(loop) if isinstance(c, ast.Call)
-                  and last_name(c.func) == "backward" and isinstance(c.func, ast.Attribute)} - {None}
-        for node in sorted(walk_local(loop), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
-            if not isinstance(node, ast.Call) or not m.unconditional_in(node, loop):
-                continue
-            if last_name(node.func) == "item" and not node.args:
-                yield node, None
-                break
-            if dotted(node.func) == "print" and any(dotted(n) in losses for n in ast.walk(node)
-                                                    if isinstance(n, (ast.Name, ast.Attribute))):
-                yield node, "print() of the loss on every step waits for the GPU (a sync per step)"
-                break
-
-
 def nccl_without_fallback(m: ScriptModel) -> Hits:
     for call in m.calls_to(*INIT):
         backend = keyword(call, "backend") or (call.args[0] if call.args else None)
@@ -390,33 +259,3 @@ def init_without_timeout(m: ScriptModel) -> Hits:
     for call in m.calls_to(*INIT):
         if keyword(call, "timeout") is None and not has_star_kwargs(call):
             yield call, None
-
-
-def slow_dataloader(m: ScriptModel) -> Hits:
-    if not _reads_from_disk(m):
-        return
-    cuda = uses_cuda(m)
-    for call in m.calls_to(*DATALOADER):
-        if has_star_kwargs(call) or len(call.args) > 5:
-            continue
-        missing = []
-        workers = keyword(call, "num_workers")
-        if workers is None or constant(workers) == 0:
-            missing.append("num_workers")
-        if cuda and constant(keyword(call, "pin_memory"), False if keyword(call, "pin_memory") is None else True) is False:
-            missing.append("pin_memory=True")
-        if missing:
-            yield call, f"this DataLoader reads files from disk without {' and '.join(missing)}: " \
-                        "the GPU waits on one process decoding data"
-
-
-def _reads_from_disk(m: ScriptModel) -> bool:
-    for call in m.calls:
-        full = m.resolve(call.func) or ""
-        if full.startswith("torchvision.datasets.") or last_name(call.func) in ("ImageFolder", "DatasetFolder") \
-                or full.startswith("datasets.load_dataset"):
-            return True
-    for fn in m.functions.get("__getitem__", []):
-        if any(isinstance(c, ast.Call) and last_name(c.func) in DISK_READS for c in walk_local(fn)):
-            return True
-    return False

@@ -1,6 +1,6 @@
 """The rules of `mgtutor check`, as data: what each finds, why it matters, the fix as a small
 before/after snippet, and the lesson that teaches it. The evidence each looks for is a small
-function in check_match.py.
+function in check_match.py, check_match_ranks.py or check_match_speed.py.
 
 Severities: `error` — the job trains wrong, crashes or hangs; `warning` — very likely a bug or a
 deprecated API; `advice` — it works, but slower or harder to run than it needs to be.
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from mgtutor.diagnostics import check_match as match
+from mgtutor.diagnostics import check_match_ranks as ranks
+from mgtutor.diagnostics import check_match_speed as speed
 from mgtutor.diagnostics.check_model import ScriptModel
 
 SEVERITIES = ("error", "warning", "advice")
@@ -84,21 +86,21 @@ RULES: tuple[Rule, ...] = (
          "save on rank 0 only (the DDP weights are the same on every rank)",
          'torch.save(model.state_dict(), "ckpt.pt")',
          'if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), "ckpt.pt")',
-         "06-rank0-checkpoints", ("output",), match.unguarded_checkpoint),
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_checkpoint),
     Rule("unguarded-print", "advice",
          "print/logging runs on every rank",
          "Each message appears once per GPU, interleaved; with 8 GPUs the log is 8 times longer and harder to read.",
          "print on rank 0 only, or prefix messages with the rank",
          'print(f"epoch {epoch} loss {loss:.3f}")',
          'if rank == 0:\n    print(f"epoch {epoch} loss {loss:.3f}")',
-         "06-rank0-checkpoints", ("output",), match.unguarded_print),
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_print),
     Rule("unguarded-tracker", "warning",
          "TensorBoard/W&B logger created on every rank",
          "Each rank opens its own writer: duplicate runs, clashing event files, N copies of every curve.",
          "create the writer on rank 0 only",
          "writer = SummaryWriter(log_dir)",
          "writer = SummaryWriter(log_dir) if rank == 0 else None",
-         "06-rank0-checkpoints", ("output",), match.unguarded_tracker),
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_tracker),
     Rule("collective-in-rank-branch", "error",
          "a collective runs inside a rank-only branch",
          "Collectives (barrier, all_reduce, …) need every rank; the ranks that skip the branch never join, so "
@@ -106,7 +108,7 @@ RULES: tuple[Rule, ...] = (
          "call the collective on every rank, outside the rank check",
          "if rank == 0:\n    save(model)\n    dist.barrier()",
          "if rank == 0:\n    save(model)\ndist.barrier()",
-         "14-when-it-goes-wrong", ("hang",), match.collective_in_rank_branch),
+         "14-when-it-goes-wrong", ("hang",), ranks.collective_in_rank_branch),
     Rule("dataparallel", "advice",
          "nn.DataParallel: one process drives every GPU",
          "DataParallel copies the model each step and gathers outputs on GPU 0 (the GIL-bound bottleneck); "
@@ -145,7 +147,7 @@ RULES: tuple[Rule, ...] = (
          "use torch.amp with the device type",
          "with torch.cuda.amp.autocast():\nscaler = torch.cuda.amp.GradScaler()",
          'with torch.autocast("cuda", dtype=torch.float16):\nscaler = torch.amp.GradScaler("cuda")',
-         "10-mixed-precision", ("precision",), match.deprecated_cuda_amp),
+         "10-mixed-precision", ("precision",), speed.deprecated_cuda_amp),
     Rule("fp16-no-scaler", "warning",
          "float16 training without a GradScaler",
          "float16 gradients underflow to zero without loss scaling, so training silently stalls; bfloat16 needs "
@@ -153,13 +155,13 @@ RULES: tuple[Rule, ...] = (
          "add a GradScaler, or use dtype=torch.bfloat16",
          "with torch.autocast('cuda', dtype=torch.float16):\n    loss = model(x)\nloss.backward()",
          "scaler = torch.amp.GradScaler('cuda')\n...\nscaler.scale(loss).backward()\nscaler.step(opt); scaler.update()",
-         "10-mixed-precision", ("precision",), match.fp16_without_scaler),
+         "10-mixed-precision", ("precision",), speed.fp16_without_scaler),
     Rule("find-unused-parameters", "advice",
          "find_unused_parameters=True",
          "DDP then walks the autograd graph after every forward to find unused parameters: slower steps.",
          "leave it off unless DDP's error asks for it (make every output reach the loss instead)",
          "DDP(model, device_ids=[r], find_unused_parameters=True)", "DDP(model, device_ids=[r])",
-         "04-ddp-torchrun", ("speed",), match.find_unused_parameters),
+         "04-ddp-torchrun", ("speed",), speed.find_unused_parameters),
     Rule("sync-every-step", "advice",
          ".item() on every training step",
          "Each .item() (or print of a tensor) waits for the GPU to finish: the CPU cannot queue the next step, "
@@ -167,7 +169,7 @@ RULES: tuple[Rule, ...] = (
          "keep the running loss on the GPU and read it every N steps",
          "total += loss.item()",
          "total += loss.detach()\nif step % 50 == 0:\n    print(total.item() / (step + 1))",
-         "12-watching-a-run", ("speed",), match.sync_every_step),
+         "12-watching-a-run", ("speed",), speed.sync_every_step),
     Rule("nccl-no-fallback", "advice",
          "backend 'nccl' is hard-coded",
          "NCCL needs CUDA GPUs: on a CPU-only machine (a laptop, a CI runner) init_process_group fails instead "
@@ -192,7 +194,7 @@ RULES: tuple[Rule, ...] = (
          "DataLoader(ds, batch_size=64, sampler=sampler)",
          "DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True,\n"
          "           persistent_workers=True)",
-         "09-data-loading", ("speed", "data"), match.slow_dataloader),
+         "09-data-loading", ("speed", "data"), speed.slow_dataloader),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}
