@@ -179,7 +179,7 @@ def _fixed_device_uses(m: ScriptModel) -> Iterator[ast.AST]:
             yield s
     for call in m.calls:
         name = last_name(call.func)
-        if name in ("cuda", "set_device", "device") and call.args and \
+        if name in ("cuda", "set_device", "device", "to") and call.args and \
                 any(type(a) is ast.Constant and type(a.value) is int for a in call.args[-1:]):
             if name != "device" or m.resolve(call.func) in ("torch.device", "torch.cuda.device"):
                 yield call

@@ -74,9 +74,9 @@ RULES: tuple[Rule, ...] = (
          'dist.init_process_group("nccl")\nmodel = DDP(model.cuda(), device_ids=[local_rank])',
          "04-ddp-torchrun", ("device", "hang"), match.no_set_device),
     Rule("hardcoded-cuda0", "error",
-         "GPU 0 is hard-coded where each rank's local GPU belongs",
-         "Every rank puts its model and data on GPU 0: one GPU busy, the others idle, and NCCL may fail with "
-         "'Duplicate GPU detected'.",
+         "a fixed GPU (cuda:0) is hard-coded where each rank's local GPU belongs",
+         "Every rank puts its model and data on the same GPU: one GPU busy, the others idle, and NCCL may fail "
+         "with 'Duplicate GPU detected'.",
          "use the local rank: torch.device('cuda', local_rank)",
          'model.to("cuda:0")', 'local_rank = int(os.environ["LOCAL_RANK"])\nmodel.to(torch.device("cuda", local_rank))',
          "04-ddp-torchrun", ("device",), match.hardcoded_cuda0),

@@ -177,8 +177,9 @@ def test_cuda0_forms_are_all_caught():
         torch.cuda.set_device(0)
         b = torch.load("c.pt", map_location="cuda:0")
         m = DistributedDataParallel(m, device_ids=[0])
+        y = y.to(0)
     """), "t.py") if f.rule == "hardcoded-cuda0"]
-    assert found == [4, 5, 6, 7]
+    assert found == [4, 5, 6, 7, 8]
 
 
 def test_sampler_created_but_not_passed_is_named():
