@@ -53,7 +53,8 @@ def nan_loss(events: list[tuple[int, dict[str, Any]]]) -> list[Check]:
     for number, event in events:
         if event.get("type") in ("step", "epoch") and "loss" in event and event["loss"] is not None \
                 and _finite(event["loss"]) is None:
-            fields = {"value": str(event["loss"]), "step": event.get("step", event.get("steps", "?"))}
+            step = event.get("step", event.get("steps"))
+            fields = {"value": str(event["loss"]), "step_text": f" at step {step}" if step is not None else ""}
             return [("nan_loss", event.get("rank"), fields, [(number, _text(event))])]
     return []
 

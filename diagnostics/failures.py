@@ -58,6 +58,14 @@ def render(template: str, fields: dict[str, Any]) -> str:
         return template
 
 
+_UNKNOWN = "\x00"
+
+
+def _unknown_rank(text: str) -> str:
+    """A log with no rank prefixes still reads well: 'Rank ? ran out' becomes 'A rank ran out'."""
+    return text.replace(f"Rank {_UNKNOWN}", "A rank").replace(f"rank {_UNKNOWN}", "a rank").replace(_UNKNOWN, "?")
+
+
 def _rank_text(ranks: Iterable[int]) -> str:
     ranks = sorted(set(ranks))
     if not ranks:
@@ -75,13 +83,14 @@ def make_finding(spec: KindSpec, hits: list[Hit], rank: int | None, extra: dict[
     fields.update(extra or {})
     ranks = sorted({h.rank for h in hits if h.rank is not None} | ({rank} if rank is not None else set()))
     detail = _detail(spec, fields)
-    fields.setdefault("rank", "?" if rank is None else rank)
+    fields.setdefault("rank", _UNKNOWN if rank is None else rank)
     fields.setdefault("ranks", _rank_text(ranks))
     fields["detail"] = detail or fields.get("message", "an NCCL error")
     template = next((h.summary for h in hits if h.summary and not h.evidence_only), None) or spec.summary
     if evidence is None:
         evidence = _pick_evidence(hits)
-    return Finding(kind=spec.kind, rank=rank, summary=render(template, fields), fix=render(spec.fix, fields),
+    return Finding(kind=spec.kind, rank=rank, summary=_unknown_rank(render(template, fields)),
+                   fix=_unknown_rank(render(spec.fix, fields)),
                    evidence=evidence, lesson=spec.lesson, detail=detail, ranks=ranks,
                    order=min((h.order for h in hits), default=1 << 62),
                    hit_ranks=frozenset(h.line.rank for h in hits if h.line.rank is not None))
@@ -182,8 +191,10 @@ def _rendezvous_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits:
     extra: dict[str, Any] = {"missing": "the missing ranks" if not missing else _rank_text(missing)}
     if fields.get("ms") and not fields.get("seconds"):
         extra["seconds"] = f"{int(fields['ms']) / 1000:g}"
-    if not fields.get("total") and world_size:
-        extra.update(total=world_size, joined=max(world_size - len(set(missing)), 0) if missing else "?")
+    total = fields.get("total") or world_size or None
+    joined = fields.get("joined") or (max(int(total) - len(set(missing)), 0) if total and missing else None)
+    extra["joined_text"] = f" but only {joined}/{total} ranks joined" if total and joined is not None else ""
+    extra.setdefault("seconds", fields.get("seconds") or "its timeout")
     return make_finding(spec, hits, missing[0] if len(set(missing)) == 1 else None, extra)
 
 
@@ -226,7 +237,8 @@ _SHAPERS = {
     "collective_mismatch": _simple_fields(lambda f, h: {"mismatch_text": f" (rank {f['rank']} differs)" if f.get("rank") else ""}),
     "cuda_driver_too_old": _simple_fields(lambda f, h: {"cuda_text": f"{int(f['version']) // 1000}.{int(f['version']) % 1000 // 10}"
                                                         if str(f.get("version", "")).isdigit() else "?"}),
-    "nan_loss": _simple_fields(lambda f, h: {"value": f.get("value", "NaN"), "step": f.get("step", "?")}),
+    "nan_loss": _simple_fields(lambda f, h: {"value": f.get("value", "NaN"),
+                                             "step_text": f" at step {f['step']}" if f.get("step") else ""}),
     "watchdog_stuck": _simple_fields(lambda f, h: {"seconds": f.get("seconds", "several hundred")}),
 }
 
