@@ -79,6 +79,9 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
         banner = screen.query_one("#failure-banner")
         assert banner.has_class("-visible")
         assert re.search(rf"rank 1 failed first: exit code {first['exit_code']}\b", banner.plain), banner.plain
+        if screen.finding is not None:  # the classifier's top finding, with its fix and lesson key
+            assert screen.finding["fix"] in banner.plain.replace("\n", " ") or "fix:" in banner.plain
+            assert f"o: open lesson {screen.finding['lesson']}" in banner.plain
         logs = screen.query_one(RankLogs)
         await pilot.press("right_square_bracket", "right_square_bracket")  # all → rank 0 → rank 1
         assert logs.active == "rank1"

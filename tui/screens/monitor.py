@@ -66,7 +66,9 @@ def diagnose(record: RunRecord) -> dict[str, Any] | None:
         top = found[0] if isinstance(found, list) and found else found
         if top is None or isinstance(top, list):
             return None
-        return top if isinstance(top, dict) else {k: getattr(top, k, None) for k in ("kind", "title", "fix", "lesson", "summary")}
+        if isinstance(top, dict):
+            return top
+        return top.to_dict() if hasattr(top, "to_dict") else {k: getattr(top, k, None) for k in ("kind", "summary", "fix", "lesson")}
     return None
 
 

@@ -94,8 +94,11 @@ class FailureBanner(Static):
         text.append(headline, "bold")
         self.lesson = None
         if finding:
-            text.append(f"\n{finding.get('title') or finding.get('kind', 'diagnosis')}: ", "bold")
-            text.append(str(finding.get("fix") or finding.get("summary") or ""))
+            text.append(f"\n{finding.get('kind') or 'diagnosis'}: ", "bold")
+            text.append(str(finding.get("summary") or ""))
+            if finding.get("fix"):
+                text.append("\nfix: ", "bold")
+                text.append(str(finding["fix"]))
             self.lesson = finding.get("lesson")
             if self.lesson:
                 text.append(f"  (o: open lesson {self.lesson})", "dim")
