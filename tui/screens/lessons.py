@@ -22,7 +22,7 @@ from mgtutor.lessons.loader import Lesson, all_lessons
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
 from mgtutor.training.launcher import LaunchError
-from mgtutor.tui.widgets.lesson_text import checks_text, exercise_text, lesson_label, status_text
+from mgtutor.tui.widgets.lesson_text import checks_text, exercise_text, lesson_label, lesson_markdown, status_text
 from mgtutor.tui.widgets.rank_logs import neutralise, prefix
 
 
@@ -78,6 +78,13 @@ class LessonsScreen(Screen):
         lesson_list.focus()
         self.show_lesson(self.lesson)
 
+    def on_screen_resume(self) -> None:
+        """Progress may have moved on elsewhere (`mgtutor lessons check` in another terminal)."""
+        if not self.busy:
+            self.progress = Progress()
+            self._refresh_marks()
+            self._show_status()
+
     # -- showing a lesson ------------------------------------------------------------------
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
         if event.item is not None and event.item.id:
@@ -88,8 +95,7 @@ class LessonsScreen(Screen):
     def show_lesson(self, lesson: Lesson) -> None:
         self.lesson = lesson
         self.progress.set_current(lesson.id)
-        self.query_one("#lesson-markdown", Markdown).update(
-            f"*Lesson {lesson.number} of {len(self.lessons)} — goal:* {lesson.goal}\n\n{lesson.explanation()}")
+        self.query_one("#lesson-markdown", Markdown).update(lesson_markdown(lesson, len(self.lessons)))
         self.query_one("#lesson-code", Static).update(
             Syntax(lesson.example.read_text(), "python", line_numbers=True, word_wrap=False))
         self._show_exercise()

@@ -56,6 +56,23 @@ def status_text(lesson: Lesson, progress: Progress, note: str = "") -> Text:
     return text
 
 
+def lesson_markdown(lesson: Lesson, total: int) -> str:
+    """The lesson text, then what its steps run and check, then where to go further."""
+    parts = [f"*Lesson {lesson.number} of {total} — goal:* {lesson.goal}", "", lesson.explanation().rstrip(), "",
+             "## Steps (g runs them)", ""]
+    for step in lesson.steps:
+        where = f"GPU only, needs {max(step.min_gpus, 1)} GPU(s)" if step.gpu_only else "runs on CPU or GPUs"
+        needs = f", needs `{'`, `'.join(step.requires)}`" if step.requires else ""
+        parts.append(f"- **{step.title}** — `{step.script.name} {' '.join(step.args)}`".rstrip() +
+                     f" on {step.nproc} rank(s), {where}{needs}")
+        parts.extend(f"    - checks: {check.says}" for check in step.checks)
+    if lesson.exercise:
+        parts += ["", "## Exercise (e edit · c check · i hint)", "", lesson.exercise.task]
+    if lesson.see_also:
+        parts += ["", "## Further", ""] + [f"- `{command}`" for command in lesson.see_also]
+    return "\n".join(parts) + "\n"
+
+
 def check_mark(passed: bool | None) -> str:
     return "✓" if passed else ("–" if passed is None else "✗")
 
