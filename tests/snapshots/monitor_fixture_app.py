@@ -57,3 +57,5 @@ async def show_fixture_run(pilot) -> None:
     for tick in range(90):  # a minute and a half of readings, always the same ones
         meters.show(*fixed_sample(tick), screen.state.pids(), screen.state.backend)
     await pilot.pause()
+    screen.query_one("#rank-log").scroll_end(animate=False, immediate=True)  # lines may land before its size
+    await pilot.pause()

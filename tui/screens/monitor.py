@@ -186,8 +186,11 @@ class MonitorScreen(Screen):
         self.query_one(RankLogs).add_lines(message.lines)
         if message.state is None:
             return
+        first = self.state is None
         was_done = self.state is not None and self.state.done
         self.state = message.state
+        if first:
+            self.refresh_bindings()  # stop becomes possible once the run's state is known
         if message.state.world_size:
             self.query_one(RankLogs).ensure_tabs(range(message.state.world_size))
         self.query_one(RunStateLine).show(message.state, self.clock())
