@@ -13,6 +13,7 @@ from mgtutor.diagnostics.catalogue import KindSpec, Pattern
 from mgtutor.diagnostics.logparse import LogLine
 
 MAX_HITS = 12
+MATCH_CHARS = 8192
 _AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _BLOCK_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)")
 _BLOCK_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+) \(pid: \d+\)\s*(?:\((SIG\w+)\))?")
@@ -61,6 +62,7 @@ class Scanner:
         self._track_traceback(line)
         if "exitcode" in text or "Root Cause" in text or "rank" in text or "Signal" in text or text.startswith("="):
             self._track_exits(line)
+        text = text[:MATCH_CHARS]  # messages sit at the start of a line; keeps the cost linear in the file size
         low = text.lower()
         for kind, pattern in self._patterns:
             if pattern.needle is not None and pattern.needle not in low:

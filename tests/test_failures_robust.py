@@ -1,0 +1,53 @@
+"""The classifier never raises, whatever the bytes, and reads huge logs in bounded memory."""
+from __future__ import annotations
+
+import io
+import tracemalloc
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mgtutor.diagnostics.failures import diagnose_files, diagnose_lines
+from mgtutor.diagnostics.logparse import read_log
+
+OOM = b"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity\n"
+pieces = st.sampled_from([OOM, b"\xff\xfe\x80", b"\x1b[31m", b"\x1b]0;title\x07", b"\r", b"\n", b"[rank", b"]:",
+                          b"exitcode  : -9 (pid: 1)", b"Traceback (most recent call last):\n", b"Root Cause",
+                          b"{rank}", b"\x00", "é".encode()])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=200), pieces), max_size=40))
+def test_any_bytes_never_raise(chunks: list[bytes]) -> None:
+    data = b"".join(chunks)
+    findings = diagnose_lines(read_log(io.BytesIO(data), "fuzz.log"))
+    for finding in findings:
+        finding.to_dict()
+        assert "\x1b" not in finding.summary
+
+
+def test_ten_megabyte_line_with_escapes_is_read(tmp_path: Path) -> None:
+    log = tmp_path / "long.log"
+    log.write_bytes(b"\x1b[2K" + b"x" * (10 << 20) + b"\n" + OOM)
+    findings = diagnose_files([log])
+    assert findings[0].kind == "cuda_oom" and findings[0].evidence[0]["line"] == 2
+
+
+def test_200_megabyte_log_in_bounded_memory(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    block = (b"[rank0]: step 10 loss 2.30 progress " * 1000 + b"\n") * 28  # ~0.95 MB, 32 KB lines
+    with log.open("wb") as handle:
+        for _ in range(220):
+            handle.write(block)
+        handle.write(b"\xff" * (3 << 20))  # 3 MB with no newline at all
+        handle.write(b"\n" + OOM)
+    assert log.stat().st_size >= 200_000_000
+    tracemalloc.start()
+    try:
+        findings = diagnose_files([log])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert findings[0].kind == "cuda_oom"
+    assert peak < 32 << 20, f"peak {peak / 2**20:.1f} MiB"
