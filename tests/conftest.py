@@ -39,3 +39,21 @@ def mgtutor_argv(*args: str) -> list[str]:
 
 def no_gpu_env() -> dict[str, str]:
     return dict(os.environ, MGTUTOR_NO_NVML="1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Everything under tests/gpu/ is the GPU suite: `pytest -m gpu` on a machine with 2+ NVIDIA GPUs."""
+    gpu_dir = str(REPO / "tests" / "gpu")
+    for item in items:
+        if str(item.fspath).startswith(gpu_dir):
+            item.add_marker(pytest.mark.gpu)
+
+
+@pytest.fixture(scope="session")
+def two_gpus():
+    from mgtutor.diagnostics.nvml import inventory
+
+    inv = inventory()
+    if len(inv.gpus) < 2:
+        pytest.skip(f"needs 2 NVIDIA GPUs; found {len(inv.gpus)} ({inv.error})")
+    return inv
