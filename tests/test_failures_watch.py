@@ -1,0 +1,66 @@
+"""Live detectors on real runs: a rank missing at the rendezvous is named within seconds; a straggler;
+a silent run. The hang is real (the trainer's hang-before-init), the thresholds are short."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from mgtutor.diagnostics.demos import SCENARIOS
+from mgtutor.training.launcher import LaunchSpec, launch
+from mgtutor.training.records import RunRecord
+from mgtutor.training.watch import RunWatch
+
+
+@pytest.mark.slow
+def test_missing_rank_is_named_while_the_other_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    target = [a if a != "8" else "60" for a in SCENARIOS["never-joins"].target]  # rank 0 waits long enough
+    run = launch(LaunchSpec(target=target, nproc=2, backend="gloo", label="watch-hang"))
+    try:
+        watch = RunWatch(run.record, rendezvous_after=3.0)
+        alerts = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and run.running():
+            alerts = [a for a in watch.poll() if a.kind == "rendezvous_late"]
+            if alerts and alerts[0].ranks == (1,):
+                break
+            time.sleep(0.5)
+        assert alerts and alerts[0].ranks == (1,), alerts
+        assert "rank 0 waits" in alerts[0].message
+    finally:
+        run.stop(grace=3)
+
+
+def _record(tmp_path: Path, events: list[dict], world: int = 2, started: float | None = None) -> RunRecord:
+    record = RunRecord.create("watch", tmp_path)
+    record.write_meta({"world_size": world, "started": started or time.time(), "supervisor_pid": None})
+    with record.events_path.open("w") as handle:
+        for event in events:
+            handle.write(json.dumps(event) + "\n")
+    return record
+
+
+def test_straggler_and_lag_from_step_events(tmp_path: Path) -> None:
+    events = [{"rank": r, "t": time.time(), "type": "step", "step": s, "loss": 1.0 + r,
+               "data_wait_s": 0.3 if r == 1 else 0.001} for s in range(1, 6) for r in (0, 1)]
+    events += [{"rank": 2, "t": time.time(), "type": "step", "step": 20, "loss": 1.0, "data_wait_s": 0.001}]
+    watch = RunWatch(_record(tmp_path, events, world=3))
+    alerts = watch.poll(running=True)
+    kinds = {(a.kind, a.ranks) for a in alerts}
+    assert ("straggler", (1,)) in kinds  # its own step time dwarfs the others'
+    assert ("straggler", (0,)) in kinds  # 15 steps behind the fastest
+    assert not any(a.kind == "rendezvous_late" for a in alerts)  # events show every rank joined
+
+
+def test_silent_run_is_flagged_with_last_lines(tmp_path: Path) -> None:
+    record = _record(tmp_path, [], started=time.time() - 500)
+    record.rank_log(0, "stdout").write_text("step 1\nstep 2\nentering all_reduce\n")
+    record.rank_log(1, "stderr").write_text("loading shard 7\n")
+    watch = RunWatch(record, rendezvous_after=1e9, silent_after=60)
+    alerts = watch.poll(now=time.time() + 120, running=True)
+    hung = [a for a in alerts if a.kind == "possibly_hung"]
+    assert hung and hung[0].last_lines[0][-1] == "entering all_reduce" and hung[0].last_lines[1] == ["loading shard 7"]
+    assert watch.poll(running=False) == []  # a finished run raises nothing
