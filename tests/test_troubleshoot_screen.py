@@ -1,0 +1,66 @@
+"""Troubleshoot mode in a real app: checks per symptom, a log diagnosed into fix cards, a real demo."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import OptionList, Static
+
+from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
+
+LOGS = Path(__file__).parent / "data" / "logs"
+
+
+async def _wait(pilot, predicate, timeout: float = 120.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not reached"
+        await pilot.pause(0.2)
+
+
+def _static_text(screen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    app = MgTutorApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        assert isinstance(screen, TroubleshootScreen)
+        options = screen.query_one("#ts-symptoms", OptionList)
+        options.highlighted = [o.id for o in options._options].index("port")
+        await pilot.press("enter")
+        await _wait(pilot, lambda: "port" in _static_text(screen, "#ts-checks"))
+        assert "29500" in _static_text(screen, "#ts-checks")
+        assert "port-in-use" in _static_text(screen, "#ts-status")
+        await pilot.press("o")
+        for char in str(LOGS / "cuda_oom_interleaved.log"):
+            await pilot.press(char if char != " " else "space")
+        await pilot.press("enter")
+        await _wait(pilot, lambda: bool(screen.findings))
+        assert screen.findings[0].kind == "cuda_oom"
+        cards = list(screen.query(".fix-card"))
+        assert cards and "cuda_oom" in str(cards[0].render()) and "14-when-it-goes-wrong" in str(cards[0].render())
+
+
+@pytest.mark.slow
+async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    app = MgTutorApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        options = screen.query_one("#ts-symptoms", OptionList)
+        options.highlighted = [o.id for o in options._options].index("port")
+        await pilot.press("enter")
+        await pilot.press("x")
+        await _wait(pilot, lambda: bool(screen.findings) and not screen.busy, timeout=150)
+        assert screen.findings[0].kind == "port_in_use"
+        assert app.active_runs and not any(run.running() for run in app.active_runs.values())
+        assert screen.query_one("#ts-log").line_count > 0
