@@ -144,26 +144,55 @@ def snapshot_gpu(index: int, handle: Any) -> GpuSnapshot:
     return _snapshot(index, handle)[0]
 
 
-def _snapshot(index: int, handle: Any) -> tuple[GpuSnapshot, list[int]]:
-    lib = nvml._load()
+@dataclass
+class _StaticInfo:
+    """What changes rarely or never: read once per `STATIC_REFRESH_S`, not on every sweep."""
+    name: str
+    uuid: str | None
+    power_limit_w: float | None
+    link_states: list[int]
+    read_at: float
+
+
+STATIC_REFRESH_S = 30.0
+
+
+def _static_info(handle: Any) -> _StaticInfo:
     uuid = nvml.query("nvmlDeviceGetUUID", handle)
+    return _StaticInfo(name=nvml.query("nvmlDeviceGetName", handle, default="NVIDIA GPU"), uuid=uuid,
+                       power_limit_w=_power_w(nvml.query("nvmlDeviceGetEnforcedPowerLimit", handle)),
+                       link_states=nvlink_link_states(handle, uuid), read_at=time.monotonic())
+
+
+def _pcie_throughput(handle: Any) -> tuple[int | None, int | None]:
+    """NVML samples PCIe traffic over about 20 ms per call, so callers ask for it sparingly."""
+    lib = nvml._load()
+    return (nvml.query("nvmlDeviceGetPcieThroughput", handle, getattr(lib, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+            nvml.query("nvmlDeviceGetPcieThroughput", handle, getattr(lib, "NVML_PCIE_UTIL_RX_BYTES", 1)))
+
+
+def _snapshot(index: int, handle: Any, static: _StaticInfo | None = None,
+              pcie: tuple[int | None, int | None] | None = None) -> tuple[GpuSnapshot, list[int]]:
+    lib = nvml._load()
+    static = static or _static_info(handle)
+    pcie = pcie or _pcie_throughput(handle)
     util = nvml.query("nvmlDeviceGetUtilizationRates", handle)
     memory = nvml.query("nvmlDeviceGetMemoryInfo", handle)
     temp_sensor = getattr(lib, "NVML_TEMPERATURE_GPU", 0)
-    states = nvlink_link_states(handle, uuid)
+    states = static.link_states
     snap = GpuSnapshot(
         index=index,
-        name=nvml.query("nvmlDeviceGetName", handle, default="NVIDIA GPU"),
-        uuid=uuid,
+        name=static.name,
+        uuid=static.uuid,
         utilization_pct=None if util is None else int(util.gpu),
         memory_used_mib=None if memory is None else int(memory.used) // MIB,
         memory_total_mib=None if memory is None else int(memory.total) // MIB,
         power_w=_power_w(nvml.query("nvmlDeviceGetPowerUsage", handle)),
-        power_limit_w=_power_w(nvml.query("nvmlDeviceGetEnforcedPowerLimit", handle)),
+        power_limit_w=static.power_limit_w,
         temperature_c=nvml.query("nvmlDeviceGetTemperature", handle, temp_sensor),
         sm_clock_mhz=nvml.query("nvmlDeviceGetClockInfo", handle, getattr(lib, "NVML_CLOCK_SM", 1)),
-        pcie_tx_kbps=nvml.query("nvmlDeviceGetPcieThroughput", handle, getattr(lib, "NVML_PCIE_UTIL_TX_BYTES", 0)),
-        pcie_rx_kbps=nvml.query("nvmlDeviceGetPcieThroughput", handle, getattr(lib, "NVML_PCIE_UTIL_RX_BYTES", 1)),
+        pcie_tx_kbps=pcie[0],
+        pcie_rx_kbps=pcie[1],
         nvlink_links_up=sum(states) if states else None,
         processes=_processes(handle),
     )
@@ -226,8 +255,13 @@ class Sampler:
     """Rate-limited sampling: NVML is swept at most once per `min_interval` seconds (the cached
     sample is returned in between); NVLink throughput is the counter delta between two sweeps."""
 
-    def __init__(self, min_interval: float = 1.0) -> None:
+    def __init__(self, min_interval: float = 1.0, pcie_every: int = 5) -> None:
         self.min_interval = min_interval
+        self.pcie_every = pcie_every  # PCIe throughput costs ~20 ms of NVML time per GPU: every Nth sweep
+        self._static: dict[int, _StaticInfo] = {}
+        self._pcie: dict[int, tuple[int | None, int | None]] = {}
+        self._handle_list: list[tuple[int, Any]] = []
+        self._handles_at = float("-inf")
         self._lock = threading.Lock()
         self._last: GpuSample | None = None
         self._last_mono = 0.0
@@ -239,8 +273,13 @@ class Sampler:
         if nvml._load() is None:
             return GpuSample(t=now, gpus=[], error=nvml.init_error())
         gpus = []
-        for index, handle in gpu_handles():
-            snap, states = _snapshot(index, handle)
+        for index, handle in self._handles():
+            static = self._static.get(index)
+            if static is None or time.monotonic() - static.read_at > STATIC_REFRESH_S:
+                static = self._static[index] = _static_info(handle)
+            if index not in self._pcie or self.sweeps % self.pcie_every == 0:
+                self._pcie[index] = _pcie_throughput(handle)
+            snap, states = _snapshot(index, handle, static, self._pcie[index])
             counters = _nvlink_counters(handle, [i for i, s in enumerate(states) if s])
             previous = self._counters.get(index)
             if counters is not None:
@@ -252,6 +291,11 @@ class Sampler:
                 self._counters[index] = (mono, counters)
             gpus.append(snap)
         return GpuSample(t=now, gpus=gpus, error=None if gpus else "NVML sees no GPU")
+
+    def _handles(self) -> list[tuple[int, Any]]:
+        if time.monotonic() - self._handles_at > STATIC_REFRESH_S:
+            self._handle_list, self._handles_at = gpu_handles(), time.monotonic()
+        return self._handle_list
 
     def sample_gpus(self) -> GpuSample:
         with self._lock:

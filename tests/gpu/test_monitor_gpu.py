@@ -70,6 +70,36 @@ async def test_meters_show_both_gpus_busy_with_their_ranks(two_gpus):
         assert screen.state.phase == "stopped" and run_processes(screen.record.run_id) == []
 
 
+def print_nvml_costs(sweeps: int = 10) -> None:
+    """Where one sweep's time goes, per NVML function (thread CPU time and wall time)."""
+    from collections import defaultdict
+
+    from mgtutor.diagnostics import nvml
+
+    costs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    real_query = nvml.query
+
+    def timed(fn, *args, **kwargs):
+        cpu, wall = time.thread_time(), time.perf_counter()
+        try:
+            return real_query(fn, *args, **kwargs)
+        finally:
+            entry = costs[fn if isinstance(fn, str) else fn.__name__]
+            entry[0] += time.thread_time() - cpu
+            entry[1] += time.perf_counter() - wall
+            entry[2] += 1
+
+    nvml.query = timed
+    try:
+        sampler = Sampler(min_interval=0.0)
+        for _ in range(sweeps):
+            sampler.sample()
+    finally:
+        nvml.query = real_query
+    for name, (cpu, wall, calls) in sorted(costs.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {name:<44} {calls:4d} calls  cpu {1000 * cpu / sweeps:7.2f} ms/sweep  wall {1000 * wall / sweeps:7.2f} ms/sweep")
+
+
 def test_sampling_at_1hz_cpu_cost(two_gpus):
     """Prints the CPU cost of 1 Hz GPU+host sampling (the number goes in docs/benchmarks.md)."""
     sampler = Sampler(min_interval=1.0)
@@ -82,4 +112,5 @@ def test_sampling_at_1hz_cpu_cost(two_gpus):
     after, wall = me.cpu_times(), time.monotonic() - wall
     cpu = (after.user - before.user) + (after.system - before.system)
     print(f"\n1 Hz sampling of {len(gpus.gpus)} GPUs: {cpu:.3f} s CPU in {wall:.1f} s = {100 * cpu / wall:.2f}% of one core")
+    print_nvml_costs()
     assert len(gpus.gpus) >= 2 and sampler.sweeps >= 30
