@@ -78,13 +78,17 @@ def test_sampler_sweeps_nvml_at_most_once_per_interval(monkeypatch):
 def test_sampler_turns_nvlink_counters_into_throughput(monkeypatch):
     fake = FakePynvml([FakeGpu(nvlinks=[1, 1])])
     install(monkeypatch, fake)
-    sampler = Sampler(min_interval=0)
+    sampler = Sampler(min_interval=0, pcie_every=2)  # counters are read on every 2nd sweep
     first, _ = sampler.sample()
     assert first.gpus[0].nvlink_tx_kbps is None  # one sweep: no rate yet
     fake.gpus[0].nvlink_kib = 1000
     time.sleep(0.05)
     second, _ = sampler.sample()
-    assert second.gpus[0].nvlink_tx_kbps > 0 and second.gpus[0].nvlink_rx_kbps > 0
+    assert second.gpus[0].nvlink_tx_kbps is None  # not a counter sweep
+    third, _ = sampler.sample()
+    assert third.gpus[0].nvlink_tx_kbps > 0 and third.gpus[0].nvlink_rx_kbps > 0
+    fourth, _ = sampler.sample()
+    assert fourth.gpus[0].nvlink_tx_kbps == third.gpus[0].nvlink_tx_kbps  # the last rate is kept
 
 
 def test_host_sample_sees_a_busy_child_process():

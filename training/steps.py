@@ -6,6 +6,7 @@ the GPU catches up, and at 32×32 images the CPU launching kernels is what sets 
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ class GraphStepper:
     def __init__(self, eager: Stepper, warm_steps: int) -> None:
         self.eager, self.warm_steps, self.calls = eager, warm_steps, 0
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.failed = False
         self.static_images = self.static_labels = self.static_loss = None
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
@@ -101,14 +103,25 @@ class GraphStepper:
                 loss = self.eager.step(micro)
             torch.cuda.current_stream().wait_stream(side)
             return loss
+        if self.failed:
+            return self.eager.step(micro)
         if self.graph is None:
             self.static_images, self.static_labels = images.clone(), labels.clone()
             self.eager.optimizer.zero_grad(set_to_none=True)
             self.graph = torch.cuda.CUDAGraph()
-            # thread_local: the NCCL watchdog thread may touch CUDA while this thread captures
-            with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-                self.static_loss = self.eager.forward_backward(self.static_images, self.static_labels, cache=False)
-                self.eager.optimizer.step()
+            try:
+                # thread_local: the NCCL watchdog thread may touch CUDA while this thread captures
+                with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
+                    self.static_loss = self.eager.forward_backward(self.static_images, self.static_labels,
+                                                                   cache=False)
+                    self.eager.optimizer.step()
+            except RuntimeError as exc:  # capture is not possible for this model/torch: train eagerly
+                self.failed, self.graph = True, None
+                print(f"warning: CUDA graph capture failed ({str(exc).splitlines()[0]}); "
+                      "continuing without --cuda-graphs", file=sys.stderr, flush=True)
+                torch.cuda.synchronize()
+                self.eager.optimizer.zero_grad(set_to_none=True)
+                return self.eager.step(micro)
         else:
             self.static_images.copy_(images, non_blocking=True)
             self.static_labels.copy_(labels, non_blocking=True)

@@ -107,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:
         events.emit("error", error=f"{type(exc).__name__}: {exc}", exception=type(exc).__name__,
                     step=loop.step if loop else None)
+        if isinstance(exc, Exception) and world_size > 1 and dist.is_available() and dist.is_initialized():
+            # Leave at once: destroy_process_group would wait on peers still inside a collective, and
+            # the rank that failed first must also be the first to exit, so the record names it.
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            events.close()
+            os._exit(1)
         raise
     finally:
         events.close()
