@@ -1,7 +1,8 @@
 """Monitor mode: launch a run, then watch its state, every rank's log, the meters and the charts.
 
-One thread worker follows the run directory (logs, events, rank records, result) and samples the
-GPUs/host at ≤ 1 Hz; it posts one batched `RunUpdate` per tick and waits when the UI falls behind.
+One thread worker follows the run directory (logs, events, rank records, result), samples the
+GPUs/host at ≤ 1 Hz and polls the live detectors (training/watch.py) once a second; it posts one
+batched `RunUpdate` per tick and waits when the UI falls behind.
 The run itself belongs to the App: leaving this mode or closing the UI never stops it.
 """
 from __future__ import annotations
@@ -26,16 +27,18 @@ from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot, Sampler
 from mgtutor.training.launcher import LaunchError, Run, launch
 from mgtutor.training.records import RunRecord
 from mgtutor.training.runstate import RunState, RunStateFolder
+from mgtutor.training.watch import Alert, RunWatch
 from mgtutor.training.tail import RunTail
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
-from mgtutor.tui.widgets.run_state import FailureBanner, RunStateLine
+from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 
 TICK = 0.1  # seconds between polls of the run directory
 STATE_EVERY = 0.25  # seconds between state snapshots sent to the UI
+WATCH_EVERY = 1.0  # seconds between polls of the live detectors
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
             "copy_path", "new_run", "open_lesson"}
 
@@ -44,9 +47,11 @@ class RunUpdate(Message):
     """One tick of a watched run: new log lines, and (at most 4 Hz) its state and meters."""
 
     def __init__(self, run_id: str, lines: list[tuple[int | None, str, str]], state: RunState | None,
-                 sample: tuple[GpuSample, HostSnapshot] | None, finding: dict[str, Any] | None = None) -> None:
+                 sample: tuple[GpuSample, HostSnapshot] | None, finding: dict[str, Any] | None = None,
+                 alerts: list[Alert] | None = None) -> None:
         super().__init__()
         self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
+        self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
 
 
 def diagnose(record: RunRecord) -> dict[str, Any] | None:
@@ -89,6 +94,8 @@ class MonitorScreen(Screen):
     ]
     clock: Callable[[], float] = staticmethod(time.time)
     make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))
+    rendezvous_after = 30.0  # s before a rank missing at the rendezvous is named (PyTorch waits 10–30 min)
+    silent_after = 120.0  # s without output or event before a run is flagged as possibly hung
 
     def __init__(self) -> None:
         super().__init__()
@@ -104,6 +111,7 @@ class MonitorScreen(Screen):
             yield LaunchForm(id="launch-form")
             with Vertical(id="run-view"):
                 yield RunStateLine(id="run-state")
+                yield AlertBanner(id="alert-banner")
                 yield FailureBanner(id="failure-banner")
                 yield GpuMeters(id="gpu-meters")
                 yield TrainingCharts(id="training-charts")
@@ -144,6 +152,7 @@ class MonitorScreen(Screen):
         self.record, self.run = record, run or Run(record)
         self.state, self.finding, self.lines_seen = None, None, 0
         self.query_one(RankLogs).reset()
+        self.query_one(AlertBanner).show([])
         self.query_one(ContentSwitcher).current = "run-view"
         self.sub_title = record.run_id
         self.watch_run(record, alive or (run.running if run else None))
@@ -154,36 +163,52 @@ class MonitorScreen(Screen):
     def watch_run(self, record: RunRecord, alive: Callable[[], bool] | None) -> None:
         worker = get_current_worker()
         tail, folder, sampler = RunTail(record), RunStateFolder(record, alive=alive), self.make_sampler()
-        last_state = last_sample = 0.0
+        watch = RunWatch(record, rendezvous_after=self.rendezvous_after, silent_after=self.silent_after)
+        last_state = last_sample = last_watch = 0.0
         sample = None
         while not worker.is_cancelled:
             lines = [(rank, stream, neutralise(text)) for rank, stream, text in tail.poll()]
             now = time.monotonic()
-            state = None
+            state = alerts = None
             if now - last_state >= STATE_EVERY:
                 last_state = now
                 state = folder.refresh(self.clock())
                 if now - last_sample >= 1.0:
                     last_sample = now
                     sample = sampler.sample(pids=list(state.pids()))
+                if now - last_watch >= WATCH_EVERY and not state.done:
+                    last_watch = now
+                    alerts = self.live_alerts(watch, state)
             if state is not None and state.done:
                 lines += [(r, s, neutralise(t)) for r, s, t in tail.drain()]
                 finding = diagnose(record) if state.phase in ("failed", "lost") else None
-                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state), sample, finding))
+                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state), sample, finding, alerts=[]))
                 return
             if lines or state is not None:
                 self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state) if state else None,
-                                            sample if state else None))
+                                            sample if state else None, alerts=alerts))
             while self.message_queue_size > 8 and not worker.is_cancelled:
                 time.sleep(0.02)  # back-pressure: the UI is behind, let it catch up
             if not lines:
                 time.sleep(TICK)
+
+    def live_alerts(self, watch: RunWatch, state: RunState) -> list[Alert]:
+        """The detectors' alerts now (worker thread). A "late" rank is only news while another waits:
+        when no rank is at the rendezvous the script may simply not use one yet."""
+        try:
+            alerts = watch.poll(now=self.clock(), running=not state.done)
+        except Exception:  # a detector's bad day must not end the watch of the run
+            return []
+        world = state.world_size or len(state.ranks)
+        return [a for a in alerts if not (a.kind == "rendezvous_late" and len(a.ranks) >= world)]
 
     def on_run_update(self, message: RunUpdate) -> None:
         if self.record is None or message.run_id != self.record.run_id:
             return  # a late message of a run no longer shown
         self.lines_seen += len(message.lines)
         self.query_one(RankLogs).add_lines(message.lines)
+        if message.alerts is not None:
+            self.query_one(AlertBanner).show(message.alerts)
         if message.state is None:
             return
         first = self.state is None
@@ -283,6 +308,7 @@ class MonitorScreen(Screen):
         self.record, self.run, self.state = None, None, None
         self.sub_title = ""
         self.query_one(FailureBanner).show(RunState(run_id=""))
+        self.query_one(AlertBanner).show([])
         self.query_one(ContentSwitcher).current = "launch-form"
         self.query_one(LaunchForm).show_message("")
         self.refresh_bindings()

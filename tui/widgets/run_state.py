@@ -1,10 +1,12 @@
-"""The run's state line (phase, elapsed, ranks) and, when it fails, the banner that says why."""
+"""The run's state line (phase, elapsed, ranks), live alerts, a multi-node run's node line, and,
+when it fails, the banner that says why."""
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
 from mgtutor.training.runstate import RunState, describe_failure
+from mgtutor.training.watch import Alert
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 
 PHASES = ("starting", "rendezvous", "training")
@@ -102,5 +104,79 @@ class FailureBanner(Static):
             self.lesson = finding.get("lesson")
             if self.lesson:
                 text.append(f"  (o: open lesson {self.lesson})", "dim")
+        self.plain = text.plain
+        self.update(text)
+
+
+class AlertBanner(Static):
+    """The live detectors' alerts (training/watch.py) while the run goes on: who is missing at the
+    rendezvous, who straggles, a run that went silent (with each rank's last lines)."""
+
+    DEFAULT_CSS = """
+    AlertBanner { display: none; height: auto; max-height: 6; background: $warning 25%; padding: 0 1; }
+    AlertBanner.-visible { display: block; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.plain = ""
+        self.alerts: list[Alert] = []
+
+    def show(self, alerts: list[Alert]) -> None:
+        self.alerts = list(alerts)
+        self.set_class(bool(alerts), "-visible")
+        text = Text()
+        for index, alert in enumerate(alerts):
+            if index:
+                text.append("\n")
+            text.append("⚠ ", "bold yellow")
+            text.append(alert.message)
+            for rank, lines in sorted(alert.last_lines.items()):
+                if lines and alert.kind == "possibly_hung":
+                    colour = RANK_COLOURS[rank % len(RANK_COLOURS)]
+                    text.append(f"\n  r{rank} last: ", f"bold {colour}")
+                    text.append(lines[-1][:200], "dim")
+        self.plain = text.plain
+        self.update(text)
+
+
+def node_text(node: dict) -> Text:
+    """One line for one node of a multi-node job: which node, where, which ranks, how far."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"node {node.get('node_rank')}/{node.get('nnodes')}", "bold")
+    where = node.get("local_addr") or node.get("host") or "?"
+    text.append(f"  {node.get('host') or '?'}" + (f" ({where}" if where != node.get("host") else ""))
+    if node.get("iface"):
+        text.append(f" via {node['iface']}" if where == node.get("host") else f" via {node['iface']})")
+    elif where != node.get("host"):
+        text.append(")")
+    text.append(f"  rdzv {node.get('rdzv_endpoint') or '?'}")
+    if node.get("rdzv_id"):
+        text.append(f" id {node['rdzv_id']}", "dim")
+    ranks = node.get("global_ranks") or []
+    if ranks:
+        span = f"{ranks[0]}–{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2 else \
+            ",".join(map(str, ranks))
+        text.append(f"  ranks {span}")
+    phase = str(node.get("phase") or "")
+    text.append(f"  {phase}", PHASE_STYLE.get(phase, "yellow" if "waiting" in phase else ""))
+    return text
+
+
+class NodeLine(Static):
+    """Shown only for a multi-node run: this node's part of the job."""
+
+    DEFAULT_CSS = """
+    NodeLine { display: none; height: 1; }
+    NodeLine.-visible { display: block; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.plain = ""
+
+    def show(self, node: dict | None) -> None:
+        self.set_class(node is not None, "-visible")
+        text = node_text(node) if node is not None else Text()
         self.plain = text.plain
         self.update(text)
