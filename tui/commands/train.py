@@ -11,7 +11,8 @@ from mgtutor.training.follow import EventFollower, summarize
 from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.options import add_train_options, check_train_options, worker_argv
 from mgtutor.training.records import exit_code_for
-from mgtutor.tui.commands.run import add_launch_options, describe_result, node_options
+from mgtutor.tui.commands.run import (LiveAlerts, add_launch_options, describe_result, live_options_problem,
+                                      node_options, print_failure_diagnosis)
 
 WORKER = ["-m", "mgtutor.training.train"]
 
@@ -25,7 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  mgtutor train --model resnet18 --nproc 2 --batch-size 256 --steps 200\n"
                "  mgtutor train --model resnet50 --image-size 224 --batch-size 128 --cuda-graphs\n"
                "  mgtutor train --data cifar10 --data-dir ~/data --workers 4 --amp off\n"
-               "  mgtutor train --inject hang-before-init --init-timeout 10   (see a real init timeout)",
+               "  mgtutor train --inject hang-before-init --init-timeout 10   (see a real init timeout)\n"
+               "  mgtutor train --inject hang-before-init --init-timeout 30 --rendezvous-warn 5   (named after 5 s)\n\n"
+               "While it trains, warnings on stderr name a rank missing at the rendezvous, a straggler, or a silent\n"
+               "run; a failed run ends with the likely cause and its fix (more: mgtutor diagnose RUN_ID).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
     add_train_options(parser)
@@ -33,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def check(args: argparse.Namespace) -> str | None:
-    problem = check_train_options(args)
+    problem = check_train_options(args) or live_options_problem(args)
     if problem:
         return problem
     if args.data_dir and not Path(args.data_dir).expanduser().is_dir():
@@ -55,8 +59,10 @@ def progress_line(latest: dict[int, dict[str, Any]], total: Any) -> str:
     return "progress: " + " · ".join(parts)
 
 
-def follow_training(run: Run, total_steps: Any, out=sys.stdout, every: float = 2.0) -> dict:
-    """Rank logs as they come, a per-rank progress line every few seconds; Ctrl+C stops every rank."""
+def follow_training(run: Run, total_steps: Any, out=sys.stdout, every: float = 2.0,
+                    alerts: LiveAlerts | None = None) -> dict:
+    """Rank logs as they come, a per-rank progress line every few seconds, the live warnings once a second;
+    Ctrl+C stops every rank."""
     follower = EventFollower(run.record.events_path)
     latest: dict[int, dict[str, Any]] = {}
     fresh, last_print = False, time.monotonic()
@@ -72,6 +78,8 @@ def follow_training(run: Run, total_steps: Any, out=sys.stdout, every: float = 2
             if fresh and len(latest) > 1 and time.monotonic() - last_print >= every:
                 print(progress_line(latest, total_steps), file=out, flush=True)
                 fresh, last_print = False, time.monotonic()
+            if alerts is not None:
+                alerts.tick(running)
             if not running:
                 return run.wait()
             if not batch:
@@ -114,8 +122,9 @@ def main(args: argparse.Namespace) -> int:
     meta = run.record.meta()
     print(f"mgtutor: training {args.model} on {meta['world_size']} rank(s), backend {meta['backend']} — "
           f"{meta['device_note']}", file=sys.stderr, flush=True)
-    result = follow_training(run, args.steps or "epoch")
+    result = follow_training(run, args.steps or "epoch", alerts=LiveAlerts.from_args(run, args))
     print(summary_table(summarize(run.record.events_path, meta["world_size"])), flush=True)
     print(describe_result(result), file=sys.stderr)
+    print_failure_diagnosis(run, result)
     print(f"run record: {run.record.path}", flush=True)
     return exit_code_for(result)
