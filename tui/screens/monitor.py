@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header
 from textual.worker import get_current_worker
 
+from mgtutor.diagnostics.check import CheckError, check_file
 from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot, Sampler
 from mgtutor.training.launcher import LaunchError, Run, launch
 from mgtutor.training.records import RunRecord
@@ -30,6 +31,7 @@ from mgtutor.training.runstate import RunState, RunStateFolder
 from mgtutor.training.watch import Alert, RunWatch
 from mgtutor.training.tail import RunTail
 from mgtutor.tui.screens.confirm import ConfirmScreen
+from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
@@ -40,7 +42,7 @@ TICK = 0.1  # seconds between polls of the run directory
 STATE_EVERY = 0.25  # seconds between state snapshots sent to the UI
 WATCH_EVERY = 1.0  # seconds between polls of the live detectors
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
-            "copy_path", "new_run", "open_lesson"}
+            "copy_path", "new_run", "open_lesson", "toggle_check"}
 
 
 class RunUpdate(Message):
@@ -52,6 +54,23 @@ class RunUpdate(Message):
         super().__init__()
         self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
         self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
+
+
+class CheckDone(Message):
+    """`mgtutor check`'s findings on the script just launched (or why it could not be read)."""
+
+    def __init__(self, token: int, script: str, findings: list[dict[str, Any]], error: str | None) -> None:
+        super().__init__()
+        self.token, self.script, self.findings, self.error = token, script, findings, error
+
+
+def script_of(spec: Any) -> str | None:
+    """The path of the user's script a launch runs, or None for a module (our trainer)."""
+    target = list(getattr(spec, "target", []) or [])
+    if not target or target[0] == "-m":
+        return None
+    path = target[0]
+    return os.path.join(spec.cwd, path) if getattr(spec, "cwd", None) and not os.path.isabs(path) else path
 
 
 def diagnose(record: RunRecord) -> dict[str, Any] | None:
@@ -90,6 +109,7 @@ class MonitorScreen(Screen):
         Binding("f", "full_log", "Full log"),
         Binding("c", "copy_path", "Path"),
         Binding("o", "open_lesson", "Lesson"),
+        Binding("k", "toggle_check", "Check"),
         Binding("N", "new_run", "New run", key_display="N"),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
@@ -104,6 +124,7 @@ class MonitorScreen(Screen):
         self.state: RunState | None = None
         self.finding: dict[str, Any] | None = None
         self.lines_seen = 0
+        self.check_token = 0  # which launch the check panel belongs to
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -113,6 +134,7 @@ class MonitorScreen(Screen):
                 yield RunStateLine(id="run-state")
                 yield AlertBanner(id="alert-banner")
                 yield FailureBanner(id="failure-banner")
+                yield CheckPanel(id="check-panel")
                 yield GpuMeters(id="gpu-meters")
                 yield TrainingCharts(id="training-charts")
                 yield RankLogs(id="rank-logs")
@@ -123,6 +145,8 @@ class MonitorScreen(Screen):
             return False
         if action == "stop":
             return self.state is not None and not self.state.done
+        if action == "toggle_check":
+            return self.query_one(CheckPanel).has_class("-visible")
         if action == "open_lesson":
             return bool(self.query_one(FailureBanner).lesson)
         return True
@@ -130,7 +154,31 @@ class MonitorScreen(Screen):
     # launching and attaching
     def on_launch_form_submitted(self, event: LaunchForm.Submitted) -> None:
         self.query_one(LaunchForm).show_message("starting…")
+        self.check_token += 1
+        script = script_of(event.spec)
+        panel = self.query_one(CheckPanel)
+        panel.reset()
+        if script is not None:
+            panel.checking(script)
+            self.check_script(script, self.check_token)  # beside the launch, never before it
         self.start_run(event.spec)
+
+    @work(thread=True, exclusive=True, group="monitor-check")
+    def check_script(self, script: str, token: int) -> None:
+        findings: list[dict[str, Any]] = []
+        error = None
+        try:
+            findings = [f.to_json() for f in check_file(script)]
+        except CheckError as exc:
+            error = str(exc)
+        except Exception as exc:  # the run goes on whatever the checker thinks of the script
+            error = f"the check stopped: {exc!r}"
+        self.post_message(CheckDone(token, script, findings, error))
+
+    def on_check_done(self, message: CheckDone) -> None:
+        if message.token == self.check_token:
+            self.query_one(CheckPanel).show(message.script, message.findings, message.error)
+            self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="monitor-launch")
     def start_run(self, spec: Any) -> None:
@@ -145,10 +193,14 @@ class MonitorScreen(Screen):
         track = getattr(self.app, "track_run", None)
         if track is not None:
             track(run)
-        self.attach(run.record, run)
+        self.attach(run.record, run, keep_check=True)
 
-    def attach(self, record: RunRecord, run: Run | None = None, alive: Callable[[], bool] | None = None) -> None:
+    def attach(self, record: RunRecord, run: Run | None = None, alive: Callable[[], bool] | None = None,
+               keep_check: bool = False) -> None:
         """Show `record` (a run started here, or one found in the run directories)."""
+        if not keep_check:  # the check panel belongs to the launch that made it
+            self.check_token += 1
+            self.query_one(CheckPanel).reset()
         self.record, self.run = record, run or Run(record)
         self.state, self.finding, self.lines_seen = None, None, 0
         self.query_one(RankLogs).reset()
@@ -243,6 +295,10 @@ class MonitorScreen(Screen):
         self.app.push_screen(ConfirmScreen(f"Stop run {run.record.run_id}?\nEvery rank gets SIGTERM, then SIGKILL "
                                            "after 10 s.", yes="Stop (y)", no="Keep running (n)"), decided)
 
+    def action_toggle_check(self) -> None:
+        panel = self.query_one(CheckPanel)
+        panel.collapsed = not panel.collapsed
+
     def action_follow(self) -> None:
         following = self.query_one(RankLogs).toggle_follow()
         self.notify("following the log" if following else "paused: the log stays where it is (p to follow)")
@@ -309,6 +365,8 @@ class MonitorScreen(Screen):
         self.sub_title = ""
         self.query_one(FailureBanner).show(RunState(run_id=""))
         self.query_one(AlertBanner).show([])
+        self.check_token += 1
+        self.query_one(CheckPanel).reset()
         self.query_one(ContentSwitcher).current = "launch-form"
         self.query_one(LaunchForm).show_message("")
         self.refresh_bindings()

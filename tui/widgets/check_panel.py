@@ -1,0 +1,87 @@
+"""`mgtutor check`'s findings on the user's script, folded beside the run (k opens it).
+
+The check reads the script (never runs it) in a worker while the run starts; the panel stays one
+line high until opened, so it never hides the logs at 80×24.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Collapsible, Static
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "advice": "bold cyan"}
+
+
+def summary(findings: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for finding in findings:
+        counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
+    parts = [f"{n} {sev}{'s' if n > 1 and sev != 'advice' else ''}" for sev, n in counts.items()]
+    return ", ".join(parts) if parts else "no finding"
+
+
+def findings_text(findings: list[dict[str, Any]]) -> Text:
+    """One block per finding: severity, rule, file:line, what it found, then the fix."""
+    text = Text()
+    for index, finding in enumerate(findings):
+        if index:
+            text.append("\n")
+        severity = finding.get("severity", "")
+        text.append(f"{severity:<8}", SEVERITY_STYLE.get(severity, "bold"))
+        text.append(f"[{finding.get('rule')}] ", "bold")
+        text.append(f"{finding.get('file')}:{finding.get('line')}", "underline")
+        text.append(f"  {finding.get('message', '')}")
+        if finding.get("fix"):
+            text.append("\n        fix: ", "bold green")
+            text.append(str(finding["fix"]))
+        if finding.get("lesson"):
+            text.append(f"  (lesson {finding['lesson']})", "dim")
+    return text
+
+
+class CheckPanel(Collapsible):
+    """Hidden until a script was checked; then a folded title that says how many findings."""
+
+    DEFAULT_CSS = """
+    CheckPanel { display: none; height: auto; padding: 0; margin: 0; border-top: none; }
+    CheckPanel.-visible { display: block; }
+    CheckPanel VerticalScroll { height: auto; max-height: 10; }
+    CheckPanel Contents { padding: 0 0 0 2; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(VerticalScroll(Static("", id="check-findings")), title="check", collapsed=True,
+                         **kwargs)  # type: ignore[arg-type]
+        self.findings: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self.script = ""
+        self.plain = ""
+
+    def _body(self) -> Static:
+        return self.query_one("#check-findings", Static)
+
+    def reset(self) -> None:
+        self.findings, self.error, self.script, self.plain = [], None, "", ""
+        self.collapsed = True
+        self.set_class(False, "-visible")
+
+    def checking(self, script: str) -> None:
+        self.reset()
+        self.script = script
+        self.title = f"check {script}: reading…"
+        self.set_class(True, "-visible")
+
+    def show(self, script: str, findings: list[dict[str, Any]], error: str | None = None) -> None:
+        self.findings, self.error, self.script = findings, error, script
+        name = script.rsplit("/", 1)[-1]
+        if error:
+            self.title = f"check {name}: could not check it (k)"
+            body = Text(error, "yellow")
+        else:
+            self.title = f"check {name}: {summary(findings)}" + (" (k: show)" if findings else "")
+            body = findings_text(findings) if findings else Text("nothing found", "green")
+        self.plain = f"{self.title}\n{body.plain}"
+        self._body().update(body)
+        self.set_class(True, "-visible")
