@@ -2,6 +2,8 @@
 
 Checks are quick facts about this machine (no torch): does MASTER_ADDR resolve, is the port free or
 reachable and who holds it, which interfaces exist, how much GPU/host/shared memory there is.
+Symptoms whose cause is often in the user's own script name the `mgtutor check` symptom
+(`script_symptom`, a key of diagnostics.check.findings_for_symptom) whose findings explain them.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Symptom:
     causes: str
     checks: tuple[Callable[[], Check], ...]
     demos: tuple[str, ...]
+    script_symptom: str | None = None  # one-gpu-busy | same-data | no-speedup | hang
 
 
 def _addr() -> str:
@@ -146,13 +149,20 @@ def check_nccl_env() -> Check:
 SYMPTOMS: tuple[Symptom, ...] = (
     Symptom("hang", "Hangs at start", "a rank never started or never reached init_process_group; MASTER_ADDR or "
             "the port unreachable; a collective one rank never entered",
-            (check_addr_resolves, check_port, check_port_reachable, check_interfaces), ("never-joins", "skip-allreduce")),
+            (check_addr_resolves, check_port, check_port_reachable, check_interfaces), ("never-joins", "skip-allreduce"),
+            "hang"),
+    Symptom("hang-later", "Hangs after a while", "a collective only some ranks reach (a barrier or all_reduce under "
+            "if rank == 0, an uneven last batch), a rank that died or was OOM-killed, a stuck DataLoader worker",
+            (check_debug_env, check_nccl_env, check_host_memory, check_shm), ("skip-allreduce",), "hang"),
     Symptom("oom", "Out of memory", "batch too large for the GPU, several ranks on one GPU, host RAM or /dev/shm exhausted",
             (check_gpu_memory, check_host_memory, check_shm), ("oom",)),
     Symptom("one-gpu", "Only one GPU busy", "DataParallel's GPU-0 bottleneck, too few ranks, every rank on cuda:0",
-            (check_gpus,), ("no-sampler",)),
+            (check_gpus,), ("no-sampler",), "one-gpu-busy"),
+    Symptom("same-data", "Ranks see the same data", "no DistributedSampler (every rank iterates the whole data set), "
+            "shuffle=True beside the sampler, set_epoch never called (every epoch repeats the same order)",
+            (), ("no-sampler",), "same-data"),
     Symptom("no-speedup", "No speed-up", "no DistributedSampler (every rank does all the work), a straggler, data loading",
-            (check_gpus, check_host_memory), ("no-sampler", "straggler")),
+            (check_gpus, check_host_memory), ("no-sampler", "straggler"), "no-speedup"),
     Symptom("nccl", "NCCL error", "wrong network interface, /dev/shm too small, P2P not supported, a peer died",
             (check_nccl_env, check_interfaces, check_shm), ("crash",)),
     Symptom("port", "Address already in use", "another job or a leftover process holds MASTER_PORT",

@@ -1,8 +1,11 @@
 """Troubleshoot mode: pick a symptom, run the checks that tell its causes apart, reproduce it with a demo,
-or diagnose a log / past run; findings are shown as fix cards with evidence and the lesson to read."""
+or diagnose a log / past run; findings are shown as fix cards with evidence and the lesson to read.
+For symptoms whose cause is often in the code (one GPU busy, same data, no speed-up, hangs), the user's
+script is read by `mgtutor check` and the findings that explain the symptom are shown beside the checks."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -14,11 +17,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
+from mgtutor.diagnostics.check import CheckError, CheckFinding, check_file, findings_for_symptom
 from mgtutor.diagnostics.demos import SCENARIOS, run_demo
 from mgtutor.diagnostics.failures import Finding, diagnose_files, diagnose_run
 from mgtutor.diagnostics.logparse import clean
 from mgtutor.diagnostics.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.records import RunRecord, find_run, list_runs
+from mgtutor.tui.widgets.script_findings import ScriptFindings
 
 LOG_OPTION = "log"
 _MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[dim]·[/]"}
@@ -46,6 +51,7 @@ class TroubleshootScreen(Screen):
         Binding("v", "next_demo", "Other demo"),
         Binding("g", "latest", "Diagnose last run"),
         Binding("o", "open_input", "Log/run…"),
+        Binding("s", "open_script", "Script…"),
     ]
 
     def __init__(self) -> None:
@@ -53,6 +59,8 @@ class TroubleshootScreen(Screen):
         self.symptom: Symptom | None = None
         self.demo_index = 0
         self.findings: list[Finding] = []
+        self.script: Path | None = None
+        self.script_findings: list[CheckFinding] = []
         self.busy = False
 
     def compose(self) -> ComposeResult:
@@ -64,6 +72,9 @@ class TroubleshootScreen(Screen):
             with VerticalScroll(id="ts-body"):
                 yield Static("Pick a symptom on the left (Enter).", id="ts-about")
                 yield Static("", id="ts-checks")
+                yield Input(placeholder="your training script (path) — Enter reads it for the mistakes behind "
+                            "this symptom", id="ts-script")
+                yield ScriptFindings(id="ts-script-findings")
                 yield Static("", id="ts-status")
                 yield Input(placeholder="run id or log file(s) — Enter diagnoses", id="ts-input")
                 yield Log(max_lines=400, id="ts-log", classes="ts-log")
@@ -81,6 +92,7 @@ class TroubleshootScreen(Screen):
                 "[b]Diagnose a log or a past run[/b]\nType a run id (see Runs) or log file paths below, or press g "
                 "for the newest run.")
             self.query_one("#ts-checks", Static).update("")
+            self.query_one("#ts-script-findings", ScriptFindings).clear()
             self.action_open_input()
             return
         self.symptom = next(s for s in SYMPTOMS if s.key == event.option.id)
@@ -89,6 +101,7 @@ class TroubleshootScreen(Screen):
             f"[b]{escape(self.symptom.title)}[/b]\nUsual causes: {escape(self.symptom.causes)}.")
         self._show_demo_hint()
         self.action_checks()
+        self.refresh_script_findings()
 
     def _show_demo_hint(self) -> None:
         if self.symptom is None:
@@ -109,7 +122,56 @@ class TroubleshootScreen(Screen):
     @work(thread=True, exclusive=True, group="ts-checks")
     def run_symptom_checks(self, symptom: Symptom) -> None:
         checks = run_checks(symptom)
-        self.app.call_from_thread(self.query_one("#ts-checks", Static).update, checks_markup(checks))
+        text = checks_markup(checks) or "[dim]No machine check tells this one apart: the cause is in the script.[/dim]"
+        self.app.call_from_thread(self.query_one("#ts-checks", Static).update, text)
+
+    # the user's script, read by mgtutor check
+    def action_open_script(self) -> None:
+        self.query_one("#ts-script", Input).focus()
+
+    @on(Input.Submitted, "#ts-script")
+    def script_given(self, event: Input.Submitted) -> None:
+        path = event.value.strip()
+        self.script = Path(path).expanduser() if path else None
+        self.refresh_script_findings()
+
+    def refresh_script_findings(self) -> None:
+        box = self.query_one("#ts-script-findings", ScriptFindings)
+        wanted = self.symptom.script_symptom if self.symptom else None
+        if wanted is None:
+            applies = ", ".join(s.title.lower() for s in SYMPTOMS if s.script_symptom)
+            box.show(f"[dim]Script checks explain: {escape(applies)}.[/dim]") if self.script else box.clear()
+            self.script_findings = []
+        elif self.script is None:
+            box.show("[dim]s: give your training script, and its mistakes behind this symptom are shown here.[/dim]")
+            self.script_findings = []
+        else:
+            box.show(f"[dim]reading {escape(str(self.script))}…[/dim]")
+            self.check_script_worker(self.script, wanted)
+
+    @work(thread=True, exclusive=True, group="ts-script")
+    def check_script_worker(self, script: Path, wanted: str) -> None:
+        try:
+            found = check_file(script)
+        except CheckError as exc:
+            self.app.call_from_thread(self._script_checked, wanted, f"[red]cannot check the script: {escape(str(exc))}[/]", [])
+            return
+        relevant = findings_for_symptom(found, wanted)
+        name = escape(script.name)
+        if relevant:
+            heading = f"[b]In {name}:[/b] {len(relevant)} finding(s) that explain this symptom"
+        else:
+            heading = f"[green]✓[/] nothing in {name} explains this symptom"
+        others = len(found) - len(relevant)
+        if others:
+            heading += f" [dim]({others} other finding(s): mgtutor check {escape(str(script))})[/dim]"
+        self.app.call_from_thread(self._script_checked, wanted, heading, relevant)
+
+    def _script_checked(self, wanted: str, heading: str, findings: list[CheckFinding]) -> None:
+        if self.symptom is None or self.symptom.script_symptom != wanted:
+            return  # the user moved on to another symptom while the script was read
+        self.script_findings = findings
+        self.query_one("#ts-script-findings", ScriptFindings).show(heading, findings)
 
     # demos
     def action_next_demo(self) -> None:
