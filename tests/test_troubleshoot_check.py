@@ -8,6 +8,7 @@ import pytest
 from textual.widgets import Input, OptionList, Static
 
 from mgtutor.diagnostics.symptoms import SYMPTOMS
+from mgtutor.training.records import RunRecord
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
 
@@ -69,6 +70,9 @@ async def test_same_data_shows_the_missing_sampler_in_the_users_script(tmp_path:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     script = tmp_path / "train_ddp.py"
     script.write_text(NO_SAMPLER)
+    RunRecord.create("train_ddp.py").write_meta({"target": ["train_ddp.py", "--epochs", "2"], "cwd": str(tmp_path)})
+    # a newer run of a module (ids sort by time, then label): skipped, it has no script to read
+    RunRecord.create("zz-module").write_meta({"target": ["-m", "mgtutor.training.train"], "cwd": "/"})
     app = MgTutorApp()
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("t")
@@ -76,7 +80,9 @@ async def test_same_data_shows_the_missing_sampler_in_the_users_script(tmp_path:
         assert isinstance(screen, TroubleshootScreen)
         await _pick(pilot, screen, "same-data")
         assert "give your training script" in str(screen.query_one(".script-heading", Static).render())
-        await _give_script(pilot, str(script))
+        field = screen.query_one("#ts-script", Input)
+        await _wait(pilot, lambda: field.value == str(script))  # offered from the newest run that had a script
+        await pilot.press("s", "enter")
         await _wait(pilot, lambda: bool(screen.script_findings))
         assert [f.rule for f in screen.script_findings] == ["ddp-no-sampler"]
         card = _cards(screen)[0]

@@ -43,6 +43,23 @@ def checks_markup(checks: list[Check]) -> str:
     return "\n".join(f"{_MARK[c.ok]} [b]{escape(c.name)}[/b]: {escape(c.text)}" for c in checks)
 
 
+def last_run_script(scan: int = 20) -> Path | None:
+    """The newest run's training script, when it was a .py file that still exists."""
+    for record in list_runs():
+        scan -= 1
+        if scan < 0:
+            return None
+        try:
+            meta = record.meta()
+            target = meta.get("target") or []
+            if target and str(target[0]).endswith(".py"):
+                path = Path(meta.get("cwd") or ".") / target[0]
+                return path if path.is_file() else None
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    return None
+
+
 class TroubleshootScreen(Screen):
     TITLE = "Troubleshoot"
     BINDINGS = [
@@ -83,6 +100,19 @@ class TroubleshootScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#ts-symptoms", OptionList).focus()
+        self.suggest_script()
+
+    @work(thread=True, exclusive=True, group="ts-suggest")
+    def suggest_script(self) -> None:
+        """Offer the script of the newest run (Enter in the script field accepts it): usually the one that misbehaves."""
+        path = last_run_script()
+        if path is not None:
+            self.app.call_from_thread(self._offer_script, path)
+
+    def _offer_script(self, path: Path) -> None:
+        field = self.query_one("#ts-script", Input)
+        if not field.value:
+            field.value = str(path)
 
     @on(OptionList.OptionSelected, "#ts-symptoms")
     def pick(self, event: OptionList.OptionSelected) -> None:
