@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 from mgtutor.diagnostics.check import CheckError, check_file
 from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot, Sampler
 from mgtutor.training.launcher import LaunchError, Run, launch
+from mgtutor.training.multinode import node_state
 from mgtutor.training.records import RunRecord
 from mgtutor.training.runstate import RunState, RunStateFolder
 from mgtutor.training.watch import Alert, RunWatch
@@ -35,7 +36,7 @@ from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
-from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, RunStateLine
+from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 
 TICK = 0.1  # seconds between polls of the run directory
@@ -50,10 +51,11 @@ class RunUpdate(Message):
 
     def __init__(self, run_id: str, lines: list[tuple[int | None, str, str]], state: RunState | None,
                  sample: tuple[GpuSample, HostSnapshot] | None, finding: dict[str, Any] | None = None,
-                 alerts: list[Alert] | None = None) -> None:
+                 alerts: list[Alert] | None = None, node: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
         self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
+        self.node = node  # this node of a multi-node job (None: single node, or not read this tick)
 
 
 class CheckDone(Message):
@@ -71,6 +73,17 @@ def script_of(spec: Any) -> str | None:
         return None
     path = target[0]
     return os.path.join(spec.cwd, path) if getattr(spec, "cwd", None) and not os.path.isabs(path) else path
+
+
+def this_node(record: RunRecord, state: RunState) -> dict[str, Any] | None:
+    """node_state() for a multi-node run (worker thread); None for a run on one node."""
+    meta = record.meta()
+    try:
+        if int(meta.get("nnodes") or 1) < 2:
+            return None
+        return node_state(meta, record.ranks(), state.phase if state.done else "running")
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def diagnose(record: RunRecord) -> dict[str, Any] | None:
@@ -132,6 +145,7 @@ class MonitorScreen(Screen):
             yield LaunchForm(id="launch-form")
             with Vertical(id="run-view"):
                 yield RunStateLine(id="run-state")
+                yield NodeLine(id="node-line")
                 yield AlertBanner(id="alert-banner")
                 yield FailureBanner(id="failure-banner")
                 yield CheckPanel(id="check-panel")
@@ -205,6 +219,7 @@ class MonitorScreen(Screen):
         self.state, self.finding, self.lines_seen = None, None, 0
         self.query_one(RankLogs).reset()
         self.query_one(AlertBanner).show([])
+        self.query_one(NodeLine).show(None)
         self.query_one(ContentSwitcher).current = "run-view"
         self.sub_title = record.run_id
         self.watch_run(record, alive or (run.running if run else None))
@@ -221,24 +236,26 @@ class MonitorScreen(Screen):
         while not worker.is_cancelled:
             lines = [(rank, stream, neutralise(text)) for rank, stream, text in tail.poll()]
             now = time.monotonic()
-            state = alerts = None
+            state = alerts = node = None
             if now - last_state >= STATE_EVERY:
                 last_state = now
                 state = folder.refresh(self.clock())
                 if now - last_sample >= 1.0:
                     last_sample = now
                     sample = sampler.sample(pids=list(state.pids()))
-                if now - last_watch >= WATCH_EVERY and not state.done:
+                if now - last_watch >= WATCH_EVERY or state.done:
                     last_watch = now
-                    alerts = self.live_alerts(watch, state)
+                    alerts = self.live_alerts(watch, state) if not state.done else []
+                    node = this_node(record, state)
             if state is not None and state.done:
                 lines += [(r, s, neutralise(t)) for r, s, t in tail.drain()]
                 finding = diagnose(record) if state.phase in ("failed", "lost") else None
-                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state), sample, finding, alerts=[]))
+                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state), sample, finding,
+                                            alerts=[], node=node))
                 return
             if lines or state is not None:
                 self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state) if state else None,
-                                            sample if state else None, alerts=alerts))
+                                            sample if state else None, alerts=alerts, node=node))
             while self.message_queue_size > 8 and not worker.is_cancelled:
                 time.sleep(0.02)  # back-pressure: the UI is behind, let it catch up
             if not lines:
@@ -261,6 +278,8 @@ class MonitorScreen(Screen):
         self.query_one(RankLogs).add_lines(message.lines)
         if message.alerts is not None:
             self.query_one(AlertBanner).show(message.alerts)
+        if message.node is not None:
+            self.query_one(NodeLine).show(message.node)
         if message.state is None:
             return
         first = self.state is None
@@ -365,6 +384,7 @@ class MonitorScreen(Screen):
         self.sub_title = ""
         self.query_one(FailureBanner).show(RunState(run_id=""))
         self.query_one(AlertBanner).show([])
+        self.query_one(NodeLine).show(None)
         self.check_token += 1
         self.query_one(CheckPanel).reset()
         self.query_one(ContentSwitcher).current = "launch-form"

@@ -24,7 +24,10 @@ def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
         meta, result = record.meta(), record.result()
         first = result.get("first_failure")
         started = time.strftime("%m-%d %H:%M", time.localtime(meta["started"])) if meta.get("started") else "?"
-        rows.append((record.run_id, record.status(), str(meta.get("world_size", "?")), meta.get("backend") or "?",
+        ranks = str(meta.get("world_size", "?"))
+        if int(meta.get("nnodes") or 1) > 1:  # one record per node: say which node this one is
+            ranks += f" node {meta.get('node_rank', '?')}/{meta['nnodes']}"
+        rows.append((record.run_id, record.status(), ranks, meta.get("backend") or "?",
                      started, f"rank {first['rank']}" if first else ""))
     return rows
 

@@ -40,6 +40,9 @@ class FormValues:
     backend: str = "auto"
     inject: str = "none"
     inject_rank: str = "1"
+    nnodes: str = "1"
+    node_rank: str = "0"
+    rdzv_endpoint: str = ""
     extra: list[str] = field(default_factory=list)
 
 
@@ -92,13 +95,31 @@ def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
             target += ["--inject", values.inject, "--inject-rank", rank]
         label = f"train-{values.model}"
     target += values.extra
+    nnodes, node_rank, endpoint = _nodes(values)
     command = ["mgtutor", "run"]
     if nproc is not None:
         command += ["--nproc", str(nproc)]
     if values.backend != "auto":
         command += ["--backend", values.backend]
+    if nnodes > 1:
+        command += ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--rdzv-endpoint", endpoint]
     command_line = shlex.join([*command, "--", *target])
-    return LaunchSpec(target=target, nproc=nproc, backend=values.backend, label=label), command_line
+    return LaunchSpec(target=target, nproc=nproc, backend=values.backend, label=label, nnodes=nnodes,
+                      node_rank=node_rank, rdzv_endpoint=endpoint or None), command_line
+
+
+def _nodes(values: FormValues) -> tuple[int, int, str]:
+    """nodes, this node's rank and the rendezvous endpoint (checked further by the launcher)."""
+    nnodes = _positive("nodes", values.nnodes or "1") or 1
+    if nnodes == 1:
+        return 1, 0, ""
+    raw = values.node_rank.strip() or "0"
+    if not raw.isdigit() or int(raw) >= nnodes:
+        raise FormError(f"node rank must be 0…{nnodes - 1} for {nnodes} nodes (got {raw!r})")
+    endpoint = values.rdzv_endpoint.strip()
+    if not endpoint:
+        raise FormError("several nodes need the rendezvous endpoint HOST:PORT of node 0, the same on every node")
+    return nnodes, int(raw), endpoint
 
 
 def _select(options: tuple[str, ...] | list[tuple[str, str]], value: str, widget_id: str) -> Select[str]:
@@ -124,6 +145,7 @@ class LaunchForm(VerticalScroll):
     LaunchForm #form-message { color: $error; height: auto; }
     LaunchForm #form-launch { margin-top: 1; }
     LaunchForm.-script .builtin-only, LaunchForm.-builtin .script-only { display: none; }
+    LaunchForm.-one-node .multinode-only { display: none; }
     """
 
     def __init__(self, values: FormValues | None = None, **kwargs: object) -> None:
@@ -151,6 +173,10 @@ class LaunchForm(VerticalScroll):
         yield self._row("arguments", Input(v.script_args, placeholder="--epochs 1", compact=True, id="f-script-args"), "script-only")
         yield self._row("ranks", Input(v.nproc, placeholder="blank: one per GPU", compact=True, id="f-nproc"))
         yield self._row("backend", _select(BACKENDS, v.backend, "f-backend"))
+        yield self._row("nodes", Input(v.nnodes, placeholder="1: this machine only", compact=True, id="f-nnodes"))
+        yield self._row("node rank", Input(v.node_rank, compact=True, id="f-node-rank"), "multinode-only")
+        yield self._row("rdzv endpoint", Input(v.rdzv_endpoint, placeholder="node 0's HOST:PORT", compact=True,
+                                               id="f-rdzv-endpoint"), "multinode-only")
         yield Static("", id="form-message")
         yield Static("", id="form-command")
         yield Button("Launch (enter)", id="form-launch", variant="success", compact=True)
@@ -168,12 +194,15 @@ class LaunchForm(VerticalScroll):
                           batch_size=get("f-batch-size"), steps=get("f-steps"), log_every=get("f-log-every"),
                           amp=get("f-amp"), compile=get("f-compile"), script=get("f-script"),
                           script_args=get("f-script-args"), nproc=get("f-nproc"), backend=get("f-backend"),
-                          inject=get("f-inject"), inject_rank=get("f-inject-rank"), extra=list(self.initial.extra))
+                          inject=get("f-inject"), inject_rank=get("f-inject-rank"), nnodes=get("f-nnodes"),
+                          node_rank=get("f-node-rank"), rdzv_endpoint=get("f-rdzv-endpoint"),
+                          extra=list(self.initial.extra))
 
     def refresh_command(self) -> tuple[LaunchSpec, str] | None:
         values = self.values()
         self.set_class(values.kind == "script", "-script")
         self.set_class(values.kind != "script", "-builtin")
+        self.set_class(values.nnodes.strip() in ("", "1"), "-one-node")
         try:
             spec, command = build_launch(values)
         except FormError as exc:
