@@ -8,10 +8,15 @@ import sys
 from mgtutor.tui.commands import COMMAND_MODULES
 
 EPILOG = """examples:
-  mgtutor                                  start the tutor (TUI)
-  mgtutor run --nproc 2 -- train.py --lr 0.1   run any script on 2 ranks, logs prefixed [rank R]
-  mgtutor runs                             list past runs, newest first
-  mgtutor runs show 20261130-1200          show one run's record
+  mgtutor                                      start the tutor (TUI)
+  mgtutor lessons list                         the path from one GPU to many, with your progress
+  mgtutor doctor                               is this machine ready? versions, GPUs, topology, limits
+  mgtutor train --model resnet18 --steps 200   DDP training on every GPU (CPU ranks on gloo without one)
+  mgtutor run --nproc 2 -- train.py --lr 0.1   run your own script on 2 ranks, logs prefixed [rank R]
+  mgtutor bench allreduce -b 8 -e 1G           all-reduce bandwidth, nccl-tests style
+  mgtutor check train.py                       the classic multi-GPU mistakes in a script, before it runs
+  mgtutor diagnose                             why did the last run fail or hang? cause, evidence, fix
+  mgtutor runs                                 past runs, newest first
 
 Without an NVIDIA GPU every command still works: ranks are CPU processes on the gloo backend.
 """

@@ -4,4 +4,4 @@ these modules cheap: `mgtutor --help` imports all of them.
 """
 from __future__ import annotations
 
-COMMAND_MODULES = ["run", "runs", "bench", "check", "lessons", "doctor", "slurm", "train", "diagnose", "demo"]
+COMMAND_MODULES = ["lessons", "doctor", "train", "run", "runs", "bench", "check", "diagnose", "demo", "slurm"]
