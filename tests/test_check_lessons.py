@@ -10,12 +10,13 @@ from mgtutor.diagnostics.check import check_file
 from mgtutor.diagnostics.check_rules import RULES_BY_ID
 from mgtutor.lessons.loader import PATH, lessons_root, load_lesson
 
-# The rule each exercise teaches, when lesson.json does not name it (`exercise.check_rule`).
+# The rule(s) each exercise teaches, when lesson.json does not name it (`exercise.check_rule`).
 # None: the mistake is not visible in the code (a measured one), so the check must stay silent.
-TAUGHT = {
+# Lesson 6 teaches two habits at once: log on rank 0 only, and save on rank 0 only.
+TAUGHT: dict[str, str | tuple[str, ...]] = {
     "04-ddp-torchrun": "no-ddp-wrap",
     "05-distributed-sampler": "ddp-no-sampler",
-    "06-rank0-checkpoints": "unguarded-checkpoint",
+    "06-rank0-checkpoints": ("unguarded-checkpoint", "unguarded-print"),
 }
 
 
@@ -43,21 +44,37 @@ def test_examples_and_solutions_have_no_error_level_finding(lesson):
         assert errors == [], f"{script.name}: {errors}"
 
 
-def taught_rule(lesson) -> str | None:
+def taught_rules(lesson) -> set[str] | None:
     data = json.loads((lesson.path / "lesson.json").read_text(encoding="utf-8"))
-    return data["exercise"].get("check_rule", TAUGHT.get(lesson.id))
+    taught = data["exercise"].get("check_rule", TAUGHT.get(lesson.id))
+    if taught is None:
+        return None
+    return {taught} if isinstance(taught, str) else set(taught)
 
 
 @pytest.mark.parametrize("lesson", EXERCISES, ids=lambda lesson: lesson.id)
 def test_each_broken_exercise_gives_exactly_the_finding_it_teaches(lesson):
     broken = {f.rule for f in check_file(lesson.exercise.broken)}
     solved = {f.rule for f in check_file(lesson.exercise.solution)}
-    taught = taught_rule(lesson)
+    taught = taught_rules(lesson)
     if taught is None:
         assert broken - solved == set(), f"{lesson.id}: findings the solution does not have: {broken - solved}"
         return
-    assert taught in RULES_BY_ID
-    assert broken - solved == {taught}
-    assert taught not in solved
+    assert taught <= set(RULES_BY_ID)
+    assert broken - solved == taught
+    assert not taught & solved
     if lesson.id in TAUGHT:  # the finding sends the learner back to this very lesson
-        assert RULES_BY_ID[taught].lesson == lesson.id
+        assert all(RULES_BY_ID[rule].lesson == lesson.id for rule in taught)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+def test_distributed_scripts_model_timeouts_and_rank_tagged_output(lesson):
+    """Our own teaching material should not carry the habits `mgtutor check` advises against."""
+    scripts = {lesson.example, *(step.script for step in lesson.steps)}
+    if lesson.exercise:
+        scripts |= {lesson.exercise.solution, lesson.exercise.broken}
+    taught = taught_rules(lesson) if lesson.exercise else None
+    for script in sorted(scripts):
+        rules = {f.rule for f in check_file(script)}
+        allowed = taught if (lesson.exercise and script == lesson.exercise.broken and taught) else set()
+        assert (rules & {"init-no-timeout", "unguarded-print", "sync-every-step"}) - allowed == set(), script.name

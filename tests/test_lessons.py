@@ -57,6 +57,29 @@ def test_lesson_scripts_stand_alone(lesson):
         assert 'if __name__ == "__main__":' in script.read_text(), script
 
 
+
+def dist_call(node, name) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == name)
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
+def test_distributed_scripts_tear_down_cleanly(lesson):
+    """A script that starts a process group destroys it in a `finally`, and the `try` ends with a
+    barrier: a rank that tears down while a peer still communicates can make that peer abort."""
+    for script in lesson.scripts():
+        if script.suffix != ".py":
+            continue
+        tree = ast.parse(script.read_text())
+        inits = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr == "init_process_group"]
+        if not inits:
+            continue
+        guarded = [n for n in ast.walk(tree) if isinstance(n, ast.Try)
+                   and any(dist_call(s, "destroy_process_group") for s in n.finalbody)]
+        assert len(guarded) == 1, f"{script.name}: destroy_process_group belongs in one finally"
+        assert dist_call(guarded[0].body[-1], "barrier"), f"{script.name}: the try must end with a barrier"
+
 def test_get_lesson_by_number_prefix_and_bad_id():
     assert get_lesson("5").id == "05-distributed-sampler"
     assert get_lesson("16-f").id == "16-fsdp"

@@ -6,6 +6,7 @@ Each rank prints the sample indices it trained on, per epoch.
 import argparse
 import json
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -41,7 +42,7 @@ def setup():
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=60))
     return dist.get_rank(), dist.get_world_size(), local_rank, device
 
 
@@ -52,26 +53,30 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     args = parser.parse_args()
     rank, world, local_rank, device = setup()
-    torch.manual_seed(0)
+    try:
+        torch.manual_seed(0)
 
-    dataset = SyntheticSet(args.samples)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)  # sampler, not shuffle=True
-    model = DDP(nn.Linear(16, 2).to(device), device_ids=[local_rank] if device.type == "cuda" else None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        dataset = SyntheticSet(args.samples)
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
+        loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)  # sampler, not shuffle=True
+        model = DDP(nn.Linear(16, 2).to(device), device_ids=[local_rank] if device.type == "cuda" else None)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
-    for epoch in range(args.epochs):
-        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same one on every rank
-        seen = []
-        for indices, x, y in loader:
-            seen.extend(indices.tolist())
-            loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        print(f"rank {rank} epoch {epoch}: {len(seen)} samples, first {seen[:6]}")
-        report(epoch=epoch, indices=seen, dataset_size=len(dataset), loss=round(loss.item(), 4))
-    dist.destroy_process_group()
+        for epoch in range(args.epochs):
+            sampler.set_epoch(epoch)  # a new shuffle each epoch, the same one on every rank
+            seen = []
+            for indices, x, y in loader:
+                seen.extend(indices.tolist())
+                loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            print(f"rank {rank} epoch {epoch}: {len(seen)} samples, first {seen[:6]}")
+            report(rank=rank, epoch=epoch, indices=seen, dataset_size=len(dataset), loss=round(loss.item(), 4))
+        # all ranks finish before any tears down: an early exit can abort a peer's last collective
+        dist.barrier(device_ids=[local_rank] if device.type == "cuda" else None)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ def main():
     print(f"process {accelerator.process_index}: {len(seen)} samples, weights checksum {checksum:.6f}")
     report(process=accelerator.process_index, processes=accelerator.num_processes, indices=seen,
            dataset_size=len(dataset), param_checksum=round(checksum, 6), device=str(accelerator.device))
+    accelerator.wait_for_everyone()  # all processes done before teardown, as in the plain DDP lessons
     accelerator.end_training()
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -26,7 +27,7 @@ def setup():
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=60))
     return dist.get_rank(), dist.get_world_size(), local_rank, device
 
 
@@ -57,10 +58,11 @@ def train(model, device, dtype, steps, batch, warmup=0):
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        losses.append(loss.item())
+        losses.append(loss.detach())  # no .item() here: it would make the CPU wait for the GPU every step
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return losses, steps * batch / (time.perf_counter() - start), scaler, logits.dtype
+    seconds = time.perf_counter() - start
+    return torch.stack(losses).float().tolist(), steps * batch / seconds, scaler, logits.dtype
 
 
 def main():
@@ -70,34 +72,38 @@ def main():
     parser.add_argument("--steps", type=int, default=None)
     args = parser.parse_args()
     rank, world, local_rank, device = setup()
-    cuda = device.type == "cuda"
-    hidden = args.hidden or (8192 if args.measure else 64)
-    steps = args.steps or (100 if args.measure else 6)
-    batch = 1024 if args.measure else 32
+    try:
+        cuda = device.type == "cuda"
+        hidden = args.hidden or (8192 if args.measure else 64)
+        steps = args.steps or (100 if args.measure else 6)
+        batch = 1024 if args.measure else 32
 
-    model = make_model(hidden, device, local_rank)
-    losses, bf16_rate, _, out_dtype = train(model, device, torch.bfloat16, steps, batch, warmup=3)
-    weights_dtype = next(model.parameters()).dtype
-    print(f"rank {rank}: bf16 autocast: outputs {out_dtype}, weights stay {weights_dtype}, "
-          f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
-    fields = dict(output_dtype=str(out_dtype), output_is_bf16=out_dtype == torch.bfloat16,
-                  master_weights_fp32=weights_dtype == torch.float32,
-                  loss_finite=all(math.isfinite(v) for v in losses), bf16_samples_per_s=round(bf16_rate * world))
-    if args.measure:
-        fp32_rate = train(make_model(hidden, device, local_rank), device, None, steps, batch, warmup=5)[1]
-        bf16_rate = train(make_model(hidden, device, local_rank), device, torch.bfloat16, steps, batch, warmup=5)[1]
-        fp16_losses, fp16_rate, scaler, _ = train(make_model(hidden, device, local_rank), device,
-                                                  torch.float16, steps, batch, warmup=5)
-        fields.update(fp32_samples_per_s=round(fp32_rate * world), bf16_samples_per_s=round(bf16_rate * world),
-                      fp16_samples_per_s=round(fp16_rate * world), bf16_speedup=round(bf16_rate / fp32_rate, 2),
-                      fp16_speedup=round(fp16_rate / fp32_rate, 2), grad_scale=scaler.get_scale(),
-                      fp16_finite=all(math.isfinite(v) for v in fp16_losses))
-        if rank == 0:
-            print(f"fp32 {fields['fp32_samples_per_s']:,} | bf16 {fields['bf16_samples_per_s']:,} "
-                  f"({fields['bf16_speedup']}x) | fp16 {fields['fp16_samples_per_s']:,} "
-                  f"({fields['fp16_speedup']}x) samples/s on {world} rank(s); grad scale {scaler.get_scale():g}")
-    report(**fields)
-    dist.destroy_process_group()
+        model = make_model(hidden, device, local_rank)
+        losses, bf16_rate, _, out_dtype = train(model, device, torch.bfloat16, steps, batch, warmup=3)
+        weights_dtype = next(model.parameters()).dtype
+        print(f"rank {rank}: bf16 autocast: outputs {out_dtype}, weights stay {weights_dtype}, "
+              f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+        fields = dict(output_dtype=str(out_dtype), output_is_bf16=out_dtype == torch.bfloat16,
+                      master_weights_fp32=weights_dtype == torch.float32,
+                      loss_finite=all(math.isfinite(v) for v in losses), bf16_samples_per_s=round(bf16_rate * world))
+        if args.measure:
+            fp32_rate = train(make_model(hidden, device, local_rank), device, None, steps, batch, warmup=5)[1]
+            bf16_rate = train(make_model(hidden, device, local_rank), device, torch.bfloat16, steps, batch, warmup=5)[1]
+            fp16_losses, fp16_rate, scaler, _ = train(make_model(hidden, device, local_rank), device,
+                                                      torch.float16, steps, batch, warmup=5)
+            fields.update(fp32_samples_per_s=round(fp32_rate * world), bf16_samples_per_s=round(bf16_rate * world),
+                          fp16_samples_per_s=round(fp16_rate * world), bf16_speedup=round(bf16_rate / fp32_rate, 2),
+                          fp16_speedup=round(fp16_rate / fp32_rate, 2), grad_scale=scaler.get_scale(),
+                          fp16_finite=all(math.isfinite(v) for v in fp16_losses))
+            if rank == 0:
+                print(f"fp32 {fields['fp32_samples_per_s']:,} | bf16 {fields['bf16_samples_per_s']:,} "
+                      f"({fields['bf16_speedup']}x) | fp16 {fields['fp16_samples_per_s']:,} "
+                      f"({fields['fp16_speedup']}x) samples/s on {world} rank(s); grad scale {scaler.get_scale():g}")
+        report(rank=rank, **fields)
+        # all ranks finish before any tears down: an early exit can abort a peer's last collective
+        dist.barrier(device_ids=[local_rank] if device.type == "cuda" else None)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

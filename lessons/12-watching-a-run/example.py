@@ -5,6 +5,7 @@
 import argparse
 import json
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -25,7 +26,7 @@ def setup():
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=60))
     return dist.get_rank(), dist.get_world_size(), local_rank, device
 
 
@@ -35,39 +36,43 @@ def main():
     parser.add_argument("--trace", default=None, help="also write a Chrome trace here (open in Perfetto)")
     args = parser.parse_args()
     rank, world, local_rank, device = setup()
-    cuda = device.type == "cuda"
-    hidden = 2048 if cuda else 64
-    model = DDP(nn.Sequential(nn.Linear(256, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device),
-                device_ids=[local_rank] if cuda else None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(64, 256, device=device)
-    y = torch.randint(0, 10, (64,), device=device)
+    try:
+        cuda = device.type == "cuda"
+        hidden = 2048 if cuda else 64
+        model = DDP(nn.Sequential(nn.Linear(256, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device),
+                    device_ids=[local_rank] if cuda else None)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(64, 256, device=device)
+        y = torch.randint(0, 10, (64,), device=device)
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        for _ in range(args.steps):
-            with record_function("train_step"):
-                loss = nn.functional.cross_entropy(model(x), y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-        if cuda:
-            torch.cuda.synchronize()
-    events = prof.key_averages()
-    names = [e.key for e in events]
-    comm = [n for n in names if "all_reduce" in n or "allreduce" in n.lower() or n.startswith("nccl")]
-    if rank == 0:
-        sort = "cuda_time_total" if cuda else "cpu_time_total"
-        print(events.table(sort_by=sort, row_limit=12))
-        print("communication seen by the profiler:", ", ".join(sorted(set(comm))[:6]))
-        if cuda:
-            used = torch.cuda.max_memory_allocated() / 2**20
-            print(f"peak memory on cuda:{local_rank}: {used:.0f} MiB")
-        if args.trace:
-            prof.export_chrome_trace(args.trace)
-    report(profiled_ops=len(names), saw_allreduce=bool(comm), comm_ops=sorted(set(comm))[:6],
-           nccl_kernels=any("nccl" in n.lower() for n in names))
-    dist.destroy_process_group()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            for _ in range(args.steps):
+                with record_function("train_step"):
+                    loss = nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+            if cuda:
+                torch.cuda.synchronize()
+        events = prof.key_averages()
+        names = [e.key for e in events]
+        comm = [n for n in names if "all_reduce" in n or "allreduce" in n.lower() or n.startswith("nccl")]
+        if rank == 0:
+            sort = "cuda_time_total" if cuda else "cpu_time_total"
+            print(events.table(sort_by=sort, row_limit=12))
+            print("communication seen by the profiler:", ", ".join(sorted(set(comm))[:6]))
+            if cuda:
+                used = torch.cuda.max_memory_allocated() / 2**20
+                print(f"peak memory on cuda:{local_rank}: {used:.0f} MiB")
+            if args.trace:
+                prof.export_chrome_trace(args.trace)
+        report(rank=rank, profiled_ops=len(names), saw_allreduce=bool(comm), comm_ops=sorted(set(comm))[:6],
+               nccl_kernels=any("nccl" in n.lower() for n in names))
+        # all ranks finish before any tears down: an early exit can abort a peer's last collective
+        dist.barrier(device_ids=[local_rank] if device.type == "cuda" else None)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

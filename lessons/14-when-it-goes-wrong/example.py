@@ -5,6 +5,7 @@
 import argparse
 import json
 import os
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -24,7 +25,7 @@ def setup():
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=60))
     return dist.get_rank(), dist.get_world_size(), local_rank, device
 
 
@@ -35,19 +36,23 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args()
     rank, world, local_rank, device = setup()
-    model = DDP(nn.Linear(16, 4).to(device), device_ids=[local_rank] if device.type == "cuda" else None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(args.steps):
-        if rank == args.fail_rank and step == args.fail_step:
-            # Stands in for a real bug on one rank: a bad sample, an OOM, a NaN check that raises.
-            raise RuntimeError(f"rank {rank} hit a bug at step {step} (this failure is on purpose)")
-        loss = model(torch.randn(8, 16, device=device)).pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()  # the other ranks wait here for the failed rank's gradients
-        optimizer.step()
-        print(f"rank {rank} step {step} done", flush=True)
-        report(step=step)
-    dist.destroy_process_group()
+    try:
+        model = DDP(nn.Linear(16, 4).to(device), device_ids=[local_rank] if device.type == "cuda" else None)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(args.steps):
+            if rank == args.fail_rank and step == args.fail_step:
+                # Stands in for a real bug on one rank: a bad sample, an OOM, a NaN check that raises.
+                raise RuntimeError(f"rank {rank} hit a bug at step {step} (this failure is on purpose)")
+            loss = model(torch.randn(8, 16, device=device)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()  # the other ranks wait here for the failed rank's gradients
+            optimizer.step()
+            print(f"rank {rank} step {step} done", flush=True)
+            report(rank=rank, step=step)
+        # all ranks finish before any tears down: an early exit can abort a peer's last collective
+        dist.barrier(device_ids=[local_rank] if device.type == "cuda" else None)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
