@@ -35,7 +35,7 @@ from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
-from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
+from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise, prepare_lines
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 
@@ -56,6 +56,7 @@ class RunUpdate(Message):
         self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
         self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
         self.node = node  # this node of a multi-node job (None: single node, or not read this tick)
+        self.prepared = prepare_lines(lines)  # per-tab split and prefixes, made in the sending thread
 
 
 class CheckDone(Message):
@@ -275,7 +276,7 @@ class MonitorScreen(Screen):
         if self.record is None or message.run_id != self.record.run_id:
             return  # a late message of a run no longer shown
         self.lines_seen += len(message.lines)
-        self.query_one(RankLogs).add_lines(message.lines)
+        self.query_one(RankLogs).add_lines(message.lines, message.prepared)
         if message.alerts is not None:
             self.query_one(AlertBanner).show(message.alerts)
         if message.node is not None:

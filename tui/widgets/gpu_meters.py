@@ -44,6 +44,7 @@ class GpuMeters(Widget):
         self.history: dict[str, deque[float]] = {}
         self.rows: dict[str, str] = {}  # row key → plain text of the row (tests and scripts read it)
         self._last: tuple[GpuSample | None, HostSnapshot | None, dict[int, int], str] = (None, None, {}, "gloo")
+        self._lines = -1
 
     def _remember(self, key: str, value: float | None) -> list[float]:
         values = self.history.setdefault(key, deque(maxlen=HISTORY))
@@ -60,8 +61,9 @@ class GpuMeters(Widget):
                 stats = host.processes.get(pid)
                 self._remember(f"rank{rank}", stats.cpu_percent if stats else None)
         self._last = (gpus, host, dict(pid_rank), backend)
-        self.draw(self.size.width or 80)  # fills `rows` now, for readers that do not wait for a paint
-        self.refresh(layout=True)
+        lines = self.draw(self.size.width or 80).plain.count("\n")  # fills `rows` now, for readers
+        self.refresh(layout=lines != self._lines)  # a layout pass only when the height changes
+        self._lines = lines
 
     def render(self) -> Text:
         return self.draw(self.size.width)

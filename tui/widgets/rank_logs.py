@@ -84,6 +84,24 @@ class LogBuffer:
         return None
 
 
+@dataclass
+class PreparedLines:
+    """A batch already split per tab and prefixed for the merged view, so the event loop only
+    appends: built in the watching thread (`prepare_lines`), never per line on the loop."""
+
+    merged: list[str]
+    per_tab: dict[str, list[str]]
+
+
+def prepare_lines(batch: list[tuple[int | None, str, str]]) -> PreparedLines:
+    per_tab: dict[str, list[str]] = {}
+    merged = []
+    for rank, _, text in batch:
+        merged.append(prefix(rank) + text)
+        per_tab.setdefault(tab_id(rank), []).append(text)
+    return PreparedLines(merged, per_tab)
+
+
 class RankHighlighter(Highlighter):
     """Colours the `rN│` prefix by rank and error lines red; the text itself stays plain."""
 
@@ -150,15 +168,15 @@ class RankLogs(Vertical):
                 before = None if rank is None or TORCHRUN not in self.buffers else TORCHRUN
                 tabs.add_tab(Tab(label, id=key), before=before)
 
-    def add_lines(self, batch: list[tuple[int | None, str, str]]) -> None:
-        """Append a batch of already neutralised (rank, stream, text) lines."""
+    def add_lines(self, batch: list[tuple[int | None, str, str]], prepared: PreparedLines | None = None) -> None:
+        """Append a batch of already neutralised (rank, stream, text) lines (split already, if `prepared`)."""
         if not batch:
             return
-        self.ensure_tabs({rank for rank, _, _ in batch})
-        per_tab: dict[str, list[str]] = {}
-        merged = [prefix(rank) + text for rank, _, text in batch]
-        for rank, _, text in batch:
-            per_tab.setdefault(tab_id(rank), []).append(text)
+        prepared = prepared or prepare_lines(batch)
+        merged, per_tab = prepared.merged, prepared.per_tab
+        missing = [key for key in per_tab if key not in self.buffers]
+        if missing:
+            self.ensure_tabs(None if key == TORCHRUN else int(key.removeprefix("rank")) for key in missing)
         self.buffers[MERGED].extend(merged)
         for key, lines in per_tab.items():
             self.buffers[key].extend(lines)

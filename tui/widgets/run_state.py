@@ -68,7 +68,7 @@ class RunStateLine(Static):
     def show(self, state: RunState, now: float) -> None:
         text = state_text(state, now)
         self.plain = text.plain
-        self.update(text)
+        self.update(text, layout=False)  # two lines, always: no layout pass 4 times a second
 
 
 class FailureBanner(Static):
@@ -124,7 +124,10 @@ class AlertBanner(Static):
 
     def show(self, alerts: list[Alert]) -> None:
         self.alerts = list(alerts)
+        was_visible = self.has_class("-visible")
         self.set_class(bool(alerts), "-visible")
+        if not alerts and not self.plain:
+            return  # nothing shown, nothing to show: no repaint, no layout
         text = Text()
         for index, alert in enumerate(alerts):
             if index:
@@ -136,8 +139,9 @@ class AlertBanner(Static):
                     colour = RANK_COLOURS[rank % len(RANK_COLOURS)]
                     text.append(f"\n  r{rank} last: ", f"bold {colour}")
                     text.append(lines[-1][:200], "dim")
+        relayout = was_visible != bool(alerts) or text.plain.count("\n") != self.plain.count("\n")
         self.plain = text.plain
-        self.update(text)
+        self.update(text, layout=relayout)
 
 
 def node_text(node: dict) -> Text:
@@ -178,5 +182,6 @@ class NodeLine(Static):
     def show(self, node: dict | None) -> None:
         self.set_class(node is not None, "-visible")
         text = node_text(node) if node is not None else Text()
-        self.plain = text.plain
-        self.update(text)
+        if text.plain != self.plain:
+            self.plain = text.plain
+            self.update(text, layout=False)  # one line

@@ -52,11 +52,14 @@ class TrainingCharts(Widget):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.state: RunState | None = None
         self.points = 0  # how many throughput points the charts hold (tests read it)
+        self._lines = -1
 
     def show(self, state: RunState) -> None:
         self.state = state
         self.points = sum(len(r.throughput) for r in state.ranks.values())
-        self.refresh(layout=True)
+        lines = self.render_charts(max(20, self.size.width)).plain.count("\n")
+        self.refresh(layout=lines != self._lines)  # a layout pass only when the height changes
+        self._lines = lines
 
     def render(self) -> Text:
         return self.render_charts(max(20, self.size.width))
