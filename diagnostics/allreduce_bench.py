@@ -119,7 +119,7 @@ def verdict(backend: str, world: int, rows: list[dict[str, Any]], topo: Topology
     wrong = sum(r["wrong"] or 0 for r in rows)
     notes = [f"VALIDATION FAILED: {wrong} wrong element(s): these results cannot be trusted"] if wrong else []
     if world < 2:
-        return " ".join(notes + [f"one rank: nothing crosses a link, so busbw is 0 by definition; use --nproc 2 or more"]), None
+        return " ".join(notes + ["one rank: nothing crosses a link, so busbw is 0 by definition; use --nproc 2 or more"]), None
     if backend != "nccl":
         return " ".join(notes + [f"gloo on CPU: {at} through shared memory / loopback TCP — a CPU baseline, "
                                  "not a GPU link measurement"]), "CPU (gloo)"

@@ -7,7 +7,7 @@ import time
 from typing import TextIO
 
 from mgtutor.diagnostics.failures import Finding, diagnose_run
-from mgtutor.training.launcher import BACKENDS, LaunchError, LaunchSpec, Run, launch
+from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.multinode import diagnose_node
 from mgtutor.training.records import exit_code_for
 from mgtutor.training.watch import Alert, RunWatch

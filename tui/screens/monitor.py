@@ -18,24 +18,23 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header
 from textual.worker import get_current_worker
 
 from mgtutor.diagnostics.check import CheckError, check_file
-from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot, Sampler
+from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.launcher import LaunchError, Run, launch
-from mgtutor.training.multinode import node_state
 from mgtutor.training.records import RunRecord
 from mgtutor.training.runstate import RunState, RunStateFolder
 from mgtutor.training.watch import Alert, RunWatch
 from mgtutor.training.tail import RunTail
 from mgtutor.tui.screens.confirm import ConfirmScreen
+from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, diagnose, script_of, this_node
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
-from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise, prepare_lines
+from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 
@@ -44,70 +43,6 @@ STATE_EVERY = 0.25  # seconds between state snapshots sent to the UI
 WATCH_EVERY = 1.0  # seconds between polls of the live detectors
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
             "copy_path", "new_run", "open_lesson", "toggle_check"}
-
-
-class RunUpdate(Message):
-    """One tick of a watched run: new log lines, and (at most 4 Hz) its state and meters."""
-
-    def __init__(self, run_id: str, lines: list[tuple[int | None, str, str]], state: RunState | None,
-                 sample: tuple[GpuSample, HostSnapshot] | None, finding: dict[str, Any] | None = None,
-                 alerts: list[Alert] | None = None, node: dict[str, Any] | None = None) -> None:
-        super().__init__()
-        self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
-        self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
-        self.node = node  # this node of a multi-node job (None: single node, or not read this tick)
-        self.prepared = prepare_lines(lines)  # per-tab split and prefixes, made in the sending thread
-
-
-class CheckDone(Message):
-    """`mgtutor check`'s findings on the script just launched (or why it could not be read)."""
-
-    def __init__(self, token: int, script: str, findings: list[dict[str, Any]], error: str | None) -> None:
-        super().__init__()
-        self.token, self.script, self.findings, self.error = token, script, findings, error
-
-
-def script_of(spec: Any) -> str | None:
-    """The path of the user's script a launch runs, or None for a module (our trainer)."""
-    target = list(getattr(spec, "target", []) or [])
-    if not target or target[0] == "-m":
-        return None
-    path = target[0]
-    return os.path.join(spec.cwd, path) if getattr(spec, "cwd", None) and not os.path.isabs(path) else path
-
-
-def this_node(record: RunRecord, state: RunState) -> dict[str, Any] | None:
-    """node_state() for a multi-node run (worker thread); None for a run on one node."""
-    meta = record.meta()
-    try:
-        if int(meta.get("nnodes") or 1) < 2:
-            return None
-        return node_state(meta, record.ranks(), state.phase if state.done else "running")
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def diagnose(record: RunRecord) -> dict[str, Any] | None:
-    """The failure classifier's top finding as a dict, when the classifier is installed."""
-    try:
-        from mgtutor.diagnostics import failures
-    except ImportError:
-        return None
-    for name in ("diagnose_run", "diagnose", "classify_run", "classify"):
-        fn = getattr(failures, name, None)
-        if fn is None:
-            continue
-        try:
-            found = fn(record)
-        except Exception:  # the banner's facts stand without a diagnosis
-            return None
-        top = found[0] if isinstance(found, list) and found else found
-        if top is None or isinstance(top, list):
-            return None
-        if isinstance(top, dict):
-            return top
-        return top.to_dict() if hasattr(top, "to_dict") else {k: getattr(top, k, None) for k in ("kind", "summary", "fix", "lesson")}
-    return None
 
 
 class MonitorScreen(Screen):
