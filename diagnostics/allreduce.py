@@ -12,12 +12,13 @@ the rows say so. Rank 0 emits one `step` event per size with the rows, and print
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
 from typing import Any
 
-from mgtutor.diagnostics.allreduce_ops import Collectives, fill, count_wrong
+from mgtutor.diagnostics.allreduce_ops import Collectives, count_wrong, fill
 from mgtutor.diagnostics.sizes import DTYPE_SIZES, canonical_dtype, element_count
 from mgtutor.training.events import EventWriter
 
@@ -153,4 +154,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # Free DDP's and gloo's last work objects while Python is fully alive: left to the exit, they can
+    # abort the process after a successful run ("terminate called without an active exception").
+    gc.collect()
+    sys.exit(code)

@@ -7,6 +7,7 @@ launcher), else NCCL when CUDA is available, else gloo. `--inject MODE` makes a 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -17,7 +18,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
 from mgtutor.training import inject
 from mgtutor.training.events import EventWriter
 from mgtutor.training.loop import TrainLoop
@@ -132,4 +132,8 @@ def summary_line(result: dict[str, Any], world_size: int) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Free DDP's and gloo's last work objects while Python is fully alive: left to the exit, they can
+    # abort the process after a successful run ("terminate called without an active exception").
+    gc.collect()
+    sys.exit(code)
