@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from mgtutor.diagnostics.failures import Finding, diagnose_run
@@ -162,9 +163,10 @@ def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
     return "\n".join(lines)
 
 
-def stream_run(run: Run, out=sys.stdout, alerts: LiveAlerts | None = None, interval: float = 0.05) -> dict:
+def stream_run(run: Run, out=sys.stdout, alerts: LiveAlerts | None = None, interval: float = 0.05,
+               on_tick: Callable[[], None] | None = None) -> dict:
     """Print every line prefixed with its rank until the run ends, with the live warnings once a second;
-    Ctrl+C stops every rank."""
+    `on_tick` runs after each batch (e.g. a progress line). Ctrl+C stops every rank."""
     try:
         while True:
             running = run.running()
@@ -172,6 +174,8 @@ def stream_run(run: Run, out=sys.stdout, alerts: LiveAlerts | None = None, inter
             for rank, _stream, line in batch:
                 prefix = "[torchrun]" if rank is None else f"[rank {rank}]"
                 print(f"{prefix} {line}", file=out, flush=True)
+            if on_tick is not None:
+                on_tick()
             if alerts is not None:
                 alerts.tick(running)
             if not running:

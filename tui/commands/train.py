@@ -11,8 +11,15 @@ from mgtutor.training.follow import EventFollower, summarize
 from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.options import add_train_options, check_train_options, worker_argv
 from mgtutor.training.records import exit_code_for
-from mgtutor.tui.commands.run import (LiveAlerts, add_launch_options, describe_result, live_options_problem,
-                                      node_options, print_failure_diagnosis)
+from mgtutor.tui.commands.run import (
+    LiveAlerts,
+    add_launch_options,
+    describe_result,
+    live_options_problem,
+    node_options,
+    print_failure_diagnosis,
+    stream_run,
+)
 
 WORKER = ["-m", "mgtutor.training.train"]
 
@@ -61,32 +68,20 @@ def progress_line(latest: dict[int, dict[str, Any]], total: Any) -> str:
 
 def follow_training(run: Run, total_steps: Any, out=sys.stdout, every: float = 2.0,
                     alerts: LiveAlerts | None = None) -> dict:
-    """Rank logs as they come, a per-rank progress line every few seconds, the live warnings once a second;
-    Ctrl+C stops every rank."""
+    """`stream_run` plus a per-rank progress line every few seconds, read from the events."""
     follower = EventFollower(run.record.events_path)
     latest: dict[int, dict[str, Any]] = {}
-    fresh, last_print = False, time.monotonic()
-    try:
-        while True:
-            running = run.running()
-            batch = run.tail.poll() if running else run.tail.drain()
-            for rank, _stream, line in batch:
-                print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
-            for event in follower.poll():
-                if event["type"] == "step":
-                    latest[event["rank"]], fresh = event, True
-            if fresh and len(latest) > 1 and time.monotonic() - last_print >= every:
-                print(progress_line(latest, total_steps), file=out, flush=True)
-                fresh, last_print = False, time.monotonic()
-            if alerts is not None:
-                alerts.tick(running)
-            if not running:
-                return run.wait()
-            if not batch:
-                time.sleep(0.05)
-    except KeyboardInterrupt:
-        print("\nmgtutor: stopping every rank…", file=sys.stderr, flush=True)
-        return run.stop()
+    state = {"fresh": False, "printed": time.monotonic()}
+
+    def progress() -> None:
+        for event in follower.poll():
+            if event["type"] == "step":
+                latest[event["rank"]], state["fresh"] = event, True
+        if state["fresh"] and len(latest) > 1 and time.monotonic() - state["printed"] >= every:
+            print(progress_line(latest, total_steps), file=out, flush=True)
+            state["fresh"], state["printed"] = False, time.monotonic()
+
+    return stream_run(run, out=out, alerts=alerts, on_tick=progress)
 
 
 def _num(value: Any, fmt: str) -> str:
