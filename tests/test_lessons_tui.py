@@ -99,3 +99,18 @@ async def test_lessons_mode_shows_the_path_text_and_code():
         assert screen.lesson.id == "02-single-gpu-baseline"
         await pilot.press("i")  # no exercise: says so, shows no hint
         assert "no exercise" in text_of(screen, "#lesson-exercise")
+
+
+async def test_open_lesson_from_another_mode_and_from_lessons():
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("m")  # a failure banner in Monitor links to its lesson
+        await pilot.pause()
+        app.open_lesson("14-when-it-goes-wrong")
+        await pilot.pause(0.3)
+        assert app.current_mode == "lessons"
+        assert app.screen.lesson.id == "14-when-it-goes-wrong"
+        app.open_lesson("05-distributed-sampler")  # already in Lessons
+        await pilot.pause(0.3)
+        assert app.screen.lesson.id == "05-distributed-sampler"
+        assert app.screen.query_one("#lesson-list").index == 4

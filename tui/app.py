@@ -41,6 +41,15 @@ class MgTutorApp(App[None]):
     def __init__(self) -> None:
         super().__init__()
         self.active_runs: dict[str, Run] = {}  # runs this app started; screens come and go, runs stay
+        self.lesson_to_open: str | None = None  # read by the Lessons screen when it shows
+
+    def open_lesson(self, lesson_id: str) -> None:
+        """Show one lesson in Lessons mode (from a diagnosis's "open lesson" key)."""
+        self.lesson_to_open = lesson_id
+        if self.current_mode == "lessons":
+            self.screen.call_later(self.screen._open_requested)
+        else:
+            self.switch_mode("lessons")
 
     def track_run(self, run: Run) -> None:
         self.active_runs[run.record.run_id] = run

@@ -77,6 +77,7 @@ class LessonsScreen(Screen):
         lesson_list.index = self.lessons.index(self.lesson)
         lesson_list.focus()
         self.show_lesson(self.lesson)
+        self._open_requested()
 
     def on_screen_resume(self) -> None:
         """Progress may have moved on elsewhere (`mgtutor lessons check` in another terminal)."""
@@ -84,6 +85,17 @@ class LessonsScreen(Screen):
             self.progress = Progress()
             self._refresh_marks()
             self._show_status()
+        self._open_requested()
+
+    def _open_requested(self) -> None:
+        """Another mode asked for a lesson (a failure's fix card links to the lesson that teaches it)."""
+        wanted = getattr(self.app, "lesson_to_open", None)
+        if not wanted:
+            return
+        self.app.lesson_to_open = None
+        match = [i for i, lesson in enumerate(self.lessons) if lesson.id == wanted]
+        if match and not self.busy:
+            self._move(match[0] - self.lessons.index(self.lesson))
 
     # -- showing a lesson ------------------------------------------------------------------
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:

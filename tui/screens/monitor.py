@@ -305,12 +305,7 @@ class MonitorScreen(Screen):
         lesson = self.query_one(FailureBanner).lesson
         if not lesson:
             return
-        self.app.switch_mode("lessons")
-        opener = getattr(self.app, "open_lesson", None)
-        if opener is not None:
-            opener(lesson)
-        else:
-            self.app.notify(f"open lesson {lesson}")
+        self.app.open_lesson(lesson)
 
     def action_new_run(self) -> None:
         if self.state is not None and not self.state.done:
