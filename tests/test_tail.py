@@ -31,6 +31,7 @@ def reference(data: bytes) -> list[str]:
 def test_crlf_split_across_reads_is_one_line_break(tmp_path):
     assert split_all([b"a\r", b"\nb\n"], tmp_path) == ["a", "b"]
     assert split_all([b"1\r2\r", b"3\n"], tmp_path) == ["1", "2", "3"]
+    assert split_all([b"\r", b"", b"\n"], tmp_path) == [""]  # an empty read between the halves
 
 
 @settings(max_examples=60, deadline=None)

@@ -36,6 +36,8 @@ class _Follower:
         return self._split(data), len(data)
 
     def _split(self, data: bytes) -> list[str]:
+        if not data:
+            return []  # nothing new: a \r at the end of the last read may still be half of a \r\n
         if self.pending_cr and data.startswith(b"\n"):
             data = data[1:]  # the \n of a \r\n split across two reads
         self.pending_cr = False
