@@ -81,7 +81,10 @@ class SyntheticBank:
         self.device = device
 
     def epoch_batches(self, indices: list[int], batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        idx = torch.tensor(indices, dtype=torch.long).to(self.device, non_blocking=True) % len(self.labels)
+        idx = torch.tensor(indices, dtype=torch.long)
+        if self.device.type == "cuda":
+            idx = idx.pin_memory()  # from pageable memory the copy would wait for the whole GPU queue
+        idx = idx.to(self.device, non_blocking=True) % len(self.labels)
         for start in range(0, len(indices) - batch_size + 1, batch_size):
             sel = idx[start:start + batch_size]
             yield self.images.index_select(0, sel), self.labels.index_select(0, sel)

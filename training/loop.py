@@ -98,6 +98,14 @@ class TrainLoop:
         self.raw = raw
         model: nn.Module = raw
         ddp = args.strategy == "ddp"
+        if args.cuda_graphs:
+            if self.device.type != "cuda":
+                raise RuntimeError("--cuda-graphs needs a CUDA device")
+            # the graph does DDP's work itself (steps.GraphStepper says why), so no wrapper
+            self.stepper: Stepper | GraphStepper = GraphStepper(raw, self.optimizer, self.device, self.amp_dtype,
+                                                                distributed=ddp)
+            self.warm_steps = self.stepper.warm_steps + 1
+            return
         if ddp:
             # static_graph would quietly tolerate the unused layer; the lesson needs DDP's real error
             static = args.static_graph == "on" and args.inject != "unused-param"
@@ -106,14 +114,8 @@ class TrainLoop:
             model = nn.DataParallel(raw)
         if args.compile != "off":
             model = torch.compile(model, mode=None if args.compile == "default" else args.compile)
-        stepper = Stepper(model, self.optimizer, self.device, self.amp_dtype, args.grad_accum, ddp)
-        if args.cuda_graphs:
-            if self.device.type != "cuda":
-                raise RuntimeError("--cuda-graphs needs a CUDA device")
-            self.stepper: Stepper | GraphStepper = GraphStepper(stepper, warm_steps=11 if ddp else 3)
-        else:
-            self.stepper = stepper
-        self.warm_steps = self.stepper.warm_steps + 1 if args.cuda_graphs else 0
+        self.stepper = Stepper(model, self.optimizer, self.device, self.amp_dtype, args.grad_accum, ddp)
+        self.warm_steps = 0
 
     # ---- batches ------------------------------------------------------------------------------
     def epoch_batches(self, epoch: int, skip_steps: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -165,8 +167,9 @@ class TrainLoop:
                     for group in self.optimizer.param_groups:
                         group["lr"] = self.lr_at(self.step)
                 loss = self.stepper.step(micro)
-                done = step_in_epoch - in_epoch + 1
-                self.used_indices += self.epoch_indices[(done - 1) * self.per_step: done * self.per_step]
+                if args.record_indices:
+                    done = step_in_epoch - in_epoch + 1
+                    self.used_indices += self.epoch_indices[(done - 1) * self.per_step: done * self.per_step]
                 self.step += 1
                 window_steps += 1
                 window_wait += waited
@@ -201,6 +204,9 @@ class TrainLoop:
             "samples_per_step": self.per_step, "world_size": self.world_size, "strategy": args.strategy,
             "model": args.model, "image_size": args.image_size, "params_sha256": params_digest(self.raw),
         }
+
+    def close(self) -> None:
+        self.stepper.close()
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

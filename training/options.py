@@ -95,8 +95,10 @@ def check_train_options(args: argparse.Namespace) -> str | None:
                 "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, or use --data synthetic")
     if args.resume and not args.checkpoint_dir:
         return "--resume needs --checkpoint-dir"
-    if args.cuda_graphs and (args.warmup or args.compile != "off" or args.grad_accum > 1 or args.strategy == "dp"):
-        return "--cuda-graphs captures one fixed step: use it without --warmup, --compile, --grad-accum, --strategy dp"
+    if args.cuda_graphs and (args.warmup or args.compile != "off" or args.grad_accum > 1 or args.strategy == "dp"
+                             or args.amp == "fp16"):
+        return ("--cuda-graphs captures one fixed step: use it without --warmup, --compile, --grad-accum, "
+                "--amp fp16 (its loss scale is read back every step) and --strategy dp")
     if args.inject and args.inject_rank < 0:
         return "--inject-rank must be 0 or more"
     return None

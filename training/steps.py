@@ -6,7 +6,6 @@ the GPU catches up, and at 32×32 images the CPU launching kernels is what sets 
 from __future__ import annotations
 
 import os
-import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from mgtutor.training.gradsync import BucketAverager, broadcast_from_rank0
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -78,55 +79,79 @@ class Stepper:
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
+    def close(self) -> None:
+        pass
+
 
 class GraphStepper:
     """Whole-step CUDA graph: warm up eagerly on a side stream, capture one step, then replay it.
 
-    One replay launches forward, backward, the DDP all-reduces and the optimizer as a single graph,
-    so the CPU cost per step no longer grows with the number of kernels. Follows PyTorch's recipe
-    for DDP capture (NCCL ≥ 2.9.6, TORCH_NCCL_ASYNC_ERROR_HANDLING=0, ≥ 11 eager DDP iterations).
+    One replay launches forward, backward, the gradient all-reduce and the optimizer as a single
+    graph, so the CPU cost per step no longer grows with the number of kernels. DDP itself is not
+    captured: its autograd hooks use the legacy stream during capture (cudaErrorStreamCaptureImplicit
+    on torch 2.11), so with several ranks the step does what DDP does by hand, inside the graph:
+    broadcast the buffers (BatchNorm statistics) from rank 0, average the gradients in buckets while
+    backward runs (training/gradsync.py), then step the optimizer. Every rank ends each step with the
+    same parameters.
     """
 
-    def __init__(self, eager: Stepper, warm_steps: int) -> None:
-        self.eager, self.warm_steps, self.calls = eager, warm_steps, 0
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
+                 amp_dtype: torch.dtype | None, distributed: bool, warm_steps: int = 3) -> None:
+        self.model, self.optimizer, self.device = model, optimizer, device
+        self.amp_dtype, self.distributed, self.warm_steps = amp_dtype, distributed, warm_steps
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.buffers = list(model.buffers())
+        self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.failed = False
         self.static_images = self.static_labels = self.static_loss = None
+        self.averager = BucketAverager(params, device) if distributed else None
+        if distributed:
+            broadcast_from_rank0(params + self.buffers)  # what DDP's constructor does
+
+    def _body(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.averager:
+            broadcast_from_rank0(self.buffers)
+            self.averager.start()
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            loss = F.cross_entropy(self.model(images), labels)
+        loss.backward()
+        if self.averager:
+            self.averager.finish()
+        self.optimizer.step()
+        return loss.detach()
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
         images, labels = micro[0]
         self.calls += 1
-        if self.calls <= self.warm_steps:
+        if self.calls <= self.warm_steps:  # eager, on a side stream as capture needs (cuDNN picks, NCCL set-up)
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
-                loss = self.eager.step(micro)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = self._body(images, labels)
             torch.cuda.current_stream().wait_stream(side)
             return loss
-        if self.failed:
-            return self.eager.step(micro)
         if self.graph is None:
             self.static_images, self.static_labels = images.clone(), labels.clone()
-            self.eager.optimizer.zero_grad(set_to_none=True)
+            # gradients made during capture live in the graph's memory pool and are rewritten by each replay
+            self.optimizer.zero_grad(set_to_none=True)
             self.graph = torch.cuda.CUDAGraph()
-            try:
-                # thread_local: the NCCL watchdog thread may touch CUDA while this thread captures
-                with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-                    self.static_loss = self.eager.forward_backward(self.static_images, self.static_labels,
-                                                                   cache=False)
-                    self.eager.optimizer.step()
-            except RuntimeError as exc:  # capture is not possible for this model/torch: train eagerly
-                self.failed, self.graph = True, None
-                print(f"warning: CUDA graph capture failed ({str(exc).splitlines()[0]}); "
-                      "continuing without --cuda-graphs", file=sys.stderr, flush=True)
-                torch.cuda.synchronize()
-                self.eager.optimizer.zero_grad(set_to_none=True)
-                return self.eager.step(micro)
+            # thread_local: the NCCL watchdog thread may touch CUDA while this thread captures
+            with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
+                self.static_loss = self._body(self.static_images, self.static_labels)
         else:
             self.static_images.copy_(images, non_blocking=True)
             self.static_labels.copy_(labels, non_blocking=True)
         self.graph.replay()
         return self.static_loss
+
+    def close(self) -> None:
+        """Free the graph before the process group goes: NCCL cannot tear down a communicator
+        while a live graph still holds collectives captured on it (destroy_process_group hangs)."""
+        if self.graph is not None:
+            torch.cuda.synchronize(self.device)
+            self.graph.reset()
+            self.graph = None
 
 
 def save_checkpoint(directory: str, state: dict[str, Any]) -> Path:

@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         events.close()
+        if loop:
+            try:
+                loop.close()
+            except Exception:  # a broken device must not hide the real error
+                pass
         if dist.is_available() and dist.is_initialized():
             try:
                 dist.destroy_process_group()
