@@ -103,13 +103,13 @@ class TrainLoop:
                 raise RuntimeError("--cuda-graphs needs a CUDA device")
             # the graph does DDP's work itself (steps.GraphStepper says why), so no wrapper
             self.stepper: Stepper | GraphStepper = GraphStepper(raw, self.optimizer, self.device, self.amp_dtype,
-                                                                distributed=ddp)
+                                                                distributed=ddp, bucket_mb=args.bucket_mb)
             self.warm_steps = self.stepper.warm_steps + 1
             return
         if ddp:
             # static_graph would quietly tolerate the unused layer; the lesson needs DDP's real error
             static = args.static_graph == "on" and args.inject != "unused-param"
-            model = wrap_ddp(raw, self.device, static, args.bucket_view == "on")
+            model = wrap_ddp(raw, self.device, static, args.bucket_view == "on", args.bucket_mb)
         elif args.strategy == "dp":
             model = nn.DataParallel(raw)
         if args.compile != "off":

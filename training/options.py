@@ -37,6 +37,8 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--cuda-graphs", dict(action="store_true", help="capture the whole step in a CUDA graph (GPU, ddp/single)")),
     ("--static-graph", dict(default="on", choices=("on", "off"), help="DDP static_graph (default on)")),
     ("--bucket-view", dict(default="on", choices=("on", "off"), help="DDP gradient_as_bucket_view (default on)")),
+    ("--bucket-mb", dict(type=float, default=None, metavar="MB",
+                         help="gradients per all-reduce bucket (default: DDP's 25, 10 with --cuda-graphs)")),
     ("--grad-accum", dict(type=int, default=1, metavar="K", help="micro-steps per optimizer step (no_sync on all but the last)")),
     ("--epochs", dict(type=int, default=1, help="epochs, when --steps is not given")),
     ("--steps", dict(type=int, default=None, metavar="S", help="optimizer steps in total (overrides --epochs)")),
@@ -85,6 +87,8 @@ def worker_argv(args: argparse.Namespace, **overrides: Any) -> list[str]:
 
 def check_train_options(args: argparse.Namespace) -> str | None:
     """The first problem with a combination of options, as one line, or None."""
+    if args.bucket_mb is not None and args.bucket_mb <= 0:
+        return "--bucket-mb must be more than 0"
     if args.batch_size < 1 or args.grad_accum < 1 or args.log_every < 1:
         return "--batch-size, --grad-accum and --log-every must be at least 1"
     if args.steps is not None and args.steps < 1:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mgtutor.training.gradsync import BucketAverager, broadcast_from_rank0
+from mgtutor.training.gradsync import BUCKET_BYTES, BucketAverager, broadcast_from_rank0
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -30,14 +30,16 @@ def make_optimizer(model: nn.Module, lr: float, device: torch.device) -> torch.o
     return torch.optim.SGD(model.parameters(), **kwargs)
 
 
-def wrap_ddp(model: nn.Module, device: torch.device, static_graph: bool, bucket_view: bool) -> nn.Module:
+def wrap_ddp(model: nn.Module, device: torch.device, static_graph: bool, bucket_view: bool,
+             bucket_mb: float | None = None) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     ids = [device.index] if device.type == "cuda" else None
     # static_graph: the autograd graph is the same every step, so DDP can skip re-discovering it and
     # start all-reduces in a fixed bucket order; gradient_as_bucket_view: grads live inside the
     # all-reduce buckets, saving a copy of every gradient each step.
-    return DDP(model, device_ids=ids, static_graph=static_graph, gradient_as_bucket_view=bucket_view)
+    extra = {"bucket_cap_mb": bucket_mb} if bucket_mb else {}
+    return DDP(model, device_ids=ids, static_graph=static_graph, gradient_as_bucket_view=bucket_view, **extra)
 
 
 class Stepper:
@@ -96,7 +98,8 @@ class GraphStepper:
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                 amp_dtype: torch.dtype | None, distributed: bool, warm_steps: int = 3) -> None:
+                 amp_dtype: torch.dtype | None, distributed: bool, bucket_mb: float | None = None,
+                 warm_steps: int = 3) -> None:
         self.model, self.optimizer, self.device = model, optimizer, device
         self.amp_dtype, self.distributed, self.warm_steps = amp_dtype, distributed, warm_steps
         params = [p for p in model.parameters() if p.requires_grad]
@@ -104,7 +107,8 @@ class GraphStepper:
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_images = self.static_labels = self.static_loss = None
-        self.averager = BucketAverager(params, device) if distributed else None
+        bucket_bytes = int(bucket_mb * (1 << 20)) if bucket_mb else BUCKET_BYTES
+        self.averager = BucketAverager(params, device, bucket_bytes) if distributed else None
         if distributed:
             broadcast_from_rank0(params + self.buffers)  # what DDP's constructor does
 

@@ -46,12 +46,13 @@ def test_mgtutor_train_resnet18_on_two_gpus(two_gpus) -> None:
 
 @pytest.mark.parametrize("extra", [["--cuda-graphs"], ["--compile", "default"]], ids=["cuda-graphs", "compile"])
 def test_fast_paths_train_correctly(two_gpus, extra: list[str]) -> None:
-    record = train("--model", "resnet18", "--batch-size", "256", "--steps", "40", "--log-every", "10", *extra)
+    # every step logged: the synthetic classes are learnt within ten steps, so the first loss must be seen
+    record = train("--model", "resnet18", "--batch-size", "256", "--steps", "40", "--log-every", "1", *extra)
     assert record.result()["status"] == "finished", logs(record)
     results = of(record, "result")
     assert results[0]["params_sha256"] == results[1]["params_sha256"]
     losses = [e["loss"] for e in read_events(record.events_path) if e["type"] == "step" and e["rank"] == 0]
-    assert losses[-1] < losses[0], losses
+    assert losses[-1] < losses[0] / 10, losses
 
 
 def test_inject_oom_is_a_real_cuda_oom(two_gpus) -> None:
