@@ -34,7 +34,9 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--amp", dict(default="auto", choices=AMP_MODES, help="torch.amp autocast; auto = bf16 on GPU, off on CPU")),
     ("--channels-last", dict(default="auto", choices=("auto", "on", "off"), help="NHWC memory format; auto = on GPU")),
     ("--compile", dict(default="off", choices=COMPILE_MODES, help="torch.compile mode (default off)")),
-    ("--cuda-graphs", dict(action="store_true", help="capture the whole step in a CUDA graph (GPU, ddp/single)")),
+    ("--cuda-graphs", dict(action="store_true",
+                           help="record the whole step as one CUDA graph and replay it: for small images, where "
+                                "launching kernels from Python sets the pace (NVIDIA GPUs; ddp or single)")),
     ("--static-graph", dict(default="on", choices=("on", "off"), help="DDP static_graph (default on)")),
     ("--bucket-view", dict(default="on", choices=("on", "off"), help="DDP gradient_as_bucket_view (default on)")),
     ("--bucket-mb", dict(type=float, default=None, metavar="MB",
@@ -87,6 +89,8 @@ def worker_argv(args: argparse.Namespace, **overrides: Any) -> list[str]:
 
 def check_train_options(args: argparse.Namespace) -> str | None:
     """The first problem with a combination of options, as one line, or None."""
+    if args.cuda_graphs and getattr(args, "backend", None) == "gloo":
+        return "--cuda-graphs needs NVIDIA GPUs (backend nccl); gloo ranks run on the CPU"
     if args.bucket_mb is not None and args.bucket_mb <= 0:
         return "--bucket-mb must be more than 0"
     if args.batch_size < 1 or args.grad_accum < 1 or args.log_every < 1:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training throughput and scaling on the GPU machine (2× H200): the numbers for docs/benchmarks.md.
 # Run from the repository root after `source tests/gpu/device_setup.sh`. Writes bench-out/*.json.
-# In parts, each well under 10 minutes:  bash tests/bench/scaling.sh core|small|plain|seed
+# In parts, each well under 10 minutes:  bash tests/bench/scaling.sh core|graphs|small|plain|seed
 # Each `mgtutor bench scaling` = 1 GPU without DDP (the baseline), then DDP on 2 GPUs.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -20,14 +20,19 @@ bench r50-32      --model resnet50 --image-size 32  --batch-size 256 --steps 200
 bench r18-224     --model resnet18 --image-size 224 --batch-size 256 --steps 100
 bench r50-224     --model resnet50 --image-size 224 --batch-size 128 --steps 100
 fi
+if [ "$PART" = graphs ]; then
+# 2. the same four cases with the whole step in one CUDA graph (the fix for the launch-bound 32×32 cases)
+bench g-r18-32    --model resnet18 --image-size 32  --batch-size 512 --steps 300 --cuda-graphs
+bench g-r50-32    --model resnet50 --image-size 32  --batch-size 256 --steps 200 --cuda-graphs
+bench g-r18-224   --model resnet18 --image-size 224 --batch-size 256 --steps 100 --cuda-graphs
+bench g-r50-224   --model resnet50 --image-size 224 --batch-size 128 --steps 100 --cuda-graphs
+fi
 if [ "$PART" = small ]; then
-# 2. the launch-bound 32×32 case: what helps (CUDA graphs, compile, larger steps)
-bench r18-32-graphs   --model resnet18 --image-size 32 --batch-size 512 --steps 200 --cuda-graphs
+# 3. the launch-bound 32×32 case: other things that might help (compile, larger steps)
 bench r18-32-compile  --model resnet18 --image-size 32 --batch-size 512 --steps 200 --compile default
 bench r18-32-ro       --model resnet18 --image-size 32 --batch-size 512 --steps 200 --compile reduce-overhead
 bench r18-32-b1024-graphs --model resnet18 --image-size 32 --batch-size 1024 --steps 200 --cuda-graphs
-bench r50-32-graphs   --model resnet50 --image-size 32 --batch-size 256 --steps 200 --cuda-graphs
-# 3. DDP without its cheap options (the "default DDP" column)
+# DDP without its cheap options (the "default DDP" column)
 bench r18-32-plainddp --model resnet18 --image-size 32 --batch-size 512 --steps 200 --static-graph off --bucket-view off
 fi
 if [ "$PART" = plain ]; then

@@ -57,6 +57,10 @@ def main(args: argparse.Namespace) -> int:
         return 2
     gpus = inventory().gpus
     backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
+    if args.cuda_graphs and backend == "gloo":
+        print("mgtutor bench scaling: error: --cuda-graphs needs NVIDIA GPUs; none was found "
+              "(or --backend gloo was given)", file=sys.stderr)
+        return 2
     max_devices = args.max_gpus or (len(gpus) if backend == "nccl" else 2)
     train_argv = worker_argv(args, strategy="ddp")
     if not args.json:

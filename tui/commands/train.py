@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mgtutor.diagnostics.nvml import inventory
 from mgtutor.training.follow import EventFollower, summarize
 from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.options import add_train_options, check_train_options, worker_argv
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "reports events; the run ends with a per-rank summary table and its run record.",
         epilog="examples:\n  mgtutor train --steps 50\n"
                "  mgtutor train --model resnet18 --nproc 2 --batch-size 256 --steps 200\n"
-               "  mgtutor train --model resnet50 --image-size 224 --batch-size 128 --cuda-graphs\n"
+               "  mgtutor train --model resnet18 --batch-size 512 --cuda-graphs   (small images: ~5× faster)\n"
                "  mgtutor train --data cifar10 --data-dir ~/data --workers 4 --amp off\n"
                "  mgtutor train --inject hang-before-init --init-timeout 10   (see a real init timeout)\n"
                "  mgtutor train --inject hang-before-init --init-timeout 30 --rendezvous-warn 5   (named after 5 s)\n\n"
@@ -49,6 +50,8 @@ def check(args: argparse.Namespace) -> str | None:
         return problem
     if args.data_dir and not Path(args.data_dir).expanduser().is_dir():
         return f"--data-dir {args.data_dir}: no such folder"
+    if args.cuda_graphs and args.backend == "auto" and not inventory().gpus:
+        return "--cuda-graphs needs NVIDIA GPUs, and none was found"
     if args.strategy != "ddp" and args.nproc not in (None, 1):
         return f"--strategy {args.strategy} runs one process: leave out --nproc or use --nproc 1"
     return None
