@@ -42,7 +42,8 @@ def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     for args in (["--data", "cifar10"], ["--data", "imagefolder", "--data-dir", str(tmp_path / "nope")],
                  ["--strategy", "single", "--nproc", "2"], ["--resume"], ["--bucket-mb", "0"],
-                 ["--cuda-graphs", "--amp", "fp16"], ["--cuda-graphs", "--grad-accum", "2"], ["--cuda-graphs"]):
+                 ["--cuda-graphs", "--amp", "fp16"], ["--cuda-graphs", "--grad-accum", "2"], ["--cuda-graphs"],
+                 ["--cuda-graphs", "--inject", "unused-param", "--backend", "nccl"]):
         proc = cli("train", "--backend", "gloo", *args, timeout=60)
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith("mgtutor train: error: ") and proc.stderr.count("\n") == 1, proc.stderr

@@ -107,6 +107,8 @@ def check_train_options(args: argparse.Namespace) -> str | None:
                              or args.amp == "fp16"):
         return ("--cuda-graphs captures one fixed step: use it without --warmup, --compile, --grad-accum, "
                 "--amp fp16 (its loss scale is read back every step) and --strategy dp")
+    if args.cuda_graphs and args.inject == "unused-param":
+        return "--inject unused-param shows DDP's own error, and --cuda-graphs does not use DDP's hooks: leave one out"
     if args.inject and args.inject_rank < 0:
         return "--inject-rank must be 0 or more"
     return None
