@@ -51,13 +51,13 @@ class Stepper:
         self.amp_dtype, self.accum, self.ddp = amp_dtype, accum, ddp
         self.scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
 
-    def autocast(self, cache: bool = True) -> Any:
+    def autocast(self) -> Any:
         if self.amp_dtype is None:
             return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=cache)
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def forward_backward(self, images: torch.Tensor, labels: torch.Tensor, cache: bool = True) -> torch.Tensor:
-        with self.autocast(cache):
+    def forward_backward(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with self.autocast():
             loss = F.cross_entropy(self.model(images), labels) / self.accum
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         return loss.detach()
@@ -89,9 +89,9 @@ class GraphStepper:
     """Whole-step CUDA graph: warm up eagerly on a side stream, capture one step, then replay it.
 
     One replay launches forward, backward, the gradient all-reduce and the optimizer as a single
-    graph, so the CPU cost per step no longer grows with the number of kernels. DDP itself is not
-    captured: its autograd hooks use the legacy stream during capture (cudaErrorStreamCaptureImplicit
-    on torch 2.11), so with several ranks the step does what DDP does by hand, inside the graph:
+    graph, so the CPU cost per step no longer grows with the number of kernels. DDP itself cannot be
+    captured (torch 2.11: cudaErrorStreamCaptureImplicit, "operation would make the legacy stream
+    depend on a capturing blocking stream"), so with several ranks the step does DDP's work by hand:
     broadcast the buffers (BatchNorm statistics) from rank 0, average the gradients in buckets while
     backward runs (training/gradsync.py), then step the optimizer. Every rank ends each step with the
     same parameters.
@@ -101,7 +101,7 @@ class GraphStepper:
                  amp_dtype: torch.dtype | None, distributed: bool, bucket_mb: float | None = None,
                  warm_steps: int = 3) -> None:
         self.model, self.optimizer, self.device = model, optimizer, device
-        self.amp_dtype, self.distributed, self.warm_steps = amp_dtype, distributed, warm_steps
+        self.amp_dtype, self.warm_steps = amp_dtype, warm_steps
         params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = list(model.buffers())
         self.calls = 0
