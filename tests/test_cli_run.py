@@ -72,7 +72,8 @@ def default_sigint() -> None:
 
 
 def test_ctrl_c_stops_every_rank(write_script):
-    cli = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", str(write_script("sleep.py", SLEEPS))),
+    script = str(write_script("sleep.py", SLEEPS))
+    cli = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", script),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=no_gpu_env(),
                            start_new_session=True, preexec_fn=default_sigint)
     try:
@@ -92,4 +93,4 @@ def test_ctrl_c_stops_every_rank(write_script):
     assert "no process left" in err
     run_id = record_path(out).name
     assert not run_processes(run_id)
-    assert not [p for p in psutil.process_iter(["cmdline"]) if "sleep.py" in " ".join(p.info["cmdline"] or [])]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if script in " ".join(p.info["cmdline"] or [])]
