@@ -12,8 +12,9 @@ from collections.abc import Iterable
 import torch
 import torch.distributed as dist
 
-# Smaller than DDP's 25 MiB: the last bucket's all-reduce cannot overlap backward, so keep it short.
-BUCKET_BYTES = 10 << 20
+# Smaller than DDP's 25 MiB: the last bucket's all-reduce cannot overlap backward, so keep it short
+# (ResNet-50 at 224×224 on 2× H200: 4 MiB buckets beat 10 and 25; 1 and 2 MiB gained nothing more).
+BUCKET_BYTES = 4 << 20
 
 
 def flat_groups(tensors: Iterable[torch.Tensor]) -> list[list[torch.Tensor]]:
@@ -29,13 +30,42 @@ def _unflatten_into(flat: torch.Tensor, group: list[torch.Tensor]) -> None:
     torch._foreach_copy_(group, [part.view(t.shape) for part, t in zip(parts, group)])
 
 
-def average(grads: list[torch.Tensor]) -> None:
-    """One all-reduce per dtype: a copy in and out costs far less than one collective per parameter."""
-    for group in flat_groups(grads):
-        flat = torch.cat([g.reshape(-1) for g in group])
+def _dense(t: torch.Tensor) -> bool:
+    return t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
+
+
+def _memory_view(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D view of a tensor in its memory order: a channels_last gradient flattens without a copy."""
+    return t.as_strided((t.numel(),), (1,)) if _dense(t) else t.reshape(-1)
+
+
+def _laid_out_like(part: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return part.as_strided(t.size(), t.stride()) if _dense(t) else part.view(t.shape)
+
+
+def _average_in_place(flat: torch.Tensor) -> None:
+    if dist.get_backend() == "nccl":  # NCCL divides inside the collective: no extra pass over the gradients
+        dist.all_reduce(flat, op=dist.ReduceOp.AVG)
+    else:  # gloo has no AVG
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
         flat.div_(dist.get_world_size())
-        _unflatten_into(flat, group)
+
+
+def average(params: list[torch.nn.Parameter]) -> None:
+    """One collective per dtype: copy the gradients into a flat buffer, average it in place, and make
+    each gradient a view of it (copying back instead would cost two more passes over them)."""
+    groups: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+    for param in params:
+        if param.grad is not None:
+            groups.setdefault(param.grad.dtype, []).append(param)
+    for group in groups.values():
+        grads = [p.grad for p in group]
+        flat = torch.cat([_memory_view(g) for g in grads])
+        _average_in_place(flat)
+        for param, grad, part in zip(group, grads, flat.split([g.numel() for g in grads])):
+            if grad.is_cuda:  # made on another stream and read on this one: keep its memory until this stream is done
+                grad.record_stream(torch.cuda.current_stream())
+            param.grad = _laid_out_like(part, grad)
 
 
 @torch.no_grad()
@@ -78,13 +108,12 @@ class BucketAverager:
             self._reduce(self.buckets[index])
 
     def _reduce(self, bucket: list[torch.nn.Parameter]) -> None:
-        grads = [p.grad for p in bucket if p.grad is not None]
         if self.stream is None:
-            average(grads)
+            average(bucket)
             return
         self.stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.stream):
-            average(grads)
+            average(bucket)
 
     def finish(self) -> None:
         """Reduce what is left (a bucket with a parameter forward never used), then join the side stream."""

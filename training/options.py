@@ -40,7 +40,7 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--static-graph", dict(default="on", choices=("on", "off"), help="DDP static_graph (default on)")),
     ("--bucket-view", dict(default="on", choices=("on", "off"), help="DDP gradient_as_bucket_view (default on)")),
     ("--bucket-mb", dict(type=float, default=None, metavar="MB",
-                         help="gradients per all-reduce bucket (default: DDP's 25, 10 with --cuda-graphs)")),
+                         help="gradients per all-reduce bucket (default: DDP's 25, 4 with --cuda-graphs)")),
     ("--grad-accum", dict(type=int, default=1, metavar="K", help="micro-steps per optimizer step (no_sync on all but the last)")),
     ("--epochs", dict(type=int, default=1, help="epochs, when --steps is not given")),
     ("--steps", dict(type=int, default=None, metavar="S", help="optimizer steps in total (overrides --epochs)")),

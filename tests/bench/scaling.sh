@@ -25,7 +25,7 @@ if [ "$PART" = graphs ]; then
 bench g-r18-32    --model resnet18 --image-size 32  --batch-size 512 --steps 300 --cuda-graphs
 bench g-r50-32    --model resnet50 --image-size 32  --batch-size 256 --steps 200 --cuda-graphs
 bench g-r18-224   --model resnet18 --image-size 224 --batch-size 256 --steps 100 --cuda-graphs
-bench g-r50-224   --model resnet50 --image-size 224 --batch-size 128 --steps 100 --cuda-graphs
+bench g-r50-224   --model resnet50 --image-size 224 --batch-size 128 --steps 200 --cuda-graphs
 fi
 if [ "$PART" = small ]; then
 # 3. the launch-bound 32×32 case: other things that might help (compile, larger steps)
