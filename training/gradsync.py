@@ -7,7 +7,8 @@ on with the earlier layers. `finish()` joins the side stream back before the opt
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -17,11 +18,11 @@ import torch.distributed as dist
 BUCKET_BYTES = 4 << 20
 
 
-def flat_groups(tensors: Iterable[torch.Tensor]) -> list[list[torch.Tensor]]:
-    """The tensors grouped by dtype: one flat buffer (one collective) per group."""
-    groups: dict[torch.dtype, list[torch.Tensor]] = {}
-    for tensor in tensors:
-        groups.setdefault(tensor.dtype, []).append(tensor)
+def flat_groups(items: Iterable[Any], dtype_of: Callable[[Any], torch.dtype] = lambda t: t.dtype) -> list[list[Any]]:
+    """The items grouped by dtype: one flat buffer (one collective) per group."""
+    groups: dict[torch.dtype, list[Any]] = {}
+    for item in items:
+        groups.setdefault(dtype_of(item), []).append(item)
     return list(groups.values())
 
 
@@ -54,11 +55,7 @@ def _average_in_place(flat: torch.Tensor) -> None:
 def average(params: list[torch.nn.Parameter]) -> None:
     """One collective per dtype: copy the gradients into a flat buffer, average it in place, and make
     each gradient a view of it (copying back instead would cost two more passes over them)."""
-    groups: dict[torch.dtype, list[torch.nn.Parameter]] = {}
-    for param in params:
-        if param.grad is not None:
-            groups.setdefault(param.grad.dtype, []).append(param)
-    for group in groups.values():
+    for group in flat_groups([p for p in params if p.grad is not None], dtype_of=lambda p: p.grad.dtype):
         grads = [p.grad for p in group]
         flat = torch.cat([_memory_view(g) for g in grads])
         _average_in_place(flat)
