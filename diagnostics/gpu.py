@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from mgtutor.diagnostics import nvml
+from mgtutor.training.runs import nvml
 
 MIB = 1 << 20
 # NVML field ids (stable numbers in nvml.h); per-link cumulative KiB counters.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgtutor.lessons.loader import Check
-from mgtutor.training.records import RunRecord
+from mgtutor.training.runs.records import RunRecord
 
 REPORT_PREFIX = "REPORT "
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.lessons.loader import PATH, Lesson
-from mgtutor.training.records import read_json, write_json_atomic
+from mgtutor.training.runs.records import read_json, write_json_atomic
 
 
 def data_home() -> Path:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.diagnostics.nvml import inventory
+from mgtutor.training.runs.nvml import inventory
 from mgtutor.lessons.checks import CheckResult, evaluate, outcome_of
 from mgtutor.lessons.loader import Lesson, Step
 from mgtutor.lessons.progress import Progress, ensure_workspace
-from mgtutor.training.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 
 LineCallback = Callable[[int | None, str, str], None]
 INSTALL_HINTS = {"accelerate": "pip install accelerate"}

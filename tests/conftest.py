@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def two_gpus():
-    from mgtutor.diagnostics.nvml import inventory
+    from mgtutor.training.runs.nvml import inventory
 
     inv = inventory()
     if len(inv.gpus) < 2:

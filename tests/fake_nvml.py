@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from mgtutor.diagnostics import nvml, gpu
+from mgtutor.diagnostics import gpu
+
+from mgtutor.training.runs import nvml
 
 
 class NVMLError(Exception):

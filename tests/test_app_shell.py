@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Footer, Static
 
-from mgtutor.diagnostics import nvml
-from mgtutor.training.launcher import LaunchSpec, launch
-from mgtutor.training.procs import run_processes
+from mgtutor.training.runs import nvml
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.home import HomeScreen
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mgtutor.diagnostics.check import check_file
-from mgtutor.diagnostics.check_rules import RULES_BY_ID
+from mgtutor.diagnostics.check.script import check_file
+from mgtutor.diagnostics.check.rules import RULES_BY_ID
 from mgtutor.lessons.loader import PATH, lessons_root, load_lesson
 
 # The rule(s) each exercise teaches, when lesson.json does not name it (`exercise.check_rule`).

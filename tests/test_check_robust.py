@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mgtutor.diagnostics.check import MAX_BYTES, CheckError, CheckFinding, check_bytes, check_file, check_source
+from mgtutor.diagnostics.check.script import MAX_BYTES, CheckError, CheckFinding, check_bytes, check_file, check_source
 
 SNIPPETS = sorted((Path(__file__).parent / "data" / "check").glob("*.py"))
 SNIPPET_TEXTS = [p.read_text() for p in SNIPPETS]

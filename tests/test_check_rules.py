@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check import check_file, check_source, findings_for_symptom, findings_with_tags
-from mgtutor.diagnostics.check_rules import RULES, SEVERITIES, SYMPTOM_TAGS
+from mgtutor.diagnostics.check.script import check_file, check_source, findings_for_symptom, findings_with_tags
+from mgtutor.diagnostics.check.rules import RULES, SEVERITIES, SYMPTOM_TAGS
 from mgtutor.lessons.loader import PATH as LESSON_IDS
 
 SNIPPETS = Path(__file__).parent / "data" / "check"

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 
 from conftest import mgtutor_argv, no_gpu_env
-from mgtutor.training.procs import run_processes
+from mgtutor.training.runs.procs import run_processes
 
 PRINTS = "import os\nprint('hello from', os.environ['RANK'])\n"
 EXITS_3 = "import os, sys, time\nif os.environ['RANK'] == '1': sys.exit(3)\ntime.sleep(60)\n"

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from mgtutor.diagnostics.demos import SCENARIOS, run_demo
+from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from tests.conftest import mgtutor_argv, no_gpu_env
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import pytest
 from conftest import mgtutor_argv, no_gpu_env
 from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 
-from mgtutor.diagnostics.doctor import collect, render_text, worst
+from mgtutor.diagnostics.doctor.report import collect, render_text, worst
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.diagnostics.topology import read_topology
+from mgtutor.diagnostics.doctor.topology import read_topology
 
 TORCH_OK = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.10.2", "nccl": "2.28.9",
             "distributed": True, "nccl_available": True, "gloo_available": True, "cuda_available": True,

@@ -6,8 +6,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from mgtutor.diagnostics.failures import diagnose_run
-from mgtutor.training.records import RunRecord
+from mgtutor.diagnostics.failures.classify import diagnose_run
+from mgtutor.training.runs.records import RunRecord
 from tests.conftest import mgtutor_argv, no_gpu_env
 
 LOGS = Path(__file__).parent / "data" / "logs"

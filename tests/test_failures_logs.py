@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.catalogue import KINDS, load_catalogue
-from mgtutor.diagnostics.failures import diagnose_files
-from mgtutor.diagnostics.logparse import read_text
+from mgtutor.diagnostics.failures.catalogue import KINDS, load_catalogue
+from mgtutor.diagnostics.failures.classify import diagnose_files
+from mgtutor.diagnostics.failures.logparse import read_text
 
 LOGS = Path(__file__).parent / "data" / "logs"
 LESSONS = {"01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun", "05-distributed-sampler",
@@ -102,7 +102,7 @@ def test_errno_97_and_connection_refused_retries_alone_are_not_a_failure() -> No
             "(errno: 111 - Connection refused).\n"
             "[W socket.cpp:697] [c10d] The client socket cannot be initialized to connect to [::1]:29500 "
             "(errno: 97 - Address family not supported by protocol).\n")
-    from mgtutor.diagnostics.failures import diagnose_lines
+    from mgtutor.diagnostics.failures.classify import diagnose_lines
     assert diagnose_lines(read_text(text)) == []
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.demos import SCENARIOS
-from mgtutor.training.launcher import LaunchSpec, launch
-from mgtutor.training.records import RunRecord
-from mgtutor.training.watch import RunWatch
+from mgtutor.diagnostics.failures.demos import SCENARIOS
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.watch import RunWatch
 
 
 @pytest.mark.slow

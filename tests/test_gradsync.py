@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 
-from mgtutor.training.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launcher import LaunchSpec, launch
 
 COMPARE = r'''
 import json, os, sys
 import torch, torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from mgtutor.training.gradsync import BucketAverager, broadcast_from_rank0
-from mgtutor.training.models import WithUnusedHead, build_model
+from mgtutor.training.worker.gradsync import BucketAverager, broadcast_from_rank0
+from mgtutor.training.worker.models import WithUnusedHead, build_model
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()

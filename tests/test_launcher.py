@@ -8,8 +8,8 @@ import time
 import psutil
 import pytest
 
-from mgtutor.training.launcher import LaunchError, LaunchSpec, launch, plan
-from mgtutor.training.procs import run_processes
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, launch, plan
+from mgtutor.training.runs.procs import run_processes
 
 ALLREDUCE = """
 import os, torch, torch.distributed as dist
@@ -126,8 +126,8 @@ def test_bad_input_is_refused_with_the_fix(monkeypatch, tmp_path):
 
 
 def test_more_ranks_than_gpus_says_how_many_and_offers_gloo(monkeypatch):
-    from mgtutor.diagnostics.nvml import GpuInfo, Inventory
-    from mgtutor.training import launcher
+    from mgtutor.training.runs.nvml import GpuInfo, Inventory
+    from mgtutor.training.runs import launcher
 
     two_gpus = Inventory(gpus=[GpuInfo(i, "NVIDIA H200", 143771, f"GPU-{i}") for i in range(2)], driver="580")
     monkeypatch.setattr(launcher, "inventory", lambda: two_gpus)  # the NVML boundary

@@ -63,10 +63,10 @@ async def test_script_without_sampler_shows_the_finding_beside_the_run(write_scr
 
 
 def test_only_a_script_of_the_users_own_is_checked(tmp_path):
-    from mgtutor.training.launcher import LaunchSpec
+    from mgtutor.training.runs.launcher import LaunchSpec
     from mgtutor.tui.screens.monitor import script_of
 
-    assert script_of(LaunchSpec(target=["-m", "mgtutor.training.train", "--steps", "3"])) is None
+    assert script_of(LaunchSpec(target=["-m", "mgtutor.training.worker.train", "--steps", "3"])) is None
     assert script_of(LaunchSpec(target=["train.py", "--epochs", "1"], cwd=str(tmp_path))) == str(tmp_path / "train.py")
     assert script_of(LaunchSpec(target=["/abs/train.py"], cwd=str(tmp_path))) == "/abs/train.py"
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from mgtutor.training.procs import run_processes
-from mgtutor.training.records import list_runs
+from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.records import list_runs
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import RankLogs
@@ -42,7 +42,7 @@ async def test_builtin_trainer_runs_to_finished_from_the_form():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="6", log_every="1", batch_size="16")
-        assert "mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.train" in str(
+        assert "mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.worker.train" in str(
             form.query_one("#form-command").render())
         await launch_from_form(pilot, form)
         await wait_for(pilot, lambda: screen.state is not None and screen.state.done, 180, "the run to end")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.records import RunRecord
-from mgtutor.training.runstate import RunStateFolder, describe_failure
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.runstate import RunStateFolder, describe_failure
 from mgtutor.tui.widgets.launch_form import FormError, FormValues, build_launch
 from mgtutor.tui.widgets.rank_logs import LogBuffer, neutralise
 from mgtutor.tui.widgets.training_charts import sparkline
@@ -107,9 +107,9 @@ def test_sparkline_scales_between_bounds():
 def test_form_builds_the_trainer_command_and_catches_bad_values():
     spec, command = build_launch(FormValues(nproc="2", backend="gloo", inject="crash-rank", inject_rank="1"))
     assert spec.nproc == 2 and spec.backend == "gloo"
-    assert spec.target[:2] == ["-m", "mgtutor.training.train"]
+    assert spec.target[:2] == ["-m", "mgtutor.training.worker.train"]
     assert "--inject crash-rank --inject-rank 1" in command
-    assert command.startswith("mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.train --model tinycnn")
+    assert command.startswith("mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.worker.train --model tinycnn")
     with pytest.raises(FormError, match="batch size must be a whole number"):
         build_launch(FormValues(batch_size="lots"))
     with pytest.raises(FormError, match="ranks must be at least 1"):

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.failures import diagnose_run
-from mgtutor.training.events import read_events
-from mgtutor.training.records import RunRecord, list_runs
+from mgtutor.diagnostics.failures.classify import diagnose_run
+from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.records import RunRecord, list_runs
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ PORT = 29411
 TIMEOUT_S = 6  # --rdzv-timeout in the failure cases: how long a node waits for the other / the store
 JOIN_S = 90  # --rdzv-timeout when both nodes start: generous, torch imports are slow on 2 busy cores
 HANG_GUARD_S = 150  # far above TIMEOUT_S plus start-up on 2 busy cores: reaching it means a hang
-TRAIN = ["-m", "mgtutor.training.train", "--model", "tinycnn", "--steps", "4", "--batch-size", "8",
+TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--steps", "4", "--batch-size", "8",
          "--dataset-size", "256", "--log-every", "1", "--seed", "3"]
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import mgtutor_argv
-from mgtutor.diagnostics import peer
+from mgtutor.training.runs import peer
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import mgtutor_argv
-from mgtutor.diagnostics.slurm import SlurmError, SlurmJob, sbatch_script
+from mgtutor.diagnostics.cluster.slurm import SlurmError, SlurmJob, sbatch_script
 
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 

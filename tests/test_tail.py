@@ -4,8 +4,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mgtutor.training.records import RunRecord
-from mgtutor.training.tail import RunTail, _Follower
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.tail import RunTail, _Follower
 
 
 def split_all(chunks: list[bytes], tmp_path) -> list[str]:

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.events import read_events
-from mgtutor.training.launcher import LaunchSpec, launch
-from mgtutor.training.records import RunRecord
+from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records import RunRecord
 
 BASE = ["--model", "tinycnn", "--batch-size", "16", "--dataset-size", "512", "--log-every", "1", "--seed", "7"]
 
 
 def train(*args: str, nproc: int = 2) -> RunRecord:
-    run = launch(LaunchSpec(target=["-m", "mgtutor.training.train", *BASE, *args], nproc=nproc,
+    run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", *BASE, *args], nproc=nproc,
                             backend="gloo", label="test-train"))
     run.wait(timeout=240)
     return run.record

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, mgtutor_argv, no_gpu_env
-from mgtutor.training.events import encode
-from mgtutor.training.follow import EventFollower, summarize
-from mgtutor.training.options import add_train_options, worker_argv
-from mgtutor.training.scaling import Point, rate_points
+from mgtutor.training.runs.events import encode
+from mgtutor.training.runs.follow import EventFollower, summarize
+from mgtutor.training.runs.train_options import add_train_options, worker_argv
+from mgtutor.diagnostics.bench.scaling import Point, rate_points
 
 SMALL = ["--backend", "gloo", "--batch-size", "8", "--log-every", "1"]
 

@@ -1,4 +1,5 @@
-"""Launching and running jobs: launcher, run records, the DDP trainer worker, the event protocol.
+"""Launching and running jobs.
 
-Headless: never imports textual or rich.
+`runs/` is the torch-free run layer (launcher, supervisor, records, events, the follow loop);
+`worker/` is the DDP trainer that runs under torchrun and imports torch.
 """

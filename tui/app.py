@@ -4,7 +4,7 @@ from __future__ import annotations
 from textual.app import App
 from textual.binding import Binding
 
-from mgtutor.training.launcher import Run
+from mgtutor.training.runs.launcher import Run
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from mgtutor.tui.screens.help import HelpScreen
 from mgtutor.tui.screens.home import HomeScreen

@@ -6,6 +6,7 @@ import importlib
 import sys
 
 from mgtutor.tui.commands import COMMAND_MODULES
+from mgtutor.tui.errors import CliError
 
 EPILOG = """examples:
   mgtutor                                      start the tutor (TUI)
@@ -20,10 +21,6 @@ EPILOG = """examples:
 
 Without an NVIDIA GPU every command still works: ranks are CPU processes on the gloo backend.
 """
-
-
-class CliError(Exception):
-    """Bad input: printed as one line, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CliError as exc:
         print(f"mgtutor {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -10,10 +10,10 @@ import subprocess
 import sys
 import time
 
-from mgtutor.diagnostics.doctor import collect
+from mgtutor.diagnostics.doctor.report import collect
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.diagnostics.topology import read_topology
+from mgtutor.diagnostics.doctor.topology import read_topology
 
 def mgtutor_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "mgtutor.tui", *args]

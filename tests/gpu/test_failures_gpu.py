@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from mgtutor.diagnostics.demos import run_demo
-from mgtutor.diagnostics.nvml import inventory
+from mgtutor.diagnostics.failures.demos import run_demo
+from mgtutor.training.runs.nvml import inventory
 
 pytestmark = pytest.mark.gpu
 

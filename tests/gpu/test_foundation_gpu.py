@@ -6,7 +6,7 @@ import sys
 
 from textual.widgets import Static
 
-from mgtutor.training.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
 
 NCCL_ALLREDUCE = """

@@ -12,7 +12,7 @@ import time
 import psutil
 
 from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.procs import run_processes
+from mgtutor.training.runs.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
@@ -74,7 +74,7 @@ def print_nvml_costs(sweeps: int = 10) -> None:
     """Where one sweep's time goes, per NVML function (thread CPU time and wall time)."""
     from collections import defaultdict
 
-    from mgtutor.diagnostics import nvml
+    from mgtutor.training.runs import nvml
 
     costs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     real_query = nvml.query

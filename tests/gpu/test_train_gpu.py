@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.events import read_events
-from mgtutor.training.launcher import LaunchSpec, launch
-from mgtutor.training.records import RunRecord, exit_code_for
+from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records import RunRecord, exit_code_for
 
 
 def train(*args: str) -> RunRecord:
-    run = launch(LaunchSpec(target=["-m", "mgtutor.training.train", *args], nproc=2, backend="nccl",
+    run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", *args], nproc=2, backend="nccl",
                             label="gpu-train"))
     run.wait(timeout=540)
     return run.record

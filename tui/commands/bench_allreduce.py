@@ -5,12 +5,12 @@ import argparse
 import json
 import sys
 
-from mgtutor.diagnostics import saved
-from mgtutor.diagnostics.allreduce_bench import HEADER, BenchOptions, collect, env_note, format_pair, start
+from mgtutor.diagnostics.doctor import saved
+from mgtutor.diagnostics.bench.allreduce_bench import HEADER, BenchOptions, collect, env_note, format_pair, start
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.diagnostics.sizes import canonical_dtype, parse_size
-from mgtutor.training.launcher import LaunchError
-from mgtutor.tui.cli import CliError
+from mgtutor.diagnostics.bench.sizes import canonical_dtype, parse_size
+from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.tui.errors import CliError
 
 EPILOG = """examples:
   mgtutor bench allreduce                          8 B … 256 MiB on every GPU (4 MiB on CPU ranks)

@@ -5,10 +5,10 @@ import argparse
 import json
 import sys
 
-from mgtutor.diagnostics.nvml import inventory
-from mgtutor.training.launcher import LaunchError
-from mgtutor.training.options import add_train_options, check_train_options, worker_argv
-from mgtutor.training.scaling import Point, ScalingError, scaling_report
+from mgtutor.training.runs.nvml import inventory
+from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report
 
 _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
              "--checkpoint-dir", "--checkpoint-every", "--record-indices")

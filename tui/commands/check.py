@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mgtutor.diagnostics.check import CheckError, check_file, has_errors
+    from mgtutor.diagnostics.check.script import CheckError, check_file, has_errors
 
     try:
         findings = check_file(args.script)
@@ -91,7 +91,7 @@ def precheck(target: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stderr
     if not target or not target[0].endswith(".py"):
         return
-    from mgtutor.diagnostics.check import CheckError, check_file
+    from mgtutor.diagnostics.check.script import CheckError, check_file
 
     try:
         findings = check_file(target[0])

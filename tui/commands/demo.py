@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from mgtutor.diagnostics.demos import SCENARIOS, run_demo
-from mgtutor.training.launcher import LaunchError
+from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
+from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.commands.diagnose import format_finding
 
 

@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from mgtutor.diagnostics.failures import Finding, diagnose_files, diagnose_run
-from mgtutor.training.records import RunRecord, find_run, list_runs, runs_root
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_files, diagnose_run
+from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
 
 
 def register(sub: argparse._SubParsersAction) -> None:

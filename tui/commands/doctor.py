@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from mgtutor.diagnostics import saved
+from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.training.launcher import LaunchError, LaunchSpec, plan
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
 from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
-from mgtutor.tui.cli import CliError
+from mgtutor.tui.errors import CliError
 
 EPILOG = """examples:
   mgtutor doctor                          the checklist (paste it into a bug report)
@@ -70,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from mgtutor.diagnostics.doctor import collect, render_text, worst
+    from mgtutor.diagnostics.doctor.report import collect, render_text, worst
 
     report = collect()
     saved.save("doctor", report)
@@ -85,7 +85,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_rendezvous(args: argparse.Namespace) -> int:
-    from mgtutor.diagnostics.rendezvous_probe import ProbeOptions, format_report, start, wait
+    from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeOptions, format_report, start, wait
 
     if args.nproc is not None and args.nproc < 1:
         raise CliError(f"--nproc must be at least 1 (got {args.nproc})")

@@ -11,8 +11,8 @@ import errno
 import json
 import socket
 
-from mgtutor.diagnostics import peer
-from mgtutor.tui.cli import CliError
+from mgtutor.training.runs import peer
+from mgtutor.tui.errors import CliError
 
 MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 EXAMPLES = """

@@ -147,7 +147,7 @@ def print_results(results, out=sys.stdout) -> None:
 def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
     from mgtutor.lessons.progress import ensure_workspace
     from mgtutor.lessons.runner import check_lesson, overall, run_lesson
-    from mgtutor.training.launcher import LaunchError
+    from mgtutor.training.runs.launcher import LaunchError
 
     out = sys.stderr if args.json else sys.stdout
 

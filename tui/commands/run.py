@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from mgtutor.diagnostics.failures import Finding, diagnose_run
-from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
-from mgtutor.training.multinode import diagnose_node
-from mgtutor.training.records import exit_code_for
-from mgtutor.training.watch import Alert, RunWatch
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
+from mgtutor.training.runs.multinode import diagnose_node
+from mgtutor.training.runs.records import exit_code_for
+from mgtutor.training.runs.watch import Alert, RunWatch
 from mgtutor.tui.commands.check import precheck
 
 ALERT_EVERY_S = 1.0  # detectors read files and sockets: once a second, never once per line

@@ -5,7 +5,7 @@ import argparse
 import json
 import time
 
-from mgtutor.training.records import find_run, list_runs, runs_root
+from mgtutor.training.runs.records import find_run, list_runs, runs_root
 
 
 def register(sub: argparse._SubParsersAction) -> None:

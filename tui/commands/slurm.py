@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mgtutor.diagnostics.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
-from mgtutor.tui.cli import CliError
+from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
+from mgtutor.tui.errors import CliError
 
 EPILOG = """examples:
   mgtutor slurm --nodes 2 --gpus-per-node 8 -- train.py --epochs 10
-  mgtutor slurm --nodes 4 --gpus-per-node 4 --partition gpu --time 02:00:00 -o job.sbatch -- -m mgtutor.training.train --model resnet50
+  mgtutor slurm --nodes 4 --gpus-per-node 4 --partition gpu --time 02:00:00 -o job.sbatch -- -m mgtutor.training.worker.train --model resnet50
   mgtutor slurm --nodes 2 --gpus-per-node 8 --nccl-ifname ib0 --gloo-ifname eth0 --submit -- train.py
 
 The script starts one torchrun per node with srun; the first node of the allocation hosts the

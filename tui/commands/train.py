@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mgtutor.diagnostics.nvml import inventory
-from mgtutor.training.follow import EventFollower, summarize
-from mgtutor.training.launcher import LaunchError, LaunchSpec, Run, launch
-from mgtutor.training.options import add_train_options, check_train_options, worker_argv
-from mgtutor.training.records import exit_code_for
+from mgtutor.training.runs.nvml import inventory
+from mgtutor.training.runs.follow import EventFollower, summarize
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
+from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.runs.records import exit_code_for
 from mgtutor.tui.commands.run import (
     LiveAlerts,
     add_launch_options,
@@ -22,7 +22,7 @@ from mgtutor.tui.commands.run import (
     stream_run,
 )
 
-WORKER = ["-m", "mgtutor.training.train"]
+WORKER = ["-m", "mgtutor.training.worker.train"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

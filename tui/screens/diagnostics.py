@@ -16,8 +16,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static, TabbedContent, TabPane
 
-from mgtutor.diagnostics import saved
-from mgtutor.diagnostics.sizes import format_size
+from mgtutor.diagnostics.doctor import saved
+from mgtutor.diagnostics.bench.sizes import format_size
 from mgtutor.tui.widgets.diagnostics_text import (BENCH_COLUMNS, RANK_COLUMNS, bench_cells, checklist_text,
                                                  rank_cells, topology_text)
 from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
@@ -113,7 +113,7 @@ class DiagnosticsScreen(Screen):
 
     @work(thread=True, group="doctor")
     def run_doctor(self) -> None:
-        from mgtutor.diagnostics.doctor import collect
+        from mgtutor.diagnostics.doctor.report import collect
 
         try:
             report = collect()
@@ -137,7 +137,7 @@ class DiagnosticsScreen(Screen):
         self.query_one("#topology-view", Static).update(topology_text(report))
 
     def action_copy_report(self) -> None:
-        from mgtutor.diagnostics.doctor import render_text
+        from mgtutor.diagnostics.doctor.report import render_text
 
         if self.doctor_report is None:
             self.notify("No report yet: press c first.", severity="warning")
@@ -156,8 +156,8 @@ class DiagnosticsScreen(Screen):
             self.action_probe()
 
     def action_bench(self) -> None:
-        from mgtutor.diagnostics.allreduce_bench import start
-        from mgtutor.training.launcher import LaunchSpec, plan
+        from mgtutor.diagnostics.bench.allreduce_bench import start
+        from mgtutor.training.runs.launcher import LaunchSpec, plan
         from mgtutor.tui.commands import bench_allreduce
 
         if self.busy & {"bench", "probe"}:
@@ -192,7 +192,7 @@ class DiagnosticsScreen(Screen):
 
     @work(thread=True, group="bench")
     def follow_bench(self, run: Any) -> None:
-        from mgtutor.diagnostics.allreduce_bench import collect
+        from mgtutor.diagnostics.bench.allreduce_bench import collect
 
         report = collect(run, on_rows=lambda rows: self.app.call_from_thread(self.add_bench_rows, rows))
         saved.save("allreduce", report)
@@ -221,7 +221,7 @@ class DiagnosticsScreen(Screen):
 
     # rendezvous probe -------------------------------------------------------------------------
     def action_probe(self) -> None:
-        from mgtutor.diagnostics.rendezvous_probe import ProbeOptions, start
+        from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeOptions, start
         from mgtutor.tui.commands import doctor
 
         if self.busy & {"bench", "probe"}:
@@ -246,7 +246,7 @@ class DiagnosticsScreen(Screen):
 
     @work(thread=True, group="probe")
     def follow_probe(self, run: Any, options: Any) -> None:
-        from mgtutor.diagnostics.rendezvous_probe import wait
+        from mgtutor.diagnostics.doctor.rendezvous_probe import wait
 
         report = wait(run, options)
         saved.save("rendezvous", report)

@@ -7,7 +7,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from mgtutor.diagnostics.nvml import Inventory, inventory
+from mgtutor.training.runs.nvml import Inventory, inventory
 
 WAY_FORWARD = """\
 [b]The way forward[/b]

@@ -21,7 +21,7 @@ from textual.widgets import (Footer, Header, ListItem, ListView, Log, Markdown, 
 from mgtutor.lessons.loader import Lesson, all_lessons
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
-from mgtutor.training.launcher import LaunchError
+from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.widgets.lesson_text import checks_text, exercise_text, lesson_label, lesson_markdown, status_text
 from mgtutor.tui.widgets.rank_logs import neutralise, prefix
 

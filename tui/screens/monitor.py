@@ -22,13 +22,13 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header
 from textual.worker import get_current_worker
 
-from mgtutor.diagnostics.check import CheckError, check_file
+from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.launcher import LaunchError, Run, launch
-from mgtutor.training.records import RunRecord
-from mgtutor.training.runstate import RunState, RunStateFolder
-from mgtutor.training.watch import Alert, RunWatch
-from mgtutor.training.tail import RunTail
+from mgtutor.training.runs.launcher import LaunchError, Run, launch
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.runstate import RunState, RunStateFolder
+from mgtutor.training.runs.watch import Alert, RunWatch
+from mgtutor.training.runs.tail import RunTail
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, diagnose, script_of, this_node
 from mgtutor.tui.widgets.check_panel import CheckPanel

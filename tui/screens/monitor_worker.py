@@ -6,12 +6,12 @@ from typing import Any
 
 from textual.message import Message
 
-from mgtutor.diagnostics.failures import diagnose_run
+from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot
-from mgtutor.training.multinode import node_state
-from mgtutor.training.records import RunRecord
-from mgtutor.training.runstate import RunState
-from mgtutor.training.watch import Alert
+from mgtutor.training.runs.multinode import node_state
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.runstate import RunState
+from mgtutor.training.runs.watch import Alert
 from mgtutor.tui.widgets.rank_logs import prepare_lines
 
 

@@ -14,8 +14,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from mgtutor.training.launcher import Run
-from mgtutor.training.records import RunRecord, list_runs, runs_root
+from mgtutor.training.runs.launcher import Run
+from mgtutor.training.runs.records import RunRecord, list_runs, runs_root
 
 
 def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:

@@ -17,12 +17,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
-from mgtutor.diagnostics.check import CheckError, CheckFinding, check_file, findings_for_symptom
-from mgtutor.diagnostics.demos import SCENARIOS, run_demo
-from mgtutor.diagnostics.failures import Finding, diagnose_files, diagnose_run
-from mgtutor.diagnostics.logparse import clean
-from mgtutor.diagnostics.symptoms import SYMPTOMS, Check, Symptom, run_checks
-from mgtutor.training.records import RunRecord, find_run, list_runs
+from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file, findings_for_symptom
+from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_files, diagnose_run
+from mgtutor.diagnostics.failures.logparse import clean
+from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
+from mgtutor.training.runs.records import RunRecord, find_run, list_runs
 from mgtutor.tui.widgets.script_findings import ScriptFindings
 
 LOG_OPTION = "log"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from mgtutor.diagnostics.sizes import format_size
+from mgtutor.diagnostics.bench.sizes import format_size
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 

@@ -54,7 +54,7 @@ def _wrong(value: int | None) -> str:
 
 
 def bench_cells(rows: list[dict[str, Any]]) -> tuple[str, ...]:
-    from mgtutor.diagnostics.sizes import format_size
+    from mgtutor.diagnostics.bench.sizes import format_size
 
     oop, ip = rows[0], rows[-1]
     wrong = "N/A" if oop["wrong"] is None and ip["wrong"] is None else str((oop["wrong"] or 0) + (ip["wrong"] or 0))

@@ -13,10 +13,10 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
 
-from mgtutor.training.launcher import BACKENDS, LaunchSpec
-from mgtutor.training.options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS
+from mgtutor.training.runs.launcher import BACKENDS, LaunchSpec
+from mgtutor.training.runs.train_options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS
 
-TRAINER_MODULE = "mgtutor.training.train"
+TRAINER_MODULE = "mgtutor.training.worker.train"
 
 
 class FormError(ValueError):

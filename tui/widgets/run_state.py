@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from mgtutor.training.runstate import RunState, describe_failure
-from mgtutor.training.watch import Alert
+from mgtutor.training.runs.runstate import RunState, describe_failure
+from mgtutor.training.runs.watch import Alert
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 
 PHASES = ("starting", "rendezvous", "training")

@@ -8,8 +8,8 @@ from rich.markup import escape
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from mgtutor.diagnostics.check import CheckFinding
-from mgtutor.diagnostics.logparse import clean
+from mgtutor.diagnostics.check.script import CheckFinding
+from mgtutor.diagnostics.failures.logparse import clean
 
 _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "advice": "cyan"}
 

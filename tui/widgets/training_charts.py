@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from mgtutor.training.runstate import RunState
+from mgtutor.training.runs.runstate import RunState
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 
 BLOCKS = " ▁▂▃▄▅▆▇█"

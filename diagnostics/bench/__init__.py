@@ -1,0 +1,1 @@
+"""Bandwidth and scaling benchmarks: the all-reduce bench (nccl-tests formulas) and bench scaling."""

@@ -1,0 +1,168 @@
+"""`mgtutor bench allreduce`, the parent side: launch the worker on N ranks, follow its rows as
+they come, format them like nccl-tests, and judge the result against the link NVML reports.
+Headless and torch-free (the worker is the only part that imports torch)."""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgtutor.training.runs import nvml
+from mgtutor.diagnostics.bench.sizes import format_size, sweep
+from mgtutor.diagnostics.doctor.topology import Topology, describe_link, link_gbps, read_topology
+from mgtutor.training.runs.events import parse_line
+from mgtutor.training.runs.launcher import LaunchSpec, Run, launch, plan
+
+GOOD_SHARE, LOW_SHARE = 0.6, 0.3  # busbw / nominal one-way link rate
+PEAK_MIN_BYTES = 64 << 20         # below this even NVLink does not reach its peak
+
+
+@dataclass
+class BenchOptions:
+    nproc: int | None = None
+    backend: str = "auto"
+    min_bytes: int = 8
+    max_bytes: int | None = None   # default depends on the backend
+    factor: float = 2.0
+    iters: int = 20
+    warmup: int = 5
+    dtype: str = "float"
+    check: bool = False
+    graph: str = "auto"
+    oop: str = "auto"
+
+    def sizes(self, backend: str) -> list[int]:
+        top = self.max_bytes or ((256 << 20) if backend == "nccl" else (4 << 20))
+        return sweep(self.min_bytes, max(top, self.min_bytes), self.factor)
+
+    def target(self, backend: str) -> list[str]:
+        argv = ["-m", "mgtutor.diagnostics.bench.allreduce", "--sizes", ",".join(map(str, self.sizes(backend))),
+                "--dtype", self.dtype, "--iters", str(self.iters), "--warmup", str(self.warmup),
+                "--graph", self.graph, "--oop", self.oop]
+        return argv + (["--check"] if self.check else [])
+
+
+def follow_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Whole new event lines after `offset` (a torn last line waits for the next call)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    events = [e for e in (parse_line(line) for line in data[:end].splitlines()) if e is not None]
+    return events, offset + end
+
+
+def start(options: BenchOptions) -> Run:
+    """Launch the worker (raises LaunchError for bad input, with the fix)."""
+    spec = LaunchSpec(target=[], nproc=options.nproc, backend=options.backend, label="allreduce")
+    spec.target = options.target(plan(spec).backend)
+    return launch(spec)
+
+
+def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
+            poll: float = 0.1, topology: Topology | None = None) -> dict[str, Any]:
+    """Follow `run` to its end; `on_rows` gets each size's [out-of-place, in-place] rows live."""
+    rows: list[dict[str, Any]] = []
+    offset, info = 0, {}
+    while True:
+        alive = run.running()
+        events, offset = follow_events(run.record.events_path, offset)
+        for event in events:
+            if event["type"] == "step" and event.get("kind") == "allreduce":
+                rows.extend(event["rows"])
+                if on_rows:
+                    on_rows(event["rows"])
+            elif event["type"] == "result" and event.get("kind") == "allreduce":
+                info = event
+        if not alive:
+            break
+        time.sleep(poll)
+    result = run.wait()
+    meta = run.record.meta()
+    backend, world = meta["backend"], meta["world_size"]
+    topo = topology if topology is not None else (read_topology() if backend == "nccl" else Topology())
+    text, link = verdict(backend, world, rows, topo)
+    error = None
+    if result.get("status") != "finished" or not rows:
+        first = result.get("first_failure") or {}
+        error = f"the bench did not finish (status {result.get('status')}" + \
+                (f", rank {first['rank']} failed first" if first else "") + f"); logs: {run.record.path}"
+        text = error if not rows else f"{error}. {text}"
+    busbws = [r["busbw_gbps"] for r in rows]
+    return {"backend": backend, "world_size": world, "device": info.get("device", meta.get("device_note", "")),
+            "dtype": rows[0]["dtype"] if rows else None, "graph": info.get("graph"),
+            "oop_method": info.get("oop_method"), "rows": rows, "link": link,
+            "avg_busbw_gbps": round(sum(busbws) / len(busbws), 2) if busbws else None,
+            "verdict": text, "run_id": run.record.run_id, "error": error}
+
+
+def _used_gpu_indices(world: int) -> list[int]:
+    """NVML indices of the GPUs ranks 0..world-1 land on (CUDA_VISIBLE_DEVICES honoured)."""
+    count = nvml.query("nvmlDeviceGetCount", default=0) or 0
+    uuids = {i: nvml.query("nvmlDeviceGetUUID", nvml.query("nvmlDeviceGetHandleByIndex", i)) for i in range(count)}
+    return nvml._visible(sorted(uuids), uuids)[:world]
+
+
+def verdict(backend: str, world: int, rows: list[dict[str, Any]], topo: Topology) -> tuple[str, str | None]:
+    """One paragraph relating the large-message busbw to the link; and the link in words."""
+    if not rows:
+        return "no result rows", None
+    largest = max(r["bytes"] for r in rows)
+    best = max(r["busbw_gbps"] for r in rows if r["bytes"] == largest)
+    at = f"{best:.1f} GB/s busbw at {format_size(largest)}"
+    wrong = sum(r["wrong"] or 0 for r in rows)
+    notes = [f"VALIDATION FAILED: {wrong} wrong element(s): these results cannot be trusted"] if wrong else []
+    if world < 2:
+        return " ".join(notes + ["one rank: nothing crosses a link, so busbw is 0 by definition; use --nproc 2 or more"]), None
+    if backend != "nccl":
+        return " ".join(notes + [f"gloo on CPU: {at} through shared memory / loopback TCP — a CPU baseline, "
+                                 "not a GPU link measurement"]), "CPU (gloo)"
+    pair = topo.weakest_link(_used_gpu_indices(world) or None)
+    if pair is None:
+        return " ".join(notes + [f"NCCL: {at}; the GPU link is unknown (NVML gave no topology)"]), None
+    link, nominal = describe_link(topo, pair), link_gbps(topo, pair)
+    if largest < PEAK_MIN_BYTES:
+        notes.append(f"the largest message ({format_size(largest)}) is too small to reach peak bandwidth: "
+                     "add -e 1G or more")
+    if not nominal:
+        return " ".join(notes + [f"{link}: {at}"]), link
+    share = best / nominal
+    head = f"{link}: {at} = {share:.0%} of the link's one-way rate"
+    if share >= GOOD_SHARE:
+        body = "in line with what NCCL reaches on this link"
+    elif share >= LOW_SHARE:
+        body = ("below what this link usually gives: check that nothing else uses these GPUs, that no "
+                "NCCL_ALGO/NCCL_PROTO/NCCL_P2P_* variable is set, and that the sweep reaches 1G or more")
+    else:
+        body = ("far below the link: NCCL is probably not using it — look for NCCL_P2P_DISABLE, blocked P2P "
+                "(PCIe ACS/IOMMU), or run with NCCL_DEBUG=INFO and read which transport it picks (P2P/IPC, SHM, NET)")
+    return " ".join(notes + [f"{head} — {body}."]), link
+
+
+HEADER = ("#                                               out-of-place                       in-place\n"
+          "#       size         count      type     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+          "#        (B)    (elements)               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)")
+
+
+def _wrong(value: int | None) -> str:
+    return "N/A" if value is None else str(value)
+
+
+def format_pair(rows: list[dict[str, Any]]) -> str:
+    """One nccl-tests line from a size's [out-of-place, in-place] rows."""
+    oop, ip = rows[0], rows[-1]
+    cols = f"{oop['bytes']:>12} {oop['count']:>13} {oop['dtype']:>9}"
+    for r in (oop, ip):
+        cols += f" {r['time_us']:>8.2f} {r['algbw_gbps']:>7.2f} {r['busbw_gbps']:>7.2f} {_wrong(r['wrong']):>6}"
+    return cols
+
+
+def env_note() -> str:
+    keys = [k for k in sorted(os.environ) if k.startswith("NCCL_")]
+    return ", ".join(f"{k}={os.environ[k]}" for k in keys)

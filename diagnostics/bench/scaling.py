@@ -1,0 +1,95 @@
+"""The scaling report: the same training on 1, 2, …, N devices, against the honest baseline.
+
+Efficiency is throughput_N ÷ (N × throughput of ONE device WITHOUT any DDP wrapper): the number a
+user compares against, since DDP's own overhead on one device is part of what scaling costs.
+Headless and torch-free: every measurement is a real launch through the launcher.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mgtutor.training.runs.follow import summarize
+from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+
+WORKER = ["-m", "mgtutor.training.worker.train"]
+
+
+class ScalingError(Exception):
+    """A point whose run failed: the message names its run record."""
+
+
+@dataclass
+class Point:
+    world_size: int
+    strategy: str
+    samples_per_s: float
+    step_s: float | None
+    data_wait_s: float | None
+    compute_s: float | None
+    run_record: str
+    efficiency: float | None = None
+    speedup: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"world_size": self.world_size, "strategy": self.strategy,
+                "samples_per_s": round(self.samples_per_s, 1),
+                "efficiency": None if self.efficiency is None else round(self.efficiency, 4),
+                "speedup": None if self.speedup is None else round(self.speedup, 3),
+                "step_ms": None if self.step_s is None else round(1000 * self.step_s, 3),
+                "data_wait_ms": None if self.data_wait_s is None else round(1000 * self.data_wait_s, 3),
+                "compute_comm_ms": None if self.compute_s is None else round(1000 * self.compute_s, 3),
+                "run_record": self.run_record}
+
+
+def measure(train_argv: list[str], world_size: int, strategy: str, backend: str,
+            on_line: Callable[[int | None, str], None] | None = None, env: dict[str, str] | None = None) -> Point:
+    """One real run; its throughput is the sum of every rank's own samples/s."""
+    target = [*WORKER, *train_argv, "--strategy", strategy]
+    run: Run = launch(LaunchSpec(target=target, nproc=world_size, backend=backend, env=dict(env or {}),
+                                 label=f"scaling-{strategy}-{world_size}"))
+    try:
+        for rank, _stream, line in run.lines():
+            if on_line:
+                on_line(rank, line)
+        result = run.wait()
+    except BaseException:
+        run.stop()
+        raise
+    summary = summarize(run.record.events_path, world_size)
+    if result.get("status") != "finished" or not summary["complete"]:
+        errors = "; ".join(f"rank {r['rank']}: {r['error']}" for r in summary["ranks"] if r.get("error"))
+        raise ScalingError(f"the {world_size}-rank {strategy} run failed ({errors or result.get('status')}); "
+                           f"see its record: {run.record.path}")
+    return Point(world_size, strategy, summary["samples_per_s"], summary["step_s"], summary["data_wait_s"],
+                 summary["compute_s"], str(run.record.path))
+
+
+def rate_points(points: list[Point], baseline: float) -> list[Point]:
+    for point in points:
+        point.speedup = point.samples_per_s / baseline if baseline > 0 else None
+        point.efficiency = point.samples_per_s / (point.world_size * baseline) if baseline > 0 else None
+    return points
+
+
+def scaling_report(train_argv: list[str], max_devices: int, backend: str,
+                   on_line: Callable[[int | None, str], None] | None = None,
+                   on_point: Callable[[Point], None] | None = None) -> list[Point]:
+    """1 device without DDP (the baseline), then DDP on 2…max_devices ranks.
+
+    On CPU ranks a "device" is an equal share of the cores: every run gets the same threads per rank,
+    or the 1-rank baseline would use all cores and the comparison would say nothing about DDP.
+    """
+    env = {}
+    if backend == "gloo":
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max_devices))
+    points = [measure(train_argv, 1, "single", backend, on_line, env)]
+    if on_point:
+        on_point(points[0])
+    for world_size in range(2, max_devices + 1):
+        points.append(measure(train_argv, world_size, "ddp", backend, on_line, env))
+        if on_point:
+            on_point(points[-1])
+    return rate_points(points, points[0].samples_per_s)

@@ -1,0 +1,261 @@
+"""The evidence each check rule looks for: one small function per rule, referenced from the table in
+check_rules.py. Each yields (node, message-or-None) for every place the rule fires, and yields
+nothing when the structure is unknown (a guess would be worse than silence)."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from mgtutor.diagnostics.check.model import (
+    DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name,
+)
+
+Hits = Iterator[tuple[ast.AST, "str | None"]]
+
+DDP = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel")
+FSDP = ("torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard")
+INIT = ("torch.distributed.init_process_group",)
+DATALOADER = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
+DIST_SAMPLER = ("torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler")
+DATAPARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                "torch.nn.parallel.data_parallel.DataParallel")
+SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes")
+COLLECTIVES = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_into_tensor",
+               "all_gather_object", "broadcast", "broadcast_object_list", "reduce", "reduce_scatter",
+               "reduce_scatter_tensor", "gather", "gather_object", "scatter", "scatter_object_list",
+               "all_to_all", "all_to_all_single", "new_group"}
+DIST_WORDS = {"ddp", "distributed", "dist", "world", "rank", "initialized", "multiprocessing", "nproc", "gpus"}
+CUDA_INDEX = re.compile(r"^cuda:\d+$")
+DISK_READS = {"open", "imread", "read_image", "decode_image", "load", "read_csv", "read_parquet", "loadtxt",
+              "read_file", "fromfile", "memmap"}
+
+
+# -- shared facts ------------------------------------------------------------------------------
+def fact(func):
+    """Answer once per script: several rules ask the same question."""
+    def cached(m: ScriptModel):
+        if func.__name__ not in m.facts:
+            m.facts[func.__name__] = func(m)
+        return m.facts[func.__name__]
+    cached.__name__, cached.__doc__ = func.__name__, func.__doc__
+    return cached
+
+
+@fact
+def manual_ddp(m: ScriptModel) -> bool:
+    """The script sets up torch.distributed itself (not through Accelerate or Lightning)."""
+    return bool(m.calls_to(*INIT) or m.calls_to(*DDP) or m.calls_to(*FSDP)) and not uses_accelerate(m)
+
+
+@fact
+def uses_accelerate(m: ScriptModel) -> bool:
+    return m.mentions("accelerate")
+
+
+@fact
+def distributed(m: ScriptModel) -> bool:
+    return manual_ddp(m) or uses_accelerate(m) or bool(m.calls_to(*SPAWN, bare=False))
+
+
+@fact
+def uses_cuda(m: ScriptModel) -> bool:
+    return bool(m.method_calls("cuda")) or any(re.match(r"^cuda(:\d+)?$", s.value) for s in m.strings())
+
+
+@fact
+def sets_visible_devices(m: ScriptModel) -> bool:
+    """A script that sets CUDA_VISIBLE_DEVICES per rank may rightly use cuda:0; we cannot tell."""
+    return any(s.value == "CUDA_VISIBLE_DEVICES" for s in m.strings())
+
+
+@fact
+def binds_device(m: ScriptModel) -> bool:
+    if m.method_calls("set_device") or m.calls_to("torch.cuda.device", bare=False):
+        return True
+    return any(keyword(c, "device_ids") is not None or len(c.args) > 1 for c in m.calls_to(*DDP)) or \
+        any(keyword(c, "device_id") is not None for c in m.calls_to(*INIT))
+
+
+def mentions_distribution(m: ScriptModel, test: ast.AST) -> bool:
+    for node in ast.walk(test):
+        name = last_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name and (set(identifier_parts(name)) & DIST_WORDS or m.is_rank_test(node)):
+            return True
+    return False
+
+
+def in_distribution_branch(m: ScriptModel, node: ast.AST) -> bool:
+    """Inside `if ddp: … else: …` the other branch is the single-process path; leave it alone."""
+    current = m.parent.get(node)
+    while current is not None and not isinstance(current, DEF_NODES):
+        if isinstance(current, (ast.If, ast.IfExp)) and mentions_distribution(m, current.test):
+            return True
+        current = m.parent.get(current)
+    return False
+
+
+def mentions_rank(m: ScriptModel, nodes: list[ast.AST]) -> bool:
+    return any(m.is_rank_test(n) for node in nodes for n in ast.walk(node)
+               if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)))
+
+
+def sampler_arg(call: ast.Call) -> ast.expr | None:
+    value = keyword(call, "sampler") or keyword(call, "batch_sampler")
+    if value is None and len(call.args) >= 4:
+        value = call.args[3]
+    return None if constant(value, "x") is None else value
+
+
+# -- rules --------------------------------------------------------------------------------------
+def no_distributed_sampler(m: ScriptModel) -> Hits:
+    if not manual_ddp(m) or any("IterableDataset" in (dotted(b) or "") for c in m.nodes
+                                if isinstance(c, ast.ClassDef) for b in c.bases):
+        return
+    loaders = [c for c in m.calls_to(*DATALOADER) if not has_star_kwargs(c)]
+    if any(sampler_arg(c) is not None for c in loaders):
+        return  # one loader is sharded; others are likely evaluation loaders: unknown
+    created = m.calls_to(*DIST_SAMPLER)
+    for call in loaders:
+        if created:
+            yield call, (f"a DistributedSampler is created (line {created[0].lineno}) but this DataLoader does not "
+                         "get it: every rank still reads the whole dataset")
+        else:
+            yield call, None
+
+
+def no_ddp_wrap(m: ScriptModel) -> Hits:
+    """init_process_group and a training step, but nothing that averages gradients across ranks."""
+    inits = m.calls_to(*INIT)
+    if not inits or uses_accelerate(m) or not m.method_calls("backward") or not m.method_calls("step"):
+        return
+    syncs = ("DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard",
+             "all_reduce", "reduce_scatter", "all_gather", "all_gather_into_tensor", "deepspeed", "horovod")
+    names = {last_name(n) for n in m.nodes if isinstance(n, (ast.Name, ast.Attribute))}
+    names |= {a.split(".")[-1] for a in m.aliases.values()} | {a.split(".")[0] for a in m.aliases.values()}
+    if not names & set(syncs):
+        yield inits[0], None
+
+
+def sampler_with_shuffle(m: ScriptModel) -> Hits:
+    for call in m.calls_to(*DATALOADER):
+        if sampler_arg(call) is not None and constant(keyword(call, "shuffle")) is True:
+            yield call, None
+
+
+def sampler_without_set_epoch(m: ScriptModel) -> Hits:
+    if m.method_calls("set_epoch"):
+        return
+    for call in m.calls_to(*DIST_SAMPLER):
+        shuffle = keyword(call, "shuffle") if keyword(call, "shuffle") is not None else \
+            (call.args[3] if len(call.args) > 3 else None)
+        if constant(shuffle, True) is not False and not has_star_kwargs(call):
+            yield call, None
+
+
+def no_set_device(m: ScriptModel) -> Hits:
+    if not manual_ddp(m) or binds_device(m) or sets_visible_devices(m) or not uses_cuda(m):
+        return
+    inits = m.calls_to(*INIT)
+    nccl = any(s.value.lower() == "nccl" for s in m.strings()) or m.mentions("torch.distributed.Backend.NCCL") \
+        or any(not c.args and keyword(c, "backend") is None and not has_star_kwargs(c) for c in inits)
+    if nccl:
+        yield (inits or m.calls_to(*DDP, *FSDP))[0], None
+
+
+def hardcoded_cuda0(m: ScriptModel) -> Hits:
+    if not manual_ddp(m) or sets_visible_devices(m):
+        return
+    for node in _fixed_device_uses(m):
+        if not in_distribution_branch(m, node) and m.runs_on_all_ranks(node) is not False:
+            yield node, None
+
+
+def _fixed_device_uses(m: ScriptModel) -> Iterator[ast.AST]:
+    ddp_calls = {id(c) for c in m.calls_to(*DDP)}
+    for s in m.strings():
+        if CUDA_INDEX.match(s.value) and _is_device_context(m, s):
+            yield s
+    for call in m.calls:
+        name = last_name(call.func)
+        if name in ("cuda", "set_device", "device", "to") and call.args and \
+                any(type(a) is ast.Constant and type(a.value) is int for a in call.args[-1:]):
+            if name != "device" or m.resolve(call.func) in ("torch.device", "torch.cuda.device"):
+                yield call
+        ids = keyword(call, "device_ids") if id(call) in ddp_calls else None
+        if isinstance(ids, (ast.List, ast.Tuple)) and ids.elts and all(type(constant(e)) is int for e in ids.elts):
+            yield ids
+
+
+def _is_device_context(m: ScriptModel, node: ast.AST) -> bool:
+    parent = m.parent.get(node)
+    if isinstance(parent, ast.keyword):
+        return parent.arg in ("device", "map_location")
+    if isinstance(parent, ast.Call):
+        return last_name(parent.func) in ("to", "device", "set_device")
+    if isinstance(parent, ast.Assign):
+        return any("device" in (last_name(t) or "") for t in parent.targets)
+    return False
+
+
+def dataparallel(m: ScriptModel) -> Hits:
+    for call in m.calls_to(*DATAPARALLEL):
+        yield call, None
+
+
+def distributed_launch(m: ScriptModel) -> Hits:
+    for node in m.nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names]
+            if any(n.startswith("torch.distributed.launch") for n in names):
+                yield node, None
+                return
+    for s in m.strings():
+        if "torch.distributed.launch" in s.value:
+            yield s, None
+            return
+
+
+def local_rank_argument(m: ScriptModel) -> Hits:
+    if any(s.value == "LOCAL_RANK" for s in m.strings()):
+        return
+    for call in m.method_calls("add_argument"):
+        if any(constant(a) in ("--local_rank", "--local-rank") for a in call.args):
+            yield call, None
+
+
+def spawn_master_port(m: ScriptModel) -> Hits:
+    if not m.calls_to(*SPAWN, bare=False):
+        return
+    for s in m.strings():
+        parent = m.parent.get(s)
+        if s.value == "MASTER_PORT" and (isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store)
+                                         or isinstance(parent, ast.Call) and last_name(parent.func) == "setdefault"):
+            yield s, None
+            return
+
+
+def nccl_without_fallback(m: ScriptModel) -> Hits:
+    for call in m.calls_to(*INIT):
+        backend = keyword(call, "backend") or (call.args[0] if call.args else None)
+        if isinstance(constant(backend), str) and constant(backend).lower() == "nccl" and not _under_cuda_test(m, call):
+            yield call, None
+
+
+def _under_cuda_test(m: ScriptModel, node: ast.AST) -> bool:
+    current = m.parent.get(node)
+    while current is not None:
+        if isinstance(current, (ast.If, ast.IfExp, ast.While)) and any(
+                "cuda" in (dotted(n) or "").lower() or "is_available" in (dotted(n) or "") or constant(n) == "cuda"
+                for n in ast.walk(current.test)):
+            return True
+        current = m.parent.get(current)
+    return False
+
+
+def init_without_timeout(m: ScriptModel) -> Hits:
+    for call in m.calls_to(*INIT):
+        if keyword(call, "timeout") is None and not has_star_kwargs(call):
+            yield call, None

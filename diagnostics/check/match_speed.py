@@ -1,0 +1,97 @@
+"""Check rules about speed and precision: per-step syncs, find_unused_parameters, data loading from
+disk, deprecated AMP and float16 without a scaler. Same contract as check_match.py."""
+from __future__ import annotations
+
+import ast
+
+from mgtutor.diagnostics.check.match import DATALOADER, DDP, DISK_READS, Hits, uses_accelerate, uses_cuda
+from mgtutor.diagnostics.check.model import (
+    ScriptModel, constant, dotted, has_star_kwargs, keyword, last_name, walk_local,
+)
+
+
+def deprecated_cuda_amp(m: ScriptModel) -> Hits:
+    seen = set()
+    for node in m.nodes:
+        hit = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.cuda.amp") or \
+            isinstance(node, ast.Attribute) and (m.resolve(node) or "").startswith("torch.cuda.amp.") \
+            and not isinstance(m.parent.get(node), ast.Attribute)
+        if hit and node.lineno not in seen:
+            seen.add(node.lineno)
+            yield node, None
+
+
+def fp16_without_scaler(m: ScriptModel) -> Hits:
+    if uses_accelerate(m) or not any(last_name(c.func) == "backward" for c in m.calls) \
+            or any(last_name(c.func) in ("GradScaler", "ShardedGradScaler") for c in m.calls):
+        return
+    for call in m.calls:
+        if last_name(call.func) == "autocast" and _autocast_is_fp16(m, call):
+            yield call, None
+            return
+    for call in m.method_calls("half"):
+        if not call.args:
+            yield call, "the model trains in float16 (.half()) with no GradScaler: small gradients underflow to zero"
+            return
+
+
+def _autocast_is_fp16(m: ScriptModel, call: ast.Call) -> bool:
+    if constant(keyword(call, "enabled"), True) is False or has_star_kwargs(call):
+        return False
+    dtype = keyword(call, "dtype")
+    if dtype is not None:
+        return (dotted(dtype) or "").rsplit(".", 1)[-1] in ("float16", "half")
+    device = keyword(call, "device_type") or (call.args[0] if call.args else None)
+    return (m.resolve(call.func) or "").startswith("torch.cuda.amp.") or constant(device) == "cuda"
+
+
+def find_unused_parameters(m: ScriptModel) -> Hits:
+    for call in m.calls_to(*DDP):
+        if constant(keyword(call, "find_unused_parameters")) is True:
+            yield keyword(call, "find_unused_parameters"), None
+
+
+def sync_every_step(m: ScriptModel) -> Hits:
+    for loop in m.training_loops:
+        losses = {dotted(c.func.value) for c in walk_local(loop) if isinstance(c, ast.Call)
+                  and last_name(c.func) == "backward" and isinstance(c.func, ast.Attribute)} - {None}
+        for node in sorted(walk_local(loop), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
+            if not isinstance(node, ast.Call) or not m.unconditional_in(node, loop):
+                continue
+            if last_name(node.func) == "item" and not node.args:
+                yield node, None
+                break
+            if dotted(node.func) == "print" and any(dotted(n) in losses for n in ast.walk(node)
+                                                    if isinstance(n, (ast.Name, ast.Attribute))):
+                yield node, "print() of the loss on every step waits for the GPU (a sync per step)"
+                break
+
+
+def slow_dataloader(m: ScriptModel) -> Hits:
+    if not _reads_from_disk(m):
+        return
+    cuda = uses_cuda(m)
+    for call in m.calls_to(*DATALOADER):
+        if has_star_kwargs(call) or len(call.args) > 5:
+            continue
+        missing = []
+        workers = keyword(call, "num_workers")
+        if workers is None or constant(workers) == 0:
+            missing.append("num_workers")
+        if cuda and constant(keyword(call, "pin_memory"), False if keyword(call, "pin_memory") is None else True) is False:
+            missing.append("pin_memory=True")
+        if missing:
+            yield call, f"this DataLoader reads files from disk without {' and '.join(missing)}: " \
+                        "the GPU waits on one process decoding data"
+
+
+def _reads_from_disk(m: ScriptModel) -> bool:
+    for call in m.calls:
+        full = m.resolve(call.func) or ""
+        if full.startswith("torchvision.datasets.") or last_name(call.func) in ("ImageFolder", "DatasetFolder") \
+                or full.startswith("datasets.load_dataset"):
+            return True
+    for fn in m.functions.get("__getitem__", []):
+        if any(isinstance(c, ast.Call) and last_name(c.func) in DISK_READS for c in walk_local(fn)):
+            return True
+    return False

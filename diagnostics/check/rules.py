@@ -1,0 +1,208 @@
+"""The rules of `mgtutor check`, as data: what each finds, why it matters, the fix as a small
+before/after snippet, and the lesson that teaches it. The evidence each looks for is a small
+function in check_match.py, check_match_ranks.py or check_match_speed.py.
+
+Severities: `error` — the job trains wrong, crashes or hangs; `warning` — very likely a bug or a
+deprecated API; `advice` — it works, but slower or harder to run than it needs to be.
+Tags name the symptom a rule explains (Troubleshoot filters by them): data, device, speed, hang,
+output, precision, launch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from mgtutor.diagnostics.check import match
+from mgtutor.diagnostics.check import match_ranks as ranks
+from mgtutor.diagnostics.check import match_speed as speed
+from mgtutor.diagnostics.check.model import ScriptModel
+
+SEVERITIES = ("error", "warning", "advice")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str
+    title: str                 # what was found, one line
+    why: str                   # why it matters
+    fix: str                   # what to do, one line
+    before: str                # the fix as code: before …
+    after: str                 # … and after
+    lesson: str
+    tags: tuple[str, ...]
+    find: Callable[[ScriptModel], match.Hits]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("ddp-no-sampler", "error",
+         "DataLoader without a DistributedSampler in a distributed script: every rank trains on the same batches",
+         "Each rank iterates the whole dataset, so N GPUs do N times the work per epoch and see the same samples.",
+         "give the DataLoader sampler=DistributedSampler(dataset) (and drop shuffle=True)",
+         "loader = DataLoader(ds, batch_size=64, shuffle=True)",
+         "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, batch_size=64, sampler=sampler)",
+         "05-distributed-sampler", ("data", "speed"), match.no_distributed_sampler),
+    Rule("no-ddp-wrap", "warning",
+         "init_process_group is called but the model is never wrapped in DistributedDataParallel",
+         "Without DDP (or FSDP, or an all_reduce of the gradients) nothing averages gradients across ranks: "
+         "each rank trains its own copy and the copies drift apart.",
+         "wrap the model after moving it to its device (unless this file hands it to code that does)",
+         "model = make_model().to(device)",
+         "model = DDP(make_model().to(device), device_ids=[local_rank])",
+         "04-ddp-torchrun", ("speed",), match.no_ddp_wrap),
+    Rule("sampler-with-shuffle", "error",
+         "DataLoader gets both a sampler and shuffle=True",
+         "PyTorch refuses the pair (ValueError: sampler option is mutually exclusive with shuffle); "
+         "the DistributedSampler already shuffles.",
+         "drop shuffle=True; the sampler shuffles (DistributedSampler(ds, shuffle=True) is its default)",
+         "DataLoader(ds, sampler=sampler, shuffle=True)", "DataLoader(ds, sampler=sampler)",
+         "05-distributed-sampler", ("data",), match.sampler_with_shuffle),
+    Rule("sampler-no-set-epoch", "warning",
+         "DistributedSampler shuffles but sampler.set_epoch(epoch) is never called",
+         "The shuffle is seeded with the epoch number; without set_epoch every epoch sees the same order.",
+         "call sampler.set_epoch(epoch) at the start of each epoch",
+         "for epoch in range(epochs):\n    for x, y in loader:",
+         "for epoch in range(epochs):\n    sampler.set_epoch(epoch)\n    for x, y in loader:",
+         "05-distributed-sampler", ("data",), match.sampler_without_set_epoch),
+    Rule("no-set-device", "warning",
+         "NCCL is used but no torch.cuda.set_device(local_rank) and no DDP device_ids",
+         "Every rank's current CUDA device stays GPU 0: whatever goes to \"cuda\" or .cuda() lands there, and "
+         "NCCL may pick the wrong GPU for its communicators and barrier.",
+         "pin each rank to its GPU right after reading LOCAL_RANK",
+         'dist.init_process_group("nccl")\nmodel = DDP(model.cuda())',
+         'local_rank = int(os.environ["LOCAL_RANK"])\ntorch.cuda.set_device(local_rank)\n'
+         'dist.init_process_group("nccl")\nmodel = DDP(model.cuda(), device_ids=[local_rank])',
+         "04-ddp-torchrun", ("device", "hang"), match.no_set_device),
+    Rule("hardcoded-cuda0", "error",
+         "a fixed GPU (cuda:0) is hard-coded where each rank's local GPU belongs",
+         "Every rank puts its model and data on the same GPU: one GPU busy, the others idle, and NCCL may fail "
+         "with 'Duplicate GPU detected'.",
+         "use the local rank: torch.device('cuda', local_rank)",
+         'model.to("cuda:0")', 'local_rank = int(os.environ["LOCAL_RANK"])\nmodel.to(torch.device("cuda", local_rank))',
+         "04-ddp-torchrun", ("device",), match.hardcoded_cuda0),
+    Rule("unguarded-checkpoint", "warning",
+         "checkpoint saved on every rank",
+         "All ranks write the same file at once: wasted I/O at best, a corrupt or half-written checkpoint at worst.",
+         "save on rank 0 only (the DDP weights are the same on every rank)",
+         'torch.save(model.state_dict(), "ckpt.pt")',
+         'if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), "ckpt.pt")',
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_checkpoint),
+    Rule("unguarded-print", "advice",
+         "print/logging runs on every rank",
+         "Each message appears once per GPU, interleaved; with 8 GPUs the log is 8 times longer and harder to read.",
+         "print on rank 0 only, or prefix messages with the rank",
+         'print(f"epoch {epoch} loss {loss:.3f}")',
+         'if rank == 0:\n    print(f"epoch {epoch} loss {loss:.3f}")',
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_print),
+    Rule("unguarded-tracker", "warning",
+         "TensorBoard/W&B logger created on every rank",
+         "Each rank opens its own writer: duplicate runs, clashing event files, N copies of every curve.",
+         "create the writer on rank 0 only",
+         "writer = SummaryWriter(log_dir)",
+         "writer = SummaryWriter(log_dir) if rank == 0 else None",
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_tracker),
+    Rule("collective-in-rank-branch", "error",
+         "a collective runs inside a rank-only branch",
+         "Collectives (barrier, all_reduce, …) need every rank; the ranks that skip the branch never join, so "
+         "the job hangs until the NCCL timeout.",
+         "call the collective on every rank, outside the rank check",
+         "if rank == 0:\n    save(model)\n    dist.barrier()",
+         "if rank == 0:\n    save(model)\ndist.barrier()",
+         "14-when-it-goes-wrong", ("hang",), ranks.collective_in_rank_branch),
+    Rule("dataparallel", "advice",
+         "nn.DataParallel: one process drives every GPU",
+         "DataParallel copies the model each step and gathers outputs on GPU 0 (the GIL-bound bottleneck); "
+         "DDP with one process per GPU is faster even on a single machine.",
+         "use DistributedDataParallel launched with torchrun",
+         "model = nn.DataParallel(model).cuda()",
+         "model = DDP(model.to(local_rank), device_ids=[local_rank])  # torchrun --nproc-per-node N",
+         "03-dataparallel", ("speed", "device"), match.dataparallel),
+    Rule("torch-distributed-launch", "warning",
+         "torch.distributed.launch is deprecated",
+         "torchrun replaces it: it sets RANK/LOCAL_RANK/WORLD_SIZE in the environment and can restart failed workers.",
+         "launch with torchrun (python -m torch.distributed.run)",
+         "python -m torch.distributed.launch --nproc_per_node 4 train.py",
+         "torchrun --nproc-per-node 4 train.py",
+         "04-ddp-torchrun", ("launch",), match.distributed_launch),
+    Rule("local-rank-argument", "warning",
+         "the local rank comes from a --local_rank argument, which torchrun does not pass",
+         "torchrun sets LOCAL_RANK in the environment; the argument keeps its default, so every rank picks the "
+         "same GPU (or the script thinks it is not distributed).",
+         "read the environment variable",
+         'parser.add_argument("--local_rank", type=int, default=-1)',
+         'local_rank = int(os.environ["LOCAL_RANK"])',
+         "04-ddp-torchrun", ("launch", "device"), match.local_rank_argument),
+    Rule("spawn-master-port", "advice",
+         "mp.spawn with a hand-set MASTER_PORT",
+         "A fixed port collides with any other job on the machine (EADDRINUSE); torchrun picks the rendezvous "
+         "for you and starts one process per GPU.",
+         "drop mp.spawn and the env setup; launch with torchrun",
+         'os.environ["MASTER_PORT"] = "12355"\nmp.spawn(train, nprocs=n)',
+         "# torchrun --nproc-per-node n train.py\ndist.init_process_group()",
+         "04-ddp-torchrun", ("launch",), match.spawn_master_port),
+    Rule("deprecated-cuda-amp", "warning",
+         "torch.cuda.amp is deprecated",
+         "torch.cuda.amp.autocast/GradScaler print FutureWarnings and will go; torch.amp takes the device as an "
+         "argument.",
+         "use torch.amp with the device type",
+         "with torch.cuda.amp.autocast():\nscaler = torch.cuda.amp.GradScaler()",
+         'with torch.autocast("cuda", dtype=torch.float16):\nscaler = torch.amp.GradScaler("cuda")',
+         "10-mixed-precision", ("precision",), speed.deprecated_cuda_amp),
+    Rule("fp16-no-scaler", "warning",
+         "float16 training without a GradScaler",
+         "float16 gradients underflow to zero without loss scaling, so training silently stalls; bfloat16 needs "
+         "no scaler.",
+         "add a GradScaler, or use dtype=torch.bfloat16",
+         "with torch.autocast('cuda', dtype=torch.float16):\n    loss = model(x)\nloss.backward()",
+         "scaler = torch.amp.GradScaler('cuda')\n...\nscaler.scale(loss).backward()\nscaler.step(opt); scaler.update()",
+         "10-mixed-precision", ("precision",), speed.fp16_without_scaler),
+    Rule("find-unused-parameters", "advice",
+         "find_unused_parameters=True",
+         "DDP then walks the autograd graph after every forward to find unused parameters: slower steps.",
+         "leave it off unless DDP's error asks for it (make every output reach the loss instead)",
+         "DDP(model, device_ids=[r], find_unused_parameters=True)", "DDP(model, device_ids=[r])",
+         "04-ddp-torchrun", ("speed",), speed.find_unused_parameters),
+    Rule("sync-every-step", "advice",
+         ".item() on every training step",
+         "Each .item() (or print of a tensor) waits for the GPU to finish: the CPU cannot queue the next step, "
+         "and the GPU idles between steps.",
+         "keep the running loss on the GPU and read it every N steps",
+         "total += loss.item()",
+         "total += loss.detach()\nif step % 50 == 0:\n    print(total.item() / (step + 1))",
+         "12-watching-a-run", ("speed",), speed.sync_every_step),
+    Rule("nccl-no-fallback", "advice",
+         "backend 'nccl' is hard-coded",
+         "NCCL needs CUDA GPUs: on a CPU-only machine (a laptop, a CI runner) init_process_group fails instead "
+         "of falling back to gloo.",
+         "choose the backend from the hardware",
+         'dist.init_process_group("nccl")',
+         'dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")',
+         "13-nccl-topology", ("device", "launch"), match.nccl_without_fallback),
+    Rule("init-no-timeout", "advice",
+         "init_process_group without a timeout",
+         "The default is 10 minutes (NCCL: up to 30): a missing rank or a stuck collective hangs that long "
+         "before any error appears.",
+         "pass a timeout that fits your job",
+         'dist.init_process_group("nccl")',
+         'dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))',
+         "14-when-it-goes-wrong", ("hang",), match.init_without_timeout),
+    Rule("dataloader-slow", "advice",
+         "DataLoader reads from disk in the training process",
+         "With num_workers=0 the training process itself decodes every batch while the GPU waits; without "
+         "pin_memory the copy to the GPU cannot overlap compute.",
+         "load in worker processes and pin host memory",
+         "DataLoader(ds, batch_size=64, sampler=sampler)",
+         "DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True,\n"
+         "           persistent_workers=True)",
+         "09-data-loading", ("speed", "data"), speed.slow_dataloader),
+)
+
+RULES_BY_ID = {rule.id: rule for rule in RULES}
+
+# Troubleshoot's symptoms and the tags of the rules that can explain them.
+SYMPTOM_TAGS: dict[str, tuple[str, ...]] = {
+    "one-gpu-busy": ("device",),
+    "same-data": ("data",),
+    "no-speedup": ("speed", "data"),
+    "hang": ("hang",),
+}

@@ -1,0 +1,177 @@
+"""`mgtutor check`: find the classic multi-GPU mistakes in a training script by reading it.
+
+The script is parsed with Python's `ast`, never imported or run. The rules live in check_rules.py
+(data) and check_match.py (the evidence each looks for). Public API:
+
+    check_file(path) -> list[CheckFinding]          raises CheckError for unreadable input
+    check_source(text, filename) -> list[CheckFinding]
+    findings_with_tags(findings, *tags), findings_for_symptom(findings, "one-gpu-busy")
+"""
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
+
+MAX_BYTES = 2_000_000   # a training script is kilobytes; beyond this it is data or generated code
+
+
+class CheckError(Exception):
+    """The script cannot be checked (unreadable, not Python 3, too big); one line for the user."""
+
+
+@dataclass(frozen=True)
+class CheckFinding:
+    rule: str
+    severity: str
+    file: str
+    line: int
+    message: str
+    fix: str
+    lesson: str
+    column: int = 0
+    code: str = ""
+    why: str = ""
+    fix_before: str = ""
+    fix_after: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["tags"] = list(self.tags)
+        return data
+
+
+def check_file(path: str | Path) -> list[CheckFinding]:
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise CheckError(f"{path} is a directory, not a Python script")
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise CheckError(f"{path} is {size / 1e6:.1f} MB; mgtutor check reads scripts up to "
+                             f"{MAX_BYTES // 1_000_000} MB")
+        data = path.read_bytes()
+    except CheckError:
+        raise
+    except FileNotFoundError:
+        raise CheckError(f"no such file: {path}") from None
+    except PermissionError:
+        raise CheckError(f"cannot read {path}: permission denied") from None
+    except OSError as exc:
+        raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return check_bytes(data, str(path))
+
+
+def check_bytes(data: bytes, filename: str = "<script>") -> list[CheckFinding]:
+    if len(data) > MAX_BYTES:
+        raise CheckError(f"{filename} is {len(data) / 1e6:.1f} MB; mgtutor check reads scripts up to "
+                         f"{MAX_BYTES // 1_000_000} MB")
+    return check_source(decode_source(data, filename), filename)
+
+
+def decode_source(data: bytes, filename: str = "<script>") -> str:
+    """Bytes to text the way Python would read them (a coding cookie, else UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        if "unknown encoding" in str(exc):
+            raise CheckError(f"{filename}: {exc.msg}") from None
+        encoding = "utf-8"  # a bad byte in the first lines: let the decode below say where
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise CheckError(f"{filename}: not {encoding} text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                         "is this a Python script?") from None
+    except LookupError:
+        raise CheckError(f"{filename}: unknown source encoding {encoding!r}") from None
+
+
+def check_source(text: str, filename: str = "<script>") -> list[CheckFinding]:
+    if len(text) > MAX_BYTES:
+        raise CheckError(f"{filename} is too large to check ({len(text)} characters)")
+    tree = parse(text, filename)
+    try:
+        model = ScriptModel(tree, text, filename)
+        findings = [f for rule in RULES for f in run_rule(rule, model)]
+    except RecursionError:
+        raise CheckError(f"{filename}: nested too deeply to analyse") from None
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(findings, key=lambda f: (order[f.severity], f.line, f.rule))
+
+
+def parse(text: str, filename: str) -> ast.Module:
+    if "\0" in text:
+        raise CheckError(f"{filename}: contains NUL bytes; not a Python script")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are the script's business
+            return ast.parse(text, filename=filename)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}: " if exc.lineno else ""
+        if looks_like_python2(text, exc):
+            raise CheckError(f"{filename}: {where}Python 2 syntax ({exc.msg}); mgtutor check reads Python 3 "
+                             "scripts") from None
+        raise CheckError(f"{filename}: {where}syntax error: {exc.msg}") from None
+    except (MemoryError, RecursionError):
+        raise CheckError(f"{filename}: nested too deeply for Python's parser; not a training script?") from None
+    except ValueError as exc:
+        raise CheckError(f"{filename}: cannot be parsed ({str(exc)[:100]})") from None
+
+
+PY2_LINE = re.compile(r"^\s*(print\s+[\"'\w]|exec\s+[\"'\w]|except\s+[\w.]+\s*,\s*\w+\s*:|raise\s+\w+\s*,)"
+                      r"|\bur[\"']|<>|^\s*\w+\s*=\s*`")
+
+
+def looks_like_python2(text: str, exc: SyntaxError) -> bool:
+    if any(sign in (exc.msg or "") for sign in ("Missing parentheses in call to", "leading zeros in decimal")):
+        return True
+    if exc.lineno and 0 < exc.lineno <= len(text.splitlines()):
+        return bool(PY2_LINE.search(text.splitlines()[exc.lineno - 1]))
+    return False
+
+
+def run_rule(rule: Rule, model: ScriptModel) -> list[CheckFinding]:
+    found, seen = [], set()
+    for node, message in rule.find(model):
+        line = getattr(node, "lineno", 1)
+        if (line, message) in seen:
+            continue
+        seen.add((line, message))
+        found.append(CheckFinding(
+            rule=rule.id, severity=rule.severity, file=model.filename, line=line,
+            column=getattr(node, "col_offset", 0), message=message or rule.title, fix=rule.fix,
+            lesson=rule.lesson, code=model.line(line).strip(), why=rule.why,
+            fix_before=rule.before, fix_after=rule.after, tags=rule.tags))
+    return found
+
+
+def has_errors(findings: list[CheckFinding]) -> bool:
+    return any(f.severity == "error" for f in findings)
+
+
+def findings_with_tags(findings: list[CheckFinding], *tags: str) -> list[CheckFinding]:
+    wanted = set(tags)
+    return [f for f in findings if wanted & set(f.tags)]
+
+
+def findings_for_symptom(findings: list[CheckFinding], symptom: str) -> list[CheckFinding]:
+    """The findings that can explain a Troubleshoot symptom: one-gpu-busy, same-data, no-speedup, hang."""
+    if symptom not in SYMPTOM_TAGS:
+        raise KeyError(f"unknown symptom {symptom!r}; known: {', '.join(SYMPTOM_TAGS)}")
+    return findings_with_tags(findings, *SYMPTOM_TAGS[symptom])
+
+
+def rule(rule_id: str) -> Rule:
+    return RULES_BY_ID[rule_id]
+
+
+def summary_counts(findings: list[CheckFinding]) -> dict[str, int]:
+    return {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}

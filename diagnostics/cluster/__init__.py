@@ -1,0 +1,1 @@
+"""Job files for cluster schedulers (Slurm)."""

@@ -1,0 +1,1 @@
+"""Doctor and probes: versions, devices, topology, limits, rendezvous probe; saved reports."""

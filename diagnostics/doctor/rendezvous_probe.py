@@ -1,0 +1,122 @@
+"""`mgtutor doctor --rendezvous`, the parent side: start N probe ranks, wait, and say who joined
+when — or which ranks never joined and what to check. Headless and torch-free."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+
+ADVICE = [
+    "MASTER_ADDR and MASTER_PORT: the same on every node, and the address reachable from every node",
+    "world size: --nnodes × --nproc-per-node must equal the number of ranks you actually start",
+    "firewall: MASTER_PORT (and the ports NCCL/gloo pick) must be open between the nodes",
+    "network interface: NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME must name an interface that reaches the other nodes",
+    "the missing rank's own log: it may have crashed, or still be importing, before it joined",
+]
+
+
+@dataclass
+class ProbeOptions:
+    nproc: int | None = 2
+    timeout: float = 30.0
+    backend: str = "auto"
+    skip_ranks: list[int] = field(default_factory=list)
+
+    def target(self) -> list[str]:
+        argv = ["-m", "mgtutor.diagnostics.doctor.rendezvous", "--timeout", f"{self.timeout:g}"]
+        for rank in self.skip_ranks:
+            argv += ["--skip-rank", str(rank)]
+        return argv
+
+
+def start(options: ProbeOptions) -> Run:
+    return launch(LaunchSpec(target=options.target(), nproc=options.nproc, backend=options.backend,
+                             label="rendezvous"))
+
+
+def wait(run: Run, options: ProbeOptions, tick: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Wait for the probe (stopping it if it overruns its own timeout badly) and build the report."""
+    deadline = time.monotonic() + options.timeout * 2 + 120  # imports + init + the probe's own timeout
+    while run.running():
+        if time.monotonic() > deadline:
+            run.stop()
+            break
+        if tick:
+            tick()
+        time.sleep(0.1)
+    result = run.wait()
+    return report(run, options, result)
+
+
+def report(run: Run, options: ProbeOptions, result: dict[str, Any]) -> dict[str, Any]:
+    meta = run.record.meta()
+    started, world = meta["started"], meta["world_size"]
+    ranks: dict[int, dict[str, Any]] = {r: {"rank": r, "status": "missing", "joined_s": None, "init_s": None,
+                                            "barrier_s": None, "allreduce_s": None, "error": None}
+                                        for r in range(world)}
+    reported_missing: set[int] = set()
+    last: dict[int, float] = {}  # when each rank finished its previous phase
+    for event in read_events(run.record.events_path):
+        entry = ranks.get(event.get("rank"))
+        if entry is None:
+            continue
+        since = round(event["t"] - started, 3)
+        phase = event.get("phase")
+        if event["type"] == "error":
+            entry["error"] = f"{phase}: {event.get('message')}"
+        elif phase == "skipped":
+            entry["status"] = "skipped"
+        elif phase == "arrived":
+            entry.update(status="waiting", joined_s=since)
+            last[entry["rank"]] = since
+        elif phase == "timeout":
+            reported_missing.update(event.get("missing") or [])
+        elif phase in ("init", "barrier", "allreduce"):
+            entry[f"{phase}_s"] = round(since - last.get(entry["rank"], since), 3)
+            last[entry["rank"]] = since
+            if phase == "allreduce":
+                entry["status"] = "joined" if event.get("value") == event.get("expected") else "wrong sum"
+    # A rank that wrote its arrival is not missing, even if an earlier waiter gave up before it came.
+    arrived = {r for r, e in ranks.items() if e["joined_s"] is not None}
+    missing = sorted((reported_missing | (set(ranks) - arrived)) - arrived)
+    ok = not missing and all(e["status"] == "joined" for e in ranks.values())
+    failed = [e for e in ranks.values() if e["error"]]
+    if ok:
+        slowest = max(e["joined_s"] for e in ranks.values())
+        message = f"all {world} ranks joined (the last after {slowest:.2f} s), barrier and all-reduce passed"
+    elif missing:
+        names = ", ".join(str(r) for r in missing)
+        message = (f"rank{'s' if len(missing) > 1 else ''} {names} never joined within {options.timeout:g} s; "
+                   f"the others waited at the rendezvous")
+    elif failed:
+        message = f"rank {failed[0]['rank']} failed at {failed[0]['error']}"
+    else:
+        message = f"the probe did not finish (status {result.get('status')})"
+    return {"ok": ok, "backend": meta["backend"], "world_size": world, "timeout_s": options.timeout,
+            "ranks": list(ranks.values()), "missing": missing, "message": message,
+            "advice": [] if ok else ADVICE, "run_id": run.record.run_id, "run_dir": str(run.record.path)}
+
+
+def format_report(rep: dict[str, Any]) -> str:
+    lines = [f"rendezvous probe: {rep['world_size']} rank(s) on {rep['backend']}, timeout {rep['timeout_s']:g} s"]
+    for e in rep["ranks"]:
+        if e["joined_s"] is None:
+            what = "told not to join (--skip-rank)" if e["status"] == "skipped" else "never joined"
+            lines.append(f"  rank {e['rank']}  {what}")
+            continue
+        steps = "  ".join(f"{name} {e[key]:.3f} s" for name, key in
+                          (("init", "init_s"), ("barrier", "barrier_s"), ("all-reduce", "allreduce_s"))
+                          if e[key] is not None)
+        verb = "arrived after" if e["status"] == "waiting" else "joined after"
+        tail = "  then waited for the others" if e["status"] == "waiting" else f"  {steps}"
+        lines.append(f"  rank {e['rank']}  {verb} {e['joined_s']:.2f} s{tail}".rstrip())
+    lines.append(("✓ " if rep["ok"] else "✗ ") + rep["message"])
+    if rep["advice"]:
+        lines.append("check:")
+        lines += [f"  - {item}" for item in rep["advice"]]
+    lines.append(f"logs: {rep['run_dir']}")
+    return "\n".join(lines)

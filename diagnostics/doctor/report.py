@@ -1,0 +1,161 @@
+"""`mgtutor doctor`: is this machine ready for multi-GPU training? Every item ok / warn / fail,
+with the fix beside what is not ok. Torch facts come from a child process (torchfacts), GPU facts
+from NVML, host facts from the OS; the text form is meant to be pasted into a bug report.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import socket
+import sys
+import time
+from typing import Any
+
+import psutil
+
+from mgtutor.training.runs import nvml
+
+from mgtutor.diagnostics.doctor import torchfacts
+from mgtutor.diagnostics.doctor.checks import run_checks
+from mgtutor.diagnostics.gpu import gpu_handles
+from mgtutor.diagnostics.doctor.topology import read_topology
+
+ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_")
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "WORLD_SIZE", "RANK", "LOCAL_RANK")
+MIB = 1 << 20
+
+
+def _limit(which: int) -> dict[str, int | None]:
+    """Soft and hard limit; None means unlimited."""
+    soft, hard = resource.getrlimit(which)
+    fix = lambda v: None if v == resource.RLIM_INFINITY else int(v)  # noqa: E731
+    return {"soft": fix(soft), "hard": fix(hard)}
+
+
+def host_facts() -> dict[str, Any]:
+    try:
+        shm = os.statvfs("/dev/shm")
+        shm_total = shm.f_blocks * shm.f_frsize // MIB
+        shm_free = shm.f_bavail * shm.f_frsize // MIB
+    except OSError:
+        shm_total = shm_free = None
+    memory = psutil.virtual_memory()
+    return {
+        "hostname": socket.gethostname(), "os": platform.platform(),
+        "cpu_cores": os.cpu_count(), "cpu_physical_cores": psutil.cpu_count(logical=False),
+        "cpu_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "ram_total_mib": memory.total // MIB, "ram_available_mib": memory.available // MIB,
+        "shm_total_mib": shm_total, "shm_free_mib": shm_free,
+        "nofile_limit": _limit(resource.RLIMIT_NOFILE), "memlock_limit": _limit(resource.RLIMIT_MEMLOCK),
+    }
+
+
+def environment() -> dict[str, str]:
+    """The variables that change how distributed PyTorch behaves, as set now."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+def _capability(handle: Any) -> str | None:
+    cap = nvml.query("nvmlDeviceGetCudaComputeCapability", handle)
+    return f"{cap[0]}.{cap[1]}" if cap else None
+
+
+def gpu_facts(topology_gpus: list[Any]) -> list[dict[str, Any]]:
+    links = {g.index: g for g in topology_gpus}
+    gpus = []
+    for index, handle in gpu_handles():
+        memory = nvml.query("nvmlDeviceGetMemoryInfo", handle)
+        link = links.get(index)
+        gpus.append({
+            "index": index, "name": nvml.query("nvmlDeviceGetName", handle, default="NVIDIA GPU"),
+            "uuid": nvml.query("nvmlDeviceGetUUID", handle),
+            "memory_total_mib": None if memory is None else int(memory.total) // MIB,
+            "compute_capability": _capability(handle),
+            "bus_id": link.bus_id if link else None,
+            "pcie_gen": link.pcie_gen if link else None, "pcie_width": link.pcie_width if link else None,
+            "pcie_max_gen": link.pcie_max_gen if link else None,
+            "pcie_max_width": link.pcie_max_width if link else None,
+            "nvlink_links_up": link.nvlink_links_up if link else None,
+        })
+    return gpus
+
+
+def _driver_cuda() -> str | None:
+    version = nvml.query("nvmlSystemGetCudaDriverVersion")
+    return None if not version else f"{version // 1000}.{version % 1000 // 10}"
+
+
+def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole report as JSON-ready data. `torch` = facts already gathered (else asked now)."""
+    facts = torch if torch is not None else torchfacts.gather()
+    topo = read_topology()
+    gpus = gpu_facts(topo.gpus)
+    report: dict[str, Any] = {
+        "generated": time.time(),
+        "versions": {
+            "python": platform.python_version(), "torch": facts.get("torch"), "cuda": facts.get("cuda"),
+            "cudnn": facts.get("cudnn"), "nccl": facts.get("nccl"),
+            "driver": nvml.query("nvmlSystemGetDriverVersion"), "driver_cuda": _driver_cuda(),
+            "mgtutor_python": sys.executable, "torch_python": facts.get("python"),
+        },
+        "gpus": gpus,
+        "gpu_error": None if gpus else (topo.error or nvml.init_error() or "NVML sees no GPU"),
+        "topology": {**topo.to_json(), "matrix": topo.matrix()},
+        "torch": facts,
+        "environment": environment(),
+        "host": host_facts(),
+    }
+    report["checks"] = run_checks(report, topo)
+    return report
+
+
+def worst(report: dict[str, Any]) -> str:
+    statuses = {c["status"] for c in report["checks"]}
+    return "fail" if "fail" in statuses else ("warn" if "warn" in statuses else "ok")
+
+
+MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The plain-text report (for a terminal or a bug report)."""
+    v = report["versions"]
+    out = ["mgtutor doctor — is this machine ready for multi-GPU training?", "",
+           "Versions",
+           f"  Python {v['python']}   torch {v['torch'] or '-'}   CUDA (torch) {v['cuda'] or '-'}   "
+           f"cuDNN {v['cudnn'] or '-'}   NCCL {v['nccl'] or '-'}",
+           f"  NVIDIA driver {v['driver'] or '-'} (supports CUDA {v['driver_cuda'] or '-'})", "", "GPUs"]
+    if not report["gpus"]:
+        out.append(f"  no NVIDIA GPU: {report['gpu_error']} — ranks run on the CPU with gloo")
+    for g in report["gpus"]:
+        mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g["memory_total_mib"] else "? GiB"
+        pcie = f"PCIe gen{g['pcie_gen']} ×{g['pcie_width']}" if g["pcie_gen"] else "PCIe ?"
+        nvl = f", NVLink {g['nvlink_links_up']} links up" if g["nvlink_links_up"] else ""
+        out.append(f"  GPU{g['index']}  {g['name']}  {mem}  sm {g['compute_capability'] or '?'}  {pcie}{nvl}")
+    out += ["", "Topology"] + ["  " + line for line in report["topology"]["matrix"].splitlines()]
+    host = report["host"]
+    shm = f"{host['shm_total_mib'] / 1024:.1f} GiB" if host["shm_total_mib"] is not None else "none"
+    out += ["", "Host",
+            f"  {host['cpu_cores']} CPU cores ({host['cpu_usable']} usable), "
+            f"RAM {host['ram_total_mib'] / 1024:.1f} GiB, /dev/shm {shm}, "
+            f"open files {_fmt_limit(host['nofile_limit']['soft'])}, "
+            f"locked memory {_fmt_limit(host['memlock_limit']['soft'], 'B')}",
+            "", "Environment"]
+    out += [f"  {k}={val}" for k, val in report["environment"].items()] or ["  (no NCCL_*, TORCH_*, MASTER_*, "
+                                                                           "CUDA_VISIBLE_DEVICES or OMP_NUM_THREADS set)"]
+    out += ["", "Checks"]
+    for check in report["checks"]:
+        out.append(f"  {MARKS[check['status']]} {check['message']}")
+        if check["fix"] and check["status"] != "ok":
+            out.append(f"      fix: {check['fix']}")
+    out += ["", f"verdict: {worst(report)}"]
+    return "\n".join(out)
+
+
+def _fmt_limit(value: int | None, unit: str = "") -> str:
+    if value is None:
+        return "unlimited"
+    if unit == "B":
+        return f"{value // 1024} KiB" if value < MIB else f"{value // MIB} MiB"
+    return str(value)

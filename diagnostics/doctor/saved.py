@@ -1,0 +1,27 @@
+"""The last doctor report, bench and rendezvous probe, kept so Diagnostics shows them at once next time."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mgtutor.training.runs.records import read_json, state_home, write_json_atomic
+
+KINDS = ("doctor", "allreduce", "rendezvous")
+
+
+def saved_path(kind: str) -> Path:
+    if kind not in KINDS:
+        raise ValueError(f"unknown diagnostics kind {kind!r}")
+    return state_home() / "diagnostics" / f"{kind}.json"
+
+
+def save(kind: str, data: dict[str, Any]) -> Path:
+    path = saved_path(kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, data)
+    return path
+
+
+def load(kind: str) -> dict[str, Any] | None:
+    data = read_json(saved_path(kind))
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,1 @@
+"""Failure catalogue, classifier, symptom guide and failure demos."""

@@ -1,0 +1,81 @@
+"""Tiny rank programs for the failure demos that the trainer cannot produce: a port already in use,
+and a rank that skips an all-reduce. Each makes the real failure happen (run under torchrun).
+
+    python -m mgtutor.diagnostics.failures.demo_workers port-in-use    (MGTUTOR_DEMO_PORT = a port someone holds)
+    python -m mgtutor.diagnostics.failures.demo_workers skip-allreduce [--timeout S] [--skip-rank R]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import os
+import sys
+import time
+
+
+def _backend() -> str:
+    import torch
+
+    chosen = os.environ.get("MGTUTOR_BACKEND")
+    return chosen if chosen in ("nccl", "gloo") else ("nccl" if torch.cuda.is_available() else "gloo")
+
+
+def port_in_use(timeout: float) -> int:
+    """Like a script with MASTER_PORT hard-coded to a port another job holds: rank 0 must host the
+    store there, and the OS refuses (EADDRINUSE)."""
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = os.environ["MGTUTOR_DEMO_PORT"]
+    os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)  # host our own store, as a plain script would
+    dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=timeout))
+    print("joined (the port was free after all)", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+def skip_allreduce(timeout: float, skip_rank: int) -> int:
+    """Every rank but one enters an all-reduce; the waiting ranks hit the real collective timeout."""
+    import torch
+    import torch.distributed as dist
+
+    backend = _backend()
+    rank = int(os.environ.get("RANK", "0"))
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    tensor = torch.ones(1024, device=device)
+    dist.all_reduce(tensor)  # every rank: the group works
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    print(f"rank {rank}: first all-reduce done", flush=True)
+    if rank == skip_rank:
+        print(f"rank {rank}: skipping the next all-reduce (the bug under study)", flush=True)
+        time.sleep(timeout * 6 + 30)
+        return 0
+    dist.all_reduce(tensor)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # NCCL is asynchronous: the watchdog reports the timeout
+    time.sleep(timeout * 6 + 30)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mgtutor.diagnostics.failures.demo_workers")
+    parser.add_argument("mode", choices=["port-in-use", "skip-allreduce"])
+    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--skip-rank", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.mode == "port-in-use":
+        return port_in_use(args.timeout)
+    return skip_allreduce(args.timeout, args.skip_rank)
+
+
+if __name__ == "__main__":
+    code = main()
+    # Free DDP's and gloo's last work objects while Python is fully alive: left to the exit, they can
+    # abort the process after a successful run ("terminate called without an active exception").
+    gc.collect()
+    sys.exit(code)

@@ -1,0 +1,130 @@
+"""Failure demos: reproduce each failure for real on this machine, then diagnose the run.
+
+    outcome = run_demo("never-joins", on_line=print)
+    outcome.findings[0].kind == "rendezvous_timeout"
+
+Every scenario starts real ranks through the launcher (torchrun); the trainer's `--inject` modes or a
+tiny rank program (demo_workers) make the failure happen, never a printed imitation of it.
+"""
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
+from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+
+TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--batch-size", "16", "--dataset-size", "2048",
+         "--log-every", "1", "--init-timeout", "20"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    symptom: str  # the Troubleshoot symptom it illustrates
+    what_happens: str
+    target: tuple[str, ...]
+    expect: str  # the kind the classifier must name first
+    expect_gpu: str | None = None  # a different kind when it runs on GPUs (nccl)
+    hold_port: bool = False
+    limit_s: float = 120.0
+    cpu_ok: bool = True
+
+    def expected(self, backend: str) -> str:
+        return self.expect_gpu if backend == "nccl" and self.expect_gpu else self.expect
+
+
+def _train(*extra: str) -> tuple[str, ...]:
+    return (*TRAIN, *extra)
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
+    Scenario("never-joins", "A rank that never joins", "hangs at start",
+             "Rank 1 never calls init_process_group; rank 0 waits for it at the rendezvous until its timeout.",
+             _train("--steps", "4", "--inject", "hang-before-init", "--inject-rank", "1", "--init-timeout", "8"),
+             "rendezvous_timeout"),
+    Scenario("port-in-use", "Port already in use", "address already in use",
+             "mgtutor holds a port open, and the ranks are told to host their store on that same port.",
+             ("-m", "mgtutor.diagnostics.failures.demo_workers", "port-in-use"), "port_in_use", hold_port=True),
+    Scenario("oom", "Out of memory on one rank", "out of memory",
+             "Rank 1 allocates until the allocator fails (CUDA OOM on a GPU, MemoryError on a CPU).",
+             _train("--steps", "6", "--inject", "oom", "--inject-rank", "1", "--inject-step", "2"),
+             "host_oom_killed", expect_gpu="cuda_oom"),
+    Scenario("crash", "A crashing rank", "ranks disagree",
+             "Rank 1 raises an exception at step 3; torchrun stops the others.",
+             _train("--steps", "6", "--inject", "crash-rank", "--inject-rank", "1"), "child_failed"),
+    Scenario("unused-param", "Unused parameters", "ranks disagree",
+             "The model has a layer forward never uses; DDP waits for its gradient and fails at the next step.",
+             _train("--steps", "4", "--inject", "unused-param"), "ddp_unused_parameters"),
+    Scenario("no-sampler", "No DistributedSampler", "no speed-up",
+             "Every rank shuffles the whole data set the same way: identical batches, identical losses.",
+             _train("--steps", "4", "--inject", "no-sampler"), "no_distributed_sampler"),
+    Scenario("nan-loss", "NaN loss", "ranks disagree",
+             "Rank 1 gets a corrupt (NaN) sample; the all-reduce spreads NaN to every rank.",
+             _train("--steps", "6", "--inject", "nan-loss", "--inject-rank", "1"), "nan_loss"),
+    Scenario("straggler", "A straggler", "no speed-up",
+             "Rank 1 sleeps before every step; the others wait for it in the gradient all-reduce.",
+             _train("--steps", "8", "--inject", "slow-rank", "--inject-rank", "1", "--slow-seconds", "0.3"),
+             "straggler"),
+    Scenario("skip-allreduce", "A rank skips a collective", "hangs at start",
+             "Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here).",
+             ("-m", "mgtutor.diagnostics.failures.demo_workers", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
+]}
+
+
+@dataclass
+class DemoOutcome:
+    scenario: Scenario
+    run: Run
+    result: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def backend(self) -> str:
+        return str(self.run.record.meta().get("backend") or "gloo")
+
+    @property
+    def diagnosed(self) -> bool:
+        """True when the classifier names the expected cause first."""
+        return bool(self.findings) and self.findings[0].kind == self.scenario.expected(self.backend)
+
+
+def _hold_port() -> tuple[socket.socket, int]:
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    return holder, holder.getsockname()[1]
+
+
+def run_demo(name: str, nproc: int = 2, backend: str = "auto", on_line: Callable[[int | None, str, str], None] | None = None,
+             root: Path | None = None, on_start: Callable[[Run], None] | None = None) -> DemoOutcome:
+    """Launch the scenario, stream its lines to `on_line`, wait (stop at its time limit), diagnose."""
+    scenario = SCENARIOS[name]
+    env: dict[str, str] = {}
+    holder = None
+    if scenario.hold_port:
+        holder, port = _hold_port()
+        env["MGTUTOR_DEMO_PORT"] = str(port)
+    try:
+        run = launch(LaunchSpec(target=list(scenario.target), nproc=nproc, backend=backend,
+                                label=f"demo-{name}", env=env), root)
+        if on_start:
+            on_start(run)
+        deadline = time.monotonic() + scenario.limit_s
+        try:
+            for rank, stream, line in run.lines():
+                if on_line:
+                    on_line(rank, stream, line)
+                if time.monotonic() > deadline:
+                    break
+        finally:
+            result = run.stop() if run.running() else run.wait()
+    finally:
+        if holder is not None:
+            holder.close()
+    return DemoOutcome(scenario, run, result, diagnose_run(run.record))

@@ -1,0 +1,182 @@
+"""Troubleshoot by symptom: for each symptom the checks that tell its causes apart, and the demos that show them.
+
+Checks are quick facts about this machine (no torch): does MASTER_ADDR resolve, is the port free or
+reachable and who holds it, which interfaces exist, how much GPU/host/shared memory there is.
+Symptoms whose cause is often in the user's own script name the `mgtutor check` symptom
+(`script_symptom`, a key of diagnostics.check.findings_for_symptom) whose findings explain them.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+
+from mgtutor.training.runs.nvml import inventory
+
+DEFAULT_PORT = 29500
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: information, neither good nor bad
+    text: str
+
+
+@dataclass(frozen=True)
+class Symptom:
+    key: str
+    title: str
+    causes: str
+    checks: tuple[Callable[[], Check], ...]
+    demos: tuple[str, ...]
+    script_symptom: str | None = None  # one-gpu-busy | same-data | no-speedup | hang
+
+
+def _addr() -> str:
+    return os.environ.get("MASTER_ADDR", "127.0.0.1")
+
+
+def _port() -> int:
+    try:
+        return int(os.environ.get("MASTER_PORT", DEFAULT_PORT))
+    except ValueError:
+        return DEFAULT_PORT
+
+
+def check_addr_resolves() -> Check:
+    addr = _addr()
+    try:
+        infos = {i[4][0] for i in socket.getaddrinfo(addr, None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError) as exc:
+        return Check("MASTER_ADDR resolves", False, f"{addr!r} does not resolve ({exc}); use node 0's IP address")
+    return Check("MASTER_ADDR resolves", True, f"{addr} → {', '.join(sorted(infos))}")
+
+
+def check_port() -> Check:
+    """Free (we could host the store), or in use and by whom (a leftover job?)."""
+    port = _port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+            return Check(f"port {port} free", True, f"port {port} is free on this machine")
+        except OSError:
+            pass
+    holder = _port_holder(port)
+    return Check(f"port {port} free", False, f"port {port} is in use{' by ' + holder if holder else ''}; "
+                 f"end it or pass another --master-port")
+
+
+def _port_holder(port: int) -> str | None:
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                proc = psutil.Process(conn.pid)
+                return f"pid {conn.pid} ({' '.join(proc.cmdline()[:3])[:80]})"
+    except (psutil.Error, OSError):
+        return None
+    return None
+
+
+def check_port_reachable() -> Check:
+    addr, port = _addr(), _port()
+    try:
+        with socket.create_connection((addr, port), timeout=2):
+            return Check("store reachable", True, f"{addr}:{port} accepts connections")
+    except OSError as exc:
+        return Check("store reachable", None, f"{addr}:{port} does not answer ({exc.strerror or exc}): fine before a "
+                     "job starts; during a hang it means the store host is down, wrong, or firewalled")
+
+
+def check_interfaces() -> Check:
+    names = sorted(psutil.net_if_addrs())
+    wanted = [(var, os.environ[var]) for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if os.environ.get(var)]
+    bad = [f"{var}={value}" for var, value in wanted
+           if not any(n.startswith(v.lstrip("^=")) for v in value.split(",") for n in names)]
+    if bad:
+        return Check("network interfaces", False, f"{', '.join(bad)} names no interface here (have: {', '.join(names)})")
+    return Check("network interfaces", None, f"interfaces: {', '.join(names)}" +
+                 (f"; set {', '.join(f'{k}={v}' for k, v in wanted)}" if wanted else ""))
+
+
+def check_gpus() -> Check:
+    inv = inventory()
+    if not inv.gpus:
+        return Check("GPUs", None, f"no NVIDIA GPU usable ({inv.error}): ranks run on the CPU with gloo")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return Check("GPUs", True, inv.summary() + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""))
+
+
+def check_gpu_memory() -> Check:
+    inv = inventory()
+    if not inv.gpus:
+        return Check("GPU memory", None, "no GPU: an OOM here is host memory (MemoryError or the OOM killer)")
+    return Check("GPU memory", None, ", ".join(f"GPU {g.index}: {g.memory_total_mib:,.0f} MiB" for g in inv.gpus))
+
+
+def check_host_memory() -> Check:
+    mem = psutil.virtual_memory()
+    low = mem.available < 2 << 30
+    return Check("host memory", not low, f"{mem.available / 2**30:.1f} GiB free of {mem.total / 2**30:.1f} GiB")
+
+
+def check_shm() -> Check:
+    try:
+        usage = shutil.disk_usage("/dev/shm")
+    except OSError:
+        return Check("/dev/shm", None, "no /dev/shm here")
+    small = usage.total < 1 << 30
+    return Check("/dev/shm", not small, f"{usage.free / 2**20:,.0f} MiB free of {usage.total / 2**20:,.0f} MiB" +
+                 ("; too small for DataLoader workers and NCCL: --shm-size=16g or --ipc=host" if small else ""))
+
+
+def check_debug_env() -> Check:
+    value = os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    return Check("TORCH_DISTRIBUTED_DEBUG", None, f"set to {value}" if value else
+                 "unset: set TORCH_DISTRIBUTED_DEBUG=DETAIL to name the first collective that differs")
+
+
+def check_nccl_env() -> Check:
+    found = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    return Check("NCCL environment", None, ", ".join(f"{k}={v}" for k, v in sorted(found.items())) or
+                 "no NCCL_* variable set; NCCL_DEBUG=INFO prints what NCCL chooses and why it fails")
+
+
+SYMPTOMS: tuple[Symptom, ...] = (
+    Symptom("hang", "Hangs at start", "a rank never started or never reached init_process_group; MASTER_ADDR or "
+            "the port unreachable; a collective one rank never entered",
+            (check_addr_resolves, check_port, check_port_reachable, check_interfaces), ("never-joins", "skip-allreduce"),
+            "hang"),
+    Symptom("hang-later", "Hangs after a while", "a collective only some ranks reach (a barrier or all_reduce under "
+            "if rank == 0, an uneven last batch), a rank that died or was OOM-killed, a stuck DataLoader worker",
+            (check_debug_env, check_nccl_env, check_host_memory, check_shm), ("skip-allreduce",), "hang"),
+    Symptom("oom", "Out of memory", "batch too large for the GPU, several ranks on one GPU, host RAM or /dev/shm exhausted",
+            (check_gpu_memory, check_host_memory, check_shm), ("oom",)),
+    Symptom("one-gpu", "Only one GPU busy", "DataParallel's GPU-0 bottleneck, too few ranks, every rank on cuda:0",
+            (check_gpus,), ("no-sampler",), "one-gpu-busy"),
+    Symptom("same-data", "Ranks see the same data", "no DistributedSampler (every rank iterates the whole data set), "
+            "shuffle=True beside the sampler, set_epoch never called (every epoch repeats the same order)",
+            (), ("no-sampler",), "same-data"),
+    Symptom("no-speedup", "No speed-up", "no DistributedSampler (every rank does all the work), a straggler, data loading",
+            (check_gpus, check_host_memory), ("no-sampler", "straggler"), "no-speedup"),
+    Symptom("nccl", "NCCL error", "wrong network interface, /dev/shm too small, P2P not supported, a peer died",
+            (check_nccl_env, check_interfaces, check_shm), ("crash",)),
+    Symptom("port", "Address already in use", "another job or a leftover process holds MASTER_PORT",
+            (check_port,), ("port-in-use",)),
+    Symptom("disagree", "Ranks disagree", "unused parameters, different collectives per rank, NaN loss, a crash on one rank",
+            (check_debug_env,), ("unused-param", "nan-loss", "crash")),
+)
+
+
+def run_checks(symptom: Symptom) -> list[Check]:
+    out = []
+    for check in symptom.checks:
+        try:
+            out.append(check())
+        except Exception as exc:  # a check that cannot run says so and never stops the others
+            out.append(Check(getattr(check, "__name__", "check"), None, f"could not check: {exc}"))
+    return out

@@ -1,0 +1,241 @@
+"""Start a distributed job with torchrun, follow its logs, stop it completely.
+
+    run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", "--steps", "20"], nproc=2))
+    for rank, stream, line in run.lines(): ...
+    result = run.wait()           # or run.stop()
+
+Process tree: supervisor (own session) → torchrun → one rank wrapper per rank (torchrun gives
+each its own session) → the rank itself. Headless; never imports torch.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from mgtutor.training.runs.nvml import inventory
+from mgtutor.training.runs.events import EVENTS_ENV
+from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
+from mgtutor.training.runs.procs import describe, run_processes, signal_all
+from mgtutor.training.runs.records import RUN_DIR_ENV, RUN_ID_ENV, RunRecord, build_result
+from mgtutor.training.runs.tail import LineTuple, RunTail
+
+BACKENDS = ("auto", "nccl", "gloo")
+BACKEND_ENV = "MGTUTOR_BACKEND"
+_RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "CUDA_", "OMP_", "MGTUTOR_")
+
+
+class LaunchError(Exception):
+    """Bad input to a launch, with one line that says what to do instead."""
+
+
+@dataclass
+class LaunchSpec:
+    target: list[str]  # ["-m", "some.module", args…] or ["script.py", args…]
+    nproc: int | None = None
+    backend: str = "auto"
+    label: str = "run"
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    # multi-node (training/multinode.py): the same flags as torchrun's c10d rendezvous
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None  # HOST:PORT of node 0; required when nnodes > 1
+    rdzv_id: str | None = None  # the same on every node of one job
+    rdzv_timeout: int | None = None  # seconds to wait for the other nodes (torchrun: 600)
+
+
+@dataclass(frozen=True)
+class Plan:
+    backend: str
+    nproc: int
+    gpus: list[dict[str, Any]]
+    gpu_note: str
+    gpu_error: str | None = None
+
+
+def plan(spec: LaunchSpec) -> Plan:
+    """Decide backend and rank count, or raise LaunchError with the fix."""
+    if spec.backend not in BACKENDS:
+        raise LaunchError(f"unknown backend {spec.backend!r}: use auto, nccl or gloo")
+    if spec.nproc is not None and spec.nproc < 1:
+        raise LaunchError(f"--nproc must be at least 1 (got {spec.nproc})")
+    inv = inventory()
+    gpus = [{"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib} for g in inv.gpus]
+    backend = spec.backend if spec.backend != "auto" else ("nccl" if gpus else "gloo")
+    if backend == "nccl":
+        if not gpus:
+            raise LaunchError(f"backend nccl needs NVIDIA GPUs, and none is usable here ({inv.error}); "
+                              "use --backend gloo to run the ranks on the CPU")
+        nproc = spec.nproc or len(gpus)
+        if nproc > len(gpus):
+            raise LaunchError(f"--nproc {nproc} asks for more ranks than the {len(gpus)} GPU(s) here; "
+                              f"use --nproc {len(gpus)}, or --backend gloo to run {nproc} CPU ranks")
+    else:
+        nproc = spec.nproc or 2
+    return Plan(backend=backend, nproc=nproc, gpus=gpus, gpu_note=inv.summary, gpu_error=inv.error)
+
+
+def check_target(target: list[str]) -> list[str]:
+    """The target with a script path made absolute, or LaunchError if there is nothing to run."""
+    if not target:
+        raise LaunchError("nothing to run: give a script (mgtutor run -- train.py) or a module (-m pkg.mod)")
+    if target[0] == "-m":
+        if len(target) < 2:
+            raise LaunchError("-m needs a module name")
+        return list(target)
+    script = Path(target[0]).expanduser()
+    if not script.is_file():
+        raise LaunchError(f"no such script: {target[0]}")
+    return [str(script.resolve()), *target[1:]]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str,
+                  rendezvous: list[str] | None = None) -> list[str]:
+    rendezvous = rendezvous or ["--nnodes", "1", "--rdzv-backend", "c10d",
+                                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id]
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *rendezvous,
+        "--max-restarts", "0",
+        "-m", "mgtutor.training.runs.rank", *target,
+    ]
+
+
+def rank_env(base: dict[str, str], record: RunRecord, backend: str, nproc: int,
+             node: NodePlan | None = None) -> dict[str, str]:
+    env = dict(base)
+    env.update({
+        RUN_DIR_ENV: str(record.path), RUN_ID_ENV: record.run_id, EVENTS_ENV: str(record.events_path),
+        BACKEND_ENV: backend, "PYTHONUNBUFFERED": "1",
+    })
+    # torchrun forces 1 thread per rank when unset; CPU ranks train faster sharing the cores.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    if node is not None:
+        return node_env(env, node)  # the interface that reaches node 0, not loopback
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # single node: gloo talks over loopback
+    return env
+
+
+def recorded_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(_RECORDED_ENV_PREFIXES)}
+
+
+def device_note(the_plan: Plan) -> str:
+    """One line for screens and logs saying where the ranks run."""
+    if the_plan.backend == "nccl":
+        return the_plan.gpu_note
+    if the_plan.gpus:
+        return f"{the_plan.nproc} CPU ranks on gloo (GPUs present, gloo chosen)"
+    return f"{the_plan.nproc} CPU ranks on gloo — no NVIDIA GPU ({the_plan.gpu_error})"
+
+
+def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
+    """Validate, create the run record, and start the supervisor in its own session."""
+    the_plan = plan(spec)
+    target = check_target(spec.target)
+    try:
+        node = plan_node(spec.nnodes, spec.node_rank, spec.rdzv_endpoint, spec.rdzv_id, spec.rdzv_timeout)
+    except NodeError as exc:
+        raise LaunchError(str(exc)) from None
+    record = RunRecord.create(spec.label, root)
+    argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
+                         rendezvous_args(node) if node else None)
+    env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)
+    record.write_meta({
+        "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
+        "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
+        "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
+        "device_note": device_note(the_plan), **node_meta(node, the_plan.nproc),
+        "env": recorded_env(env), "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
+        "started": time.time(), "ended": None, "status": "running",
+    })
+    with record.torchrun_log.open("ab") as log:
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "mgtutor.training.runs.supervise", str(record.path)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env, cwd=spec.cwd, start_new_session=True,
+        )
+    record.update_meta(supervisor_pid=supervisor.pid, pgid=supervisor.pid)
+    return Run(record, supervisor)
+
+
+class Run:
+    """A launched run. Owns the supervisor process; the App (not a screen) should hold it."""
+
+    def __init__(self, record: RunRecord, supervisor: subprocess.Popen[bytes] | None = None) -> None:
+        self.record = record
+        self.supervisor = supervisor
+        self.tail = RunTail(record)
+
+    @property
+    def pid(self) -> int | None:
+        return self.supervisor.pid if self.supervisor else self.record.meta().get("supervisor_pid")
+
+    def running(self) -> bool:
+        if self.supervisor is not None:
+            return self.supervisor.poll() is None
+        return self.record.status() == "running"
+
+    def lines(self, interval: float = 0.05) -> Iterator[LineTuple]:
+        """Every log line as it is written, until the run has ended and its files are drained."""
+        while self.running():
+            batch = self.tail.poll()
+            yield from batch
+            if not batch:
+                time.sleep(interval)
+        yield from self.tail.drain()
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        if self.supervisor is not None:
+            self.supervisor.wait(timeout)
+        else:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.running():
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"run {self.record.run_id} still running")
+                time.sleep(0.1)
+        return self.record.result()
+
+    def stop(self, grace: float = 10.0) -> dict[str, Any]:
+        """SIGTERM every process of the run, wait `grace` s, SIGKILL the rest, verify none is left."""
+        run_id = self.record.run_id
+        was_running = self.running()
+        procs = run_processes(run_id, self.pid)
+        report: dict[str, Any] = {"requested": time.time(), "processes": len(procs), "killed": []}
+        signal_all(procs, signal.SIGTERM)
+        _, alive = psutil.wait_procs(procs, timeout=grace)
+        alive = [p for p in alive if p.is_running()]
+        if alive:
+            report["killed"] = describe(alive)
+            signal_all(alive, signal.SIGKILL)
+            psutil.wait_procs(alive, timeout=5)
+        if self.supervisor is not None:
+            try:
+                self.supervisor.wait(timeout=5)  # reap it
+            except subprocess.TimeoutExpired:
+                pass
+        survivors = run_processes(run_id, None)
+        report["survivors"] = describe(survivors)
+        report["clean"] = not survivors
+        result = self.record.saved_result() or build_result(self.record, stopped=True)
+        if was_running and result.get("first_failure") is None:
+            result["status"] = "stopped"
+        result["stop"] = report
+        self.record.write_result(result)
+        self.record.update_meta(ended=self.record.meta().get("ended") or time.time(), status=result["status"])
+        return result

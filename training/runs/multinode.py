@@ -1,0 +1,191 @@
+"""What a node of a multi-node run adds to a launch: rendezvous arguments, interface, record fields.
+
+torchrun's c10d rendezvous meets at `--rdzv-endpoint HOST:PORT`: node 0 (the node whose address
+that is) hosts the store, every other node connects to it. Two things break across hosts that never
+break on one: torchrun and gloo find "this node's address" from the hostname, which on many
+machines resolves to a loopback or wrong interface; and a node that cannot reach the store waits
+for the full join timeout. So each node passes the address and interface that actually route to
+the endpoint (`--local-addr`, GLOO_SOCKET_IFNAME), and the timeouts are the user's to shorten.
+
+c10d orders nodes by address, not by `--node-rank`: the global ranks a node hosts are known once
+its ranks start (ranks/rank<R>.json); `expected_ranks` is only the guess before that.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mgtutor.training.runs.peer import is_local, parse_endpoint, resolve, route_to
+
+DEFAULT_RDZV_PORT = 29400
+
+
+class NodeError(ValueError):
+    """Bad multi-node input, with one line that says what to do instead."""
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    nnodes: int
+    node_rank: int
+    host: str
+    port: int
+    rdzv_id: str
+    is_host: bool
+    local_addr: str | None
+    iface: str | None
+    timeout_s: int | None
+
+    @property
+    def endpoint(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def plan_node(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str | None,
+              timeout_s: int | None = None) -> NodePlan | None:
+    """None for a single-node run; else the node's plan, or NodeError with the fix."""
+    if nnodes < 1:
+        raise NodeError(f"--nnodes must be at least 1 (got {nnodes})")
+    if not 0 <= node_rank < nnodes:
+        raise NodeError(f"--node-rank must be from 0 to {nnodes - 1} for --nnodes {nnodes} (got {node_rank})")
+    if timeout_s is not None and timeout_s < 1:
+        raise NodeError(f"--rdzv-timeout must be at least 1 second (got {timeout_s})")
+    if nnodes == 1 and not endpoint:
+        return None
+    if not endpoint:
+        raise NodeError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT, the address of node 0 "
+                        "that every node can reach (the same on every node)")
+    try:
+        host, port = parse_endpoint(endpoint, DEFAULT_RDZV_PORT)
+        addr = resolve(host)[0]
+    except ValueError as exc:
+        raise NodeError(f"--rdzv-endpoint: {exc}") from None
+    except OSError as exc:
+        raise NodeError(f"--rdzv-endpoint: cannot resolve {host} ({exc}); use node 0's IP address") from None
+    local = is_local(host)
+    if node_rank == 0 and not local:
+        raise NodeError(f"node 0 hosts the rendezvous store, but {host} is not an address of this machine: "
+                        f"run node 0 on {host}, or give this machine's address as --rdzv-endpoint")
+    route = route_to(addr)  # a loopback endpoint is allowed: several "nodes" on one machine
+    return NodePlan(nnodes=nnodes, node_rank=node_rank, host=host, port=port,
+                    rdzv_id=rdzv_id or f"mgtutor-{host}-{port}", is_host=node_rank == 0,
+                    local_addr=route.source, iface=route.iface, timeout_s=timeout_s)
+
+
+def rendezvous_args(node: NodePlan) -> list[str]:
+    """torchrun's rendezvous arguments for this node (the single-node ones are in the launcher)."""
+    conf = [f"is_host={'1' if node.is_host else '0'}"]
+    if node.timeout_s is not None:
+        # join_timeout: how long node 0 waits for the others; read_timeout: how long a node
+        # tries to reach the store before it gives up with "connection … has failed".
+        conf += [f"join_timeout={node.timeout_s}", f"read_timeout={node.timeout_s}"]
+    args = ["--nnodes", str(node.nnodes),  # no --node-rank: c10d ignores it (our node 0 = is_host)
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", node.endpoint, "--rdzv-id", node.rdzv_id,
+            "--rdzv-conf", ",".join(conf)]
+    if node.local_addr:
+        args += ["--local-addr", node.local_addr]  # what other nodes use to reach this one
+    return args
+
+
+def node_env(env: dict[str, str], node: NodePlan) -> dict[str, str]:
+    """Point gloo at the interface that reaches the endpoint, unless the user chose one."""
+    env = dict(env)
+    if node.iface and not env.get("GLOO_SOCKET_IFNAME"):
+        env["GLOO_SOCKET_IFNAME"] = node.iface
+    return env
+
+
+def expected_ranks(node_rank: int, nproc: int) -> list[int]:
+    return list(range(node_rank * nproc, (node_rank + 1) * nproc))
+
+
+def node_meta(node: NodePlan | None, nproc: int) -> dict[str, Any]:
+    """meta.json fields that say which node of which job this record is."""
+    if node is None:
+        return {"nnodes": 1, "node_rank": 0, "world_size": nproc, "global_ranks": list(range(nproc))}
+    return {
+        "nnodes": node.nnodes, "node_rank": node.node_rank, "world_size": node.nnodes * nproc,
+        "global_ranks": expected_ranks(node.node_rank, nproc), "global_ranks_source": "expected",
+        "rdzv_endpoint": node.endpoint, "rdzv_id": node.rdzv_id, "rdzv_is_host": node.is_host,
+        "rdzv_timeout_s": node.timeout_s, "local_addr": node.local_addr, "iface": node.iface,
+    }
+
+
+def hosted_ranks(meta: dict[str, Any], rank_infos: list[dict[str, Any]]) -> list[int]:
+    """The global ranks this node hosts: from the rank records once any rank started, else expected."""
+    nproc = int(meta.get("nproc_per_node") or meta.get("world_size") or 0)
+    bases = {int(i["rank"]) - int(i.get("local_rank", 0)) for i in rank_infos if isinstance(i.get("rank"), int)}
+    if len(bases) == 1:
+        base = bases.pop()
+        return list(range(base, base + nproc))
+    if bases:  # ranks of two rendezvous rounds; list what was seen
+        return sorted({int(i["rank"]) for i in rank_infos})
+    return list(meta.get("global_ranks") or range(nproc))
+
+
+def node_state(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status: str) -> dict[str, Any]:
+    """One node of a job as the Monitor shows it: which node, which ranks, how far it got."""
+    group_ranks = {i.get("node_rank") for i in rank_infos if i.get("node_rank") is not None}
+    started = [i for i in rank_infos if i.get("pid")]
+    if status == "running":
+        phase = "training" if started else "waiting for the other nodes (rendezvous)"
+    else:
+        phase = status if started or status != "failed" else "failed before its ranks started (rendezvous)"
+    return {
+        "node_rank": meta.get("node_rank", 0), "nnodes": meta.get("nnodes", 1),
+        "group_rank": group_ranks.pop() if len(group_ranks) == 1 else None,
+        "host": meta.get("host"), "local_addr": meta.get("local_addr"), "iface": meta.get("iface"),
+        "rdzv_endpoint": meta.get("rdzv_endpoint"), "rdzv_id": meta.get("rdzv_id"),
+        "global_ranks": hosted_ranks(meta, rank_infos), "ranks_started": len(started),
+        "status": status, "phase": phase,
+    }
+
+
+_UNREACHABLE_MARKS = ("RendezvousConnectionError", "The client socket has timed out", "failed to connect")
+_TIMEOUT_MARKS = ("RendezvousTimeoutError", "did not complete on time")
+
+
+def diagnose_node(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status: str,
+                  torchrun_log: str, probe_timeout: float = 5.0) -> dict[str, Any] | None:
+    """Why this node of a multi-node run never trained, naming the endpoint and the check that fails.
+
+    None when the run is single-node, did not fail, or its ranks started (then the ranks' own logs
+    say more than the rendezvous does).
+    """
+    from mgtutor.training.runs.peer import check_peer
+
+    endpoint = meta.get("rdzv_endpoint")
+    if (meta.get("nnodes") or 1) < 2 or not endpoint or status not in ("failed", "lost"):
+        return None
+    if any(i.get("pid") for i in rank_infos):
+        return None
+    waited = meta.get("rdzv_timeout_s") or 600
+    if meta.get("rdzv_is_host"):  # the store was ours and is gone with torchrun: probing it says nothing
+        checks: list[dict[str, Any]] = []
+        failed, unreachable = None, False
+    else:
+        report = check_peer(endpoint, timeout=probe_timeout)
+        checks = [c.__dict__ for c in report.checks]
+        failed = report.first_failure()
+        unreachable = any(m in torchrun_log for m in _UNREACHABLE_MARKS)
+    if failed is not None or unreachable:
+        return {
+            "kind": "rendezvous_unreachable", "rank": None, "endpoint": endpoint,
+            "evidence": (f"node {meta.get('node_rank')} could not reach the rendezvous store at {endpoint}: "
+                         + (failed.detail if failed else "torchrun: the connection to the store has failed")),
+            "fix": (failed.fix if failed and failed.fix else
+                    f"check that node 0 runs on {endpoint} and the port is open: mgtutor doctor --peer {endpoint}"),
+            "checks": checks, "lesson": "multi-node",
+        }
+    others = meta["nnodes"] - 1
+    timed_out = any(m in torchrun_log for m in _TIMEOUT_MARKS)
+    return {
+        "kind": "rendezvous_timeout", "rank": None, "endpoint": endpoint,
+        "evidence": (f"node {meta.get('node_rank')} {'hosted' if meta.get('rdzv_is_host') else 'reached'} the "
+                     f"rendezvous store at {endpoint}, but the other {others} node(s) did not "
+                     f"join rendezvous '{meta.get('rdzv_id')}' within {waited} s"
+                     + ("" if timed_out else " (no timeout message in torchrun's log)")),
+        "fix": (f"start every node with the same --rdzv-endpoint {endpoint} and --rdzv-id {meta.get('rdzv_id')}; "
+                f"on each of them run `mgtutor doctor --peer {endpoint}` to find the check that fails"),
+        "checks": checks, "lesson": "multi-node",
+    }

@@ -1,0 +1,87 @@
+"""Per-rank wrapper: torchrun starts this once per rank, and it runs the real rank as a child.
+
+Why a wrapper: torchrun does not tell which rank exited how, and its log files move between
+versions. The wrapper opens `logs/rank<R>.stdout.log`/`.stderr.log` in the run directory and hands
+them to the child as its stdout/stderr (the rank writes its own files: nothing is lost if the UI
+dies), and records the child's pid, exit code or signal and end time in `ranks/rank<R>.json`.
+
+    python -m mgtutor.training.runs.rank -m some.module ARGS…   |   python -m mgtutor.training.runs.rank SCRIPT ARGS…
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from mgtutor.training.runs.records import RUN_DIR_ENV, RunRecord
+
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """If torchrun is SIGKILLed, its workers would run on as orphans; ask for SIGTERM instead."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m mgtutor.training.runs.rank (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
+        return 2
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        return 1
+    rank = int(os.environ.get("RANK", "0"))
+    record = RunRecord(os.environ[RUN_DIR_ENV]) if os.environ.get(RUN_DIR_ENV) else None
+    out_path, err_path = (record.rank_log(rank, "stdout"), record.rank_log(rank, "stderr")) if record else (None, None)
+    stdout = open(out_path, "ab", buffering=0) if out_path else None
+    stderr = open(err_path, "ab", buffering=0) if err_path else None
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    child = subprocess.Popen([sys.executable, "-u", *argv], stdout=stdout, stderr=stderr,
+                             stdin=subprocess.DEVNULL, env=env)
+    info = {
+        "rank": rank,
+        "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
+        "node_rank": int(os.environ.get("GROUP_RANK", "0")),
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "pid": child.pid,
+        "wrapper_pid": os.getpid(),
+        "started": time.time(),
+        "exit_code": None,
+        "signal": None,
+        "ended": None,
+    }
+    if record:
+        record.write_rank(info)
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in _FORWARDED:
+        signal.signal(sig, forward)
+    returncode = child.wait()
+    info["ended"] = time.time()
+    if returncode < 0:
+        info["signal"] = signal.Signals(-returncode).name
+    else:
+        info["exit_code"] = returncode
+    if record:
+        record.write_rank(info)
+    if returncode < 0:
+        signal.signal(-returncode, signal.SIG_DFL)
+        os.kill(os.getpid(), -returncode)
+    return returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,275 @@
+"""Fold a run directory into what a monitor shows: phase, per-rank progress, series, failure.
+
+    folder = RunStateFolder(record)         # keep one per run: it reads events.jsonl incrementally
+    state = folder.refresh()                # cheap; call it a few times a second
+
+Phases: starting (no rank up yet) → rendezvous (ranks up, waiting in init_process_group) →
+training (steps arrive, or every rank joined) → finished | failed | stopped | lost. A script that
+emits no events goes starting → running → its end. Headless: the TUI and tests share it.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mgtutor.training.runs.events import parse_line
+from mgtutor.training.runs.records import RunRecord
+
+SERIES_POINTS = 600  # per rank; the charts show the last few hundred steps
+STRAGGLER_RATIO = 0.8  # a rank below 80% of the others' median throughput is pointed out
+TERMINAL = ("finished", "failed", "stopped", "lost")
+_SIGNAL_MEANING = {
+    "SIGKILL": "likely the host OOM killer (or someone ran kill -9)",
+    "SIGSEGV": "a segmentation fault in native code",
+    "SIGABRT": "an abort in native code (a C++ exception, NCCL or CUDA error)",
+    "SIGTERM": "someone or something asked it to stop",
+    "SIGBUS": "a bus error: often /dev/shm too small for the data loader",
+}
+
+
+@dataclass
+class RankState:
+    rank: int
+    pid: int | None = None
+    started: float | None = None  # the rank's process is up (start event or rank record)
+    joined: float | None = None  # init_process_group returned (rendezvous event)
+    ended: float | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    last_step: int | None = None
+    loss: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    throughput: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    error: str | None = None
+    straggler: bool = False
+
+    def waited(self, now: float) -> float | None:
+        """Seconds spent waiting for the rendezvous so far (None before the rank is up)."""
+        if self.started is None:
+            return None
+        return max(0.0, (self.joined or now) - self.started)
+
+
+@dataclass
+class RunState:
+    run_id: str
+    phase: str = "starting"
+    world_size: int = 0
+    backend: str = "?"
+    label: str = ""
+    started: float | None = None
+    ended: float | None = None
+    has_events: bool = False
+    ranks: dict[int, RankState] = field(default_factory=dict)
+    total_throughput: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
+    result: dict[str, Any] | None = None
+    phases_seen: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.phase in TERMINAL
+
+    def elapsed(self, now: float | None = None) -> float:
+        if self.started is None:
+            return 0.0
+        end = self.ended if self.done and self.ended else (now if now is not None else time.time())
+        return max(0.0, end - self.started)
+
+    def stragglers(self) -> list[int]:
+        return [r for r, s in sorted(self.ranks.items()) if s.straggler]
+
+    def pids(self) -> dict[int, int]:
+        """pid → rank for every rank whose process is known."""
+        return {s.pid: r for r, s in self.ranks.items() if s.pid}
+
+
+class RunStateFolder:
+    """Reads a run directory into a RunState; only new bytes of events.jsonl are read each time."""
+
+    def __init__(self, record: RunRecord, alive: Callable[[], bool] | None = None) -> None:
+        self.record = record
+        self.alive = alive  # how to tell the run is still going (default: the record's status)
+        self.state = RunState(run_id=record.run_id)
+        self._offset = 0
+        self._partial = b""
+        self._pending_totals: dict[int, dict[int, float]] = {}
+
+    def rank(self, rank: int) -> RankState:
+        if rank not in self.state.ranks:
+            self.state.ranks[rank] = RankState(rank)
+        return self.state.ranks[rank]
+
+    def refresh(self, now: float | None = None) -> RunState:
+        now = time.time() if now is None else now
+        state = self.state
+        meta = self.record.meta()
+        state.world_size = int(meta.get("world_size") or state.world_size or 0)
+        state.backend = meta.get("backend") or state.backend
+        state.label = meta.get("label") or state.label
+        state.started = meta.get("started") or state.started
+        for r in range(state.world_size):
+            self.rank(r)
+        self._read_events()
+        for info in self.record.ranks():
+            self._apply_rank_record(info)
+        result = self.record.saved_result()
+        if result is None and not self._alive():
+            result = self.record.saved_result()  # it may have been written just before exiting
+        self._set_phase(result, meta, now)
+        self._mark_stragglers()
+        return state
+
+    def _alive(self) -> bool:
+        if self.alive is not None:
+            return self.alive()
+        return self.record.status() == "running"
+
+    def _read_events(self) -> None:
+        try:
+            with self.record.events_path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # an unfinished last line waits for its end
+        for line in lines:
+            event = parse_line(line)
+            if event is not None:
+                self.apply(event)
+
+    def apply(self, event: dict[str, Any]) -> None:
+        """Fold one event (public so tests and replays can feed events directly)."""
+        try:
+            rank = self.rank(int(event["rank"]))
+        except (TypeError, ValueError):
+            return
+        self.state.has_events = True
+        kind, t = event.get("type"), event.get("t")
+        if kind == "start":
+            rank.started = rank.started or t
+            rank.pid = rank.pid or event.get("pid")
+        elif kind == "rendezvous":
+            rank.started = rank.started or t
+            rank.joined = rank.joined or t
+        elif kind == "step":
+            self._apply_step(rank, event)
+        elif kind == "error":
+            rank.error = rank.error or str(event.get("message") or event.get("error") or "error")
+
+    def _apply_step(self, rank: RankState, event: dict[str, Any]) -> None:
+        step = event.get("step")
+        if not isinstance(step, int):
+            return
+        rank.last_step = step
+        if rank.joined is None:
+            rank.joined = event.get("t")
+        loss = _number(event.get("loss"))
+        if loss is not None:
+            rank.loss.append((step, loss))
+        speed = _number(event.get("samples_per_s"))
+        if speed is None:
+            return
+        rank.throughput.append((step, speed))
+        pending = self._pending_totals.setdefault(step, {})
+        pending[rank.rank] = speed
+        if len(pending) >= max(1, self.state.world_size):
+            self.state.total_throughput.append((step, sum(pending.values())))
+            for old in [s for s in self._pending_totals if s <= step]:
+                del self._pending_totals[old]
+        elif len(self._pending_totals) > 64:  # a rank that stopped reporting must not grow this
+            del self._pending_totals[min(self._pending_totals)]
+
+    def _apply_rank_record(self, info: dict[str, Any]) -> None:
+        rank = self.rank(int(info.get("rank", 0)))
+        rank.pid = info.get("pid") or rank.pid
+        rank.started = rank.started or info.get("started")
+        rank.ended = info.get("ended")
+        rank.exit_code = info.get("exit_code")
+        rank.signal = info.get("signal")
+
+    def _set_phase(self, result: dict[str, Any] | None, meta: dict[str, Any], now: float) -> None:
+        state = self.state
+        ranks = [state.ranks[r] for r in sorted(state.ranks)]
+        if result is not None:
+            state.result = result
+            phase = str(result.get("status") or "finished")
+            state.ended = meta.get("ended") or (state.started + result["duration_s"]
+                                                if state.started and result.get("duration_s") else now)
+        elif not self._alive():
+            phase = "lost"
+            state.ended = max((r.ended or 0 for r in ranks), default=0) or now
+        elif not any(r.started for r in ranks):
+            phase = "starting"
+        elif any(r.last_step is not None for r in ranks) or (ranks and all(r.joined for r in ranks)):
+            phase = "training"
+        elif state.has_events:
+            phase = "rendezvous"
+        elif _speaks_events(meta):
+            phase = "starting"  # our worker is importing torch; its start event is on the way
+        else:
+            phase = "running"
+        state.phase = phase
+        if not state.phases_seen or state.phases_seen[-1] != phase:
+            state.phases_seen.append(phase)
+
+    def _mark_stragglers(self) -> None:
+        recent = {r: statistics.median(v for _, v in list(s.throughput)[-10:])
+                  for r, s in self.state.ranks.items() if len(s.throughput) >= 3}
+        for rank_state in self.state.ranks.values():
+            rank_state.straggler = False
+        if len(recent) < 2 or self.state.done:
+            return
+        for rank, speed in recent.items():
+            others = statistics.median(v for r, v in recent.items() if r != rank)
+            self.state.ranks[rank].straggler = others > 0 and speed < STRAGGLER_RATIO * others
+
+
+def _speaks_events(meta: dict[str, Any]) -> bool:
+    """Whether the run's target is one of our workers (which emit events) rather than a user's script."""
+    target = meta.get("target") or []
+    return len(target) > 1 and target[0] == "-m" and str(target[1]).startswith("mgtutor.")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value)  # "nan" arrives as a string (JSON has no NaN)
+    except (TypeError, ValueError):
+        return None
+
+
+def describe_failure(state: RunState) -> str | None:
+    """One sentence from the record: who failed first and how. None when nothing failed."""
+    result = state.result or {}
+    if state.phase == "lost":
+        return ("the run ended without a result: its supervisor is gone (the machine rebooted, or it "
+                "was killed); the rank records below say what is known")
+    if state.phase != "failed":
+        return None
+    first = result.get("first_failure")
+    if not first:
+        code = result.get("torchrun_exit_code")
+        return f"torchrun exited with code {code} before any rank reported a failure" if code else "the run failed"
+    rank = first.get("rank")
+    if first.get("signal"):
+        sig = first["signal"]
+        meaning = _SIGNAL_MEANING.get(sig)
+        text = f"rank {rank} was killed by {sig}" + (f" — {meaning}" if meaning else "")
+    else:
+        text = f"rank {rank} failed first: exit code {first.get('exit_code')}"
+    error = state.ranks.get(rank).error if rank in state.ranks else None
+    if error:
+        text += f" ({error[:120]})"
+    others = [e["rank"] for e in result.get("ranks", []) if e.get("outcome") == "stopped after the first failure"]
+    if others:
+        text += f"; torchrun then stopped rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}"
+    return text

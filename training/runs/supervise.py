@@ -1,0 +1,44 @@
+"""The run's supervisor: starts torchrun, waits for it, writes result.json.
+
+It runs in its own session, detached from the UI, so a run started from the TUI goes on (and
+still gets its result) when the terminal goes away. `python -m mgtutor.training.runs.supervise RUN_DIR`
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from mgtutor.training.runs.records import RunRecord, build_result
+
+
+def main(run_dir: str) -> int:
+    record = RunRecord(run_dir)
+    meta = record.meta()
+    stop_requested = False
+
+    def on_stop(_signum: int, _frame: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True  # torchrun got the same signal from the group; wait for it to finish
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_stop)
+    print(f"[mgtutor] {' '.join(meta['torchrun_argv'])}", flush=True)
+    torchrun = subprocess.Popen(meta["torchrun_argv"], stdin=subprocess.DEVNULL)
+    record.update_meta(torchrun_pid=torchrun.pid)
+    while True:
+        try:
+            code = torchrun.wait()
+            break
+        except InterruptedError:
+            continue
+    time.sleep(0.05)  # the rank wrappers write their exit records just before torchrun returns
+    result = build_result(record, torchrun_exit=code, stopped=stop_requested)
+    record.write_result(result)
+    record.update_meta(ended=time.time(), status=result["status"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,252 @@
+"""The training loop of the worker: data, model, steps, timing, checkpoints and step events.
+
+Timing without per-step syncs: the host reads the loss (and so waits for the device) only every
+`--log-every` steps; a window's throughput is its samples over its wall time between two reads.
+Data wait is the host time spent getting the next batch (plus, for slow-rank, the injected sleep).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from mgtutor.training.worker import inject
+from mgtutor.training.worker.data import EpochIndices, SyntheticBank, make_sampler, real_dataset, real_loader
+from mgtutor.training.runs.events import EventWriter
+from mgtutor.training.worker.models import WithUnusedHead, build_model, params_digest
+from mgtutor.training.worker.steps import (GraphStepper, Stepper, load_checkpoint, make_optimizer, save_checkpoint,
+                                    wrap_ddp)
+
+_MIB = 1 << 20
+
+
+def memory_mib(device: torch.device) -> tuple[float, float]:
+    """(allocated now, peak) in MiB: the CUDA caching allocator's view, or the process RSS on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device) / _MIB, torch.cuda.max_memory_allocated(device) / _MIB
+    with open("/proc/self/statm") as handle:
+        rss = int(handle.read().split()[1]) * resource.getpagesize()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+    return rss / _MIB, max(rss, peak) / _MIB
+
+
+class TrainLoop:
+    def __init__(self, args: argparse.Namespace, rank: int, world_size: int, device: torch.device,
+                 events: EventWriter) -> None:
+        self.args, self.rank, self.world_size, self.device, self.events = args, rank, world_size, device, events
+        self.targeted = args.inject is not None and rank == args.inject_rank
+        self.step = 0
+        self.used_indices: list[int] = []
+        on_gpu = device.type == "cuda"
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
+                          "auto": torch.bfloat16 if on_gpu else None}[args.amp]
+        self.channels_last = args.channels_last == "on" or (args.channels_last == "auto" and on_gpu)
+        if on_gpu:
+            torch.backends.cudnn.benchmark = True
+        self.replicas = torch.cuda.device_count() if (args.strategy == "dp" and on_gpu) else 1
+        self.micro_batch = args.batch_size * self.replicas  # DataParallel splits one batch over the GPUs
+        self.per_step = self.micro_batch * args.grad_accum
+        self._build_data()
+        self._build_model()
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def _build_data(self) -> None:
+        args = self.args
+        distributed = args.strategy == "ddp" and args.inject != "no-sampler"
+        if args.data == "synthetic":
+            length = args.dataset_size
+            bank = min(length, max(4 * self.per_step, 512))
+            self.bank = SyntheticBank(args.image_size, self.device, args.seed, bank, self.channels_last)
+            self.loader = None
+        else:
+            dataset = real_dataset(args.data, args.data_dir, args.image_size)
+            length = len(dataset)
+            self.epoch_sampler = EpochIndices()
+            self.loader = real_loader(dataset, self.epoch_sampler, self.micro_batch, args.workers,
+                                      pin=self.device.type == "cuda")
+        self.sampler = make_sampler(length, self.world_size, self.rank, args.seed, distributed)
+        self.steps_per_epoch = len(self.sampler) // self.per_step
+        if self.steps_per_epoch < 1:
+            raise ValueError(f"an epoch has {len(self.sampler)} samples per rank, fewer than one step "
+                             f"({self.per_step}); lower --batch-size or raise --dataset-size")
+        self.total_steps = args.steps or args.epochs * self.steps_per_epoch
+
+    def _build_model(self) -> None:
+        args = self.args
+        torch.manual_seed(args.seed)
+        raw: nn.Module = build_model(args.model)
+        if args.inject == "unused-param":
+            raw = WithUnusedHead(raw)
+        raw = raw.to(self.device)
+        if self.channels_last:
+            raw = raw.to(memory_format=torch.channels_last)
+        base_lr = args.lr * (self.world_size if args.scale_lr == "linear" else 1)
+        self.base_lr = base_lr
+        self.optimizer = make_optimizer(raw, base_lr, self.device)
+        if args.resume:
+            state = load_checkpoint(args.checkpoint_dir, self.device)
+            raw.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+            self.events.emit("checkpoint", action="resumed", step=self.step, path=args.checkpoint_dir)
+        self.raw = raw
+        model: nn.Module = raw
+        ddp = args.strategy == "ddp"
+        if args.cuda_graphs:
+            if self.device.type != "cuda":
+                raise RuntimeError("--cuda-graphs needs a CUDA device")
+            # the graph does DDP's work itself (steps.GraphStepper says why), so no wrapper
+            self.stepper: Stepper | GraphStepper = GraphStepper(raw, self.optimizer, self.device, self.amp_dtype,
+                                                                distributed=ddp, bucket_mb=args.bucket_mb)
+            self.warm_steps = self.stepper.warm_steps + 1
+            return
+        if ddp:
+            # static_graph would quietly tolerate the unused layer; the lesson needs DDP's real error
+            static = args.static_graph == "on" and args.inject != "unused-param"
+            model = wrap_ddp(raw, self.device, static, args.bucket_view == "on", args.bucket_mb)
+        elif args.strategy == "dp":
+            model = nn.DataParallel(raw)
+        if args.compile != "off":
+            model = torch.compile(model, mode=None if args.compile == "default" else args.compile)
+        self.stepper = Stepper(model, self.optimizer, self.device, self.amp_dtype, args.grad_accum, ddp)
+        self.warm_steps = 0
+
+    # ---- batches ------------------------------------------------------------------------------
+    def epoch_batches(self, epoch: int, skip_steps: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)  # without it every epoch repeats the same order
+        indices = list(self.sampler)[: self.steps_per_epoch * self.per_step][skip_steps * self.per_step:]
+        self.epoch_indices = indices
+        if self.loader is None:
+            for images, labels in self.bank.epoch_batches(indices, self.micro_batch):
+                if self.channels_last:
+                    images = images.contiguous(memory_format=torch.channels_last)
+                yield images, labels
+            return
+        self.epoch_sampler.indices = indices
+        for images, labels in self.loader:
+            images = images.to(self.device, non_blocking=True)
+            if self.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            yield images, labels.to(self.device, non_blocking=True)
+
+    def lr_at(self, step: int) -> float:
+        if self.args.warmup > 0 and step < self.args.warmup:
+            return self.base_lr * (step + 1) / self.args.warmup
+        return self.base_lr
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        skip = args.timing_skip if args.timing_skip is not None else min(10, self.total_steps // 5)
+        skip = max(skip, self.warm_steps)
+        start_step = self.step
+        timed_from = start_step + skip if start_step + skip < self.total_steps else start_step
+        t_timed = time.perf_counter()
+        wait_timed = 0.0
+        window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
+        loss = last_loss = None
+        while self.step < self.total_steps:
+            epoch, in_epoch = divmod(self.step, self.steps_per_epoch)
+            epoch_began = time.perf_counter()
+            batches = self.epoch_batches(epoch, in_epoch)
+            for step_in_epoch in range(in_epoch, self.steps_per_epoch):
+                began = time.perf_counter()
+                micro = [next(batches) for _ in range(args.grad_accum)]
+                if args.inject == "slow-rank" and self.targeted:
+                    time.sleep(args.slow_seconds)  # a straggler: the other ranks wait in the all-reduce
+                waited = time.perf_counter() - began
+                self._maybe_inject(micro)
+                if args.warmup:
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.lr_at(self.step)
+                loss = self.stepper.step(micro)
+                if args.record_indices:
+                    done = step_in_epoch - in_epoch + 1
+                    self.used_indices += self.epoch_indices[(done - 1) * self.per_step: done * self.per_step]
+                self.step += 1
+                window_steps += 1
+                window_wait += waited
+                if self.step > timed_from:
+                    wait_timed += waited
+                if self.step == timed_from:
+                    self._sync()
+                    t_timed = time.perf_counter()
+                if self.step % args.log_every == 0 or self.step == self.total_steps:
+                    last_loss = self._log(loss, epoch, window_start, window_steps, window_wait)
+                    window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
+                if args.checkpoint_dir and args.checkpoint_every and self.step % args.checkpoint_every == 0:
+                    self._checkpoint()
+                if self.step >= self.total_steps:
+                    break
+            if self.step % self.steps_per_epoch == 0:
+                self.events.emit("epoch", epoch=epoch, steps=self.step, loss=last_loss,
+                                 seconds=round(time.perf_counter() - epoch_began, 3))
+        self._sync()
+        elapsed = time.perf_counter() - t_timed
+        timed_steps = self.step - timed_from
+        if args.checkpoint_dir and not (args.checkpoint_every and self.step % args.checkpoint_every == 0):
+            self._checkpoint()
+        per_step = elapsed / max(timed_steps, 1)
+        data_wait = wait_timed / max(timed_steps, 1)
+        _alloc, peak = memory_mib(self.device)
+        return {
+            "samples_per_s": round(timed_steps * self.per_step / elapsed, 2) if elapsed > 0 else 0.0,
+            "final_loss": last_loss, "steps": self.step, "timed_steps": timed_steps,
+            "seconds": round(elapsed, 4), "step_s": round(per_step, 6), "data_wait_s": round(data_wait, 6),
+            "compute_s": round(max(per_step - data_wait, 0.0), 6), "mem_peak_mib": round(peak, 1),
+            "samples_per_step": self.per_step, "world_size": self.world_size, "strategy": args.strategy,
+            "model": args.model, "image_size": args.image_size, "params_sha256": params_digest(self.raw),
+        }
+
+    def close(self) -> None:
+        self.stepper.close()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _maybe_inject(self, micro: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        args = self.args
+        if not self.targeted or self.step + 1 != args.inject_step:
+            return
+        if args.inject == "crash-rank":
+            inject.crash(self.rank, self.step + 1)
+        elif args.inject == "oom":
+            inject.exhaust_memory(self.device)
+        elif args.inject == "nan-loss":
+            micro[0] = (inject.poison(micro[0][0]), micro[0][1])
+
+    def _log(self, loss: torch.Tensor, epoch: int, window_start: float, steps: int, wait: float) -> float:
+        value = float(loss.item())  # the one device sync of the window
+        seconds = time.perf_counter() - window_start
+        alloc, peak = memory_mib(self.device)
+        rate = steps * self.per_step / seconds if seconds > 0 else 0.0
+        per_step = seconds / steps
+        self.events.emit("step", step=self.step, epoch=epoch, loss=value, samples_per_s=round(rate, 2),
+                         data_wait_s=round(wait / steps, 6), compute_s=round(max(per_step - wait / steps, 0.0), 6),
+                         mem_alloc_mib=round(alloc, 1), mem_peak_mib=round(peak, 1), lr=self.lr_at(self.step - 1))
+        if self.rank == 0:
+            print(f"step {self.step:>6}/{self.total_steps}  epoch {epoch}  loss {value:.4f}  "
+                  f"{rate:>10,.0f} samples/s/rank  data wait {100 * wait / seconds:>3.0f}%  "
+                  f"mem {alloc:,.0f}/{peak:,.0f} MiB", flush=True)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"loss is {value} at step {self.step} on rank {self.rank}: the model's "
+                                     "weights are now NaN on every rank (the all-reduce spread it)")
+        return value
+
+    def _checkpoint(self) -> None:
+        if self.rank != 0:
+            return
+        began = time.perf_counter()
+        path = save_checkpoint(self.args.checkpoint_dir, {
+            "model": self.raw.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
+            "args": vars(self.args)})
+        self.events.emit("checkpoint", action="saved", step=self.step, path=str(path),
+                         seconds=round(time.perf_counter() - began, 3))
