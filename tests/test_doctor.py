@@ -8,7 +8,7 @@ import pytest
 from conftest import mgtutor_argv, no_gpu_env
 from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 
-from mgtutor.diagnostics.doctor.report import collect, render_text, worst
+from mgtutor.diagnostics.doctor.report import collect, render_markdown, render_text, worst
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.diagnostics.doctor.topology import read_topology
 
@@ -77,6 +77,7 @@ def test_broken_torch_is_a_failure_not_a_crash(monkeypatch):
     assert errors(report, load_schema("doctor")) == []
 
 
+@pytest.mark.integration
 def test_cli_doctor_json_on_this_machine_says_no_gpu_clearly():
     done = subprocess.run(mgtutor_argv("doctor", "--json"), capture_output=True, text=True, env=no_gpu_env(),
                           timeout=240)
@@ -88,12 +89,39 @@ def test_cli_doctor_json_on_this_machine_says_no_gpu_clearly():
     assert gpu["status"] == "warn" and "no NVIDIA GPU" in gpu["message"]
     assert report["versions"]["torch"]  # came from the torch subprocess
     assert report["host"]["cpu_cores"] >= 1
+    # what collect_env reports and a maintainer asks for: the OS, the CPU, the library versions
+    assert report["host"]["os"] and report["host"]["cpu_model"] and report["host"]["kernel"]
+    assert report["packages"]["torch"] and report["packages"]["numpy"] and "torchvision" in report["packages"]
+
+
+def test_text_report_has_a_host_line_and_packages_and_markdown_keeps_it_whole(monkeypatch):
+    install(monkeypatch, two_h200())
+    report = collect(torch={**TORCH_OK, "packages": {"torch": "2.11.0", "numpy": "2.1.0",
+                                                      "nvidia-nccl-cu13": "2.28.9"}, "gcc": "gcc (GCC) 13.2.0"})
+    text = render_text(report)
+    host_line = next(line for line in text.splitlines() if line.startswith("Host: "))
+    assert report["host"]["os"] in host_line and report["host"]["kernel"] in host_line
+    assert "torch==2.11.0" in text and "nvidia-nccl-cu13==2.28.9" in text and "GCC 13.2.0" in text
+    assert max(len(line) for line in text.splitlines()[text.splitlines().index("Packages"):][:4]) <= 80
+    markdown = render_markdown(report)
+    assert markdown.startswith("### mgtutor doctor") and f"```text\n{text}\n```" in markdown
+
+
+def test_cuda_visible_devices_without_gpus_is_not_a_pass(monkeypatch):
+    install(monkeypatch, FakePynvml(gpus=[]))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert by_id(collect(torch=TORCH_OK))["cuda_visible_devices"]["status"] == "warn"
+    install(monkeypatch, two_h200())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,3")
+    check = by_id(collect(torch=TORCH_OK))["cuda_visible_devices"]
+    assert check["status"] == "fail" and "GPU 3" in check["message"]
 
 
 @pytest.mark.parametrize("args, words", [
     (["--rendezvous", "--timeout", "-3"], "--timeout"),
     (["--rendezvous", "--nproc", "2", "--skip-rank", "5"], "--skip-rank 5"),
 ])
+@pytest.mark.integration
 def test_cli_bad_input_is_one_line_not_a_traceback(args, words):
     done = subprocess.run(mgtutor_argv("doctor", *args), capture_output=True, text=True, env=no_gpu_env(), timeout=60)
     assert done.returncode == 2

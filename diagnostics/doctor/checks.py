@@ -125,6 +125,19 @@ def _interfaces_match(spec: str) -> bool:
     return any((n == w) if exact else n.startswith(w) for w in wanted for n in names)
 
 
+def _visible_devices_check(visible: str, gpus: int) -> Check:
+    """CUDA_VISIBLE_DEVICES is only fine when it names GPUs this machine has (indices or GPU-/MIG- UUIDs)."""
+    if gpus == 0:
+        return check("cuda_visible_devices", "warn", f"CUDA_VISIBLE_DEVICES={visible} but this machine has no "
+                     "NVIDIA GPU: it selects nothing", "unset it here; set it on the GPU machine")
+    missing = [p for p in visible.split(",") if p.strip().isdigit() and int(p) >= gpus]
+    if missing:
+        return check("cuda_visible_devices", "fail", f"CUDA_VISIBLE_DEVICES={visible} names GPU {missing[0]}, "
+                     f"but there are {gpus} GPU(s) (0…{gpus - 1}); CUDA ignores every index after a bad one",
+                     f"list indices 0…{gpus - 1} only")
+    return check("cuda_visible_devices", "ok", f"CUDA_VISIBLE_DEVICES={visible}")
+
+
 def environment_checks(report: dict[str, Any]) -> list[Check]:
     env, out = report["environment"], []
     visible = env.get("CUDA_VISIBLE_DEVICES")
@@ -132,7 +145,7 @@ def environment_checks(report: dict[str, Any]) -> list[Check]:
         out.append(check("cuda_visible_devices", "fail", "CUDA_VISIBLE_DEVICES is empty: every GPU is hidden",
                          "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use (e.g. 0,1)"))
     elif visible is not None:
-        out.append(check("cuda_visible_devices", "ok", f"CUDA_VISIBLE_DEVICES={visible}"))
+        out.append(_visible_devices_check(visible, len(report.get("gpus") or [])))
     for name, what in (("NCCL_P2P_DISABLE", "GPU-to-GPU (NVLink/PCIe P2P) transfers"),
                        ("NCCL_SHM_DISABLE", "shared-memory transfers"), ("NCCL_IB_DISABLE", "InfiniBand")):
         if env.get(name, "0") not in ("0", ""):

@@ -21,8 +21,9 @@ from mgtutor.diagnostics.doctor.checks import run_checks
 from mgtutor.diagnostics.gpu import gpu_handles
 from mgtutor.diagnostics.doctor.topology import read_topology
 
-ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_")
-ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "WORLD_SIZE", "RANK", "LOCAL_RANK")
+ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "PYTORCH_")
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+             "LD_LIBRARY_PATH")
 MIB = 1 << 20
 
 
@@ -31,6 +32,25 @@ def _limit(which: int) -> dict[str, int | None]:
     soft, hard = resource.getrlimit(which)
     fix = lambda v: None if v == resource.RLIM_INFINITY else int(v)  # noqa: E731
     return {"soft": fix(soft), "hard": fix(hard)}
+
+
+def os_name() -> str:
+    """"Ubuntu 22.04.4 LTS" from os-release where there is one, else what platform knows."""
+    try:
+        return platform.freedesktop_os_release().get("PRETTY_NAME") or platform.system()
+    except OSError:
+        return platform.system() or "unknown"
+
+
+def cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return None  # (platform.processor() would start `uname -p`; the model name is all we want)
 
 
 def host_facts() -> dict[str, Any]:
@@ -42,7 +62,10 @@ def host_facts() -> dict[str, Any]:
         shm_total = shm_free = None
     memory = psutil.virtual_memory()
     return {
-        "hostname": socket.gethostname(), "os": platform.platform(),
+        "hostname": socket.gethostname(), "os": os_name(), "kernel": platform.release(),
+        "arch": platform.machine(),  # (platform.platform() would start `uname -p`)
+        "libc": " ".join(platform.libc_ver()).strip() or None,
+        "cpu_model": cpu_model(), "cpus": os.cpu_count(),
         "cpu_cores": os.cpu_count(), "cpu_physical_cores": psutil.cpu_count(logical=False),
         "cpu_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "ram_total_mib": memory.total // MIB, "ram_available_mib": memory.available // MIB,
@@ -97,6 +120,7 @@ def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
             "python": platform.python_version(), "torch": facts.get("torch"), "cuda": facts.get("cuda"),
             "cudnn": facts.get("cudnn"), "nccl": facts.get("nccl"),
             "driver": nvml.query("nvmlSystemGetDriverVersion"), "driver_cuda": _driver_cuda(),
+            "torch_debug": facts.get("debug"),
             "mgtutor_python": sys.executable, "torch_python": facts.get("python"),
         },
         "gpus": gpus,
@@ -104,7 +128,8 @@ def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
         "topology": {**topo.to_json(), "matrix": topo.matrix()},
         "torch": facts,
         "environment": environment(),
-        "host": host_facts(),
+        "host": {**host_facts(), "gcc": facts.get("gcc")},
+        "packages": facts.get("packages") or torchfacts.package_versions(),
     }
     report["checks"] = run_checks(report, topo)
     return report
@@ -121,11 +146,15 @@ MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 def render_text(report: dict[str, Any]) -> str:
     """The plain-text report (for a terminal or a bug report)."""
     v = report["versions"]
+    host = report["host"]
     out = ["mgtutor doctor — is this machine ready for multi-GPU training?", "",
+           f"Host: {host_line(host)}", "",
            "Versions",
            f"  Python {v['python']}   torch {v['torch'] or '-'}   CUDA (torch) {v['cuda'] or '-'}   "
            f"cuDNN {v['cudnn'] or '-'}   NCCL {v['nccl'] or '-'}",
-           f"  NVIDIA driver {v['driver'] or '-'} (supports CUDA {v['driver_cuda'] or '-'})", "", "GPUs"]
+           f"  NVIDIA driver {v['driver'] or '-'} (supports CUDA {v['driver_cuda'] or '-'})   "
+           f"torch debug build {'yes' if v.get('torch_debug') else 'no'}   GCC {_gcc_short(host.get('gcc'))}",
+           "", "GPUs"]
     if not report["gpus"]:
         out.append(f"  no NVIDIA GPU: {report['gpu_error']} — ranks run on the CPU with gloo")
     for g in report["gpus"]:
@@ -134,16 +163,17 @@ def render_text(report: dict[str, Any]) -> str:
         nvl = f", NVLink {g['nvlink_links_up']} links up" if g["nvlink_links_up"] else ""
         out.append(f"  GPU{g['index']}  {g['name']}  {mem}  sm {g['compute_capability'] or '?'}  {pcie}{nvl}")
     out += ["", "Topology"] + ["  " + line for line in report["topology"]["matrix"].splitlines()]
-    host = report["host"]
     shm = f"{host['shm_total_mib'] / 1024:.1f} GiB" if host["shm_total_mib"] is not None else "none"
     out += ["", "Host",
             f"  {host['cpu_cores']} CPU cores ({host['cpu_usable']} usable), "
             f"RAM {host['ram_total_mib'] / 1024:.1f} GiB, /dev/shm {shm}, "
             f"open files {_fmt_limit(host['nofile_limit']['soft'])}, "
             f"locked memory {_fmt_limit(host['memlock_limit']['soft'], 'B')}",
-            "", "Environment"]
-    out += [f"  {k}={val}" for k, val in report["environment"].items()] or ["  (no NCCL_*, TORCH_*, MASTER_*, "
-                                                                           "CUDA_VISIBLE_DEVICES or OMP_NUM_THREADS set)"]
+            "", "Packages"]
+    out += package_lines(report.get("packages") or {})
+    out += ["", "Environment"]
+    out += [f"  {k}={val}" for k, val in report["environment"].items()] or ["  (no NCCL_*, TORCH_*, PYTORCH_*, MASTER_*, "
+                                                                           "CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH… set)"]
     out += ["", "Checks"]
     for check in report["checks"]:
         out.append(f"  {MARKS[check['status']]} {check['message']}")
@@ -151,6 +181,38 @@ def render_text(report: dict[str, Any]) -> str:
             out.append(f"      fix: {check['fix']}")
     out += ["", f"verdict: {worst(report)}"]
     return "\n".join(out)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The text report in a fenced block under a heading: pasted into a GitHub issue as is, it stays aligned."""
+    return f"### mgtutor doctor ({worst(report)})\n\n```text\n{render_text(report)}\n```\n"
+
+
+def _gcc_short(line: str | None) -> str:
+    return line.split()[-1] if line else "-"
+
+
+def host_line(host: dict[str, Any]) -> str:
+    """One line: OS, kernel, libc, CPU — what a bug report's reader asks first."""
+    parts = [host.get("os") or "?", f"kernel {host['kernel']}" if host.get("kernel") else "",
+             host.get("arch") or "", host.get("libc") or "", host.get("cpu_model") or "",
+             f"{host.get('cpus')} CPUs" if host.get("cpus") else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def package_lines(packages: dict[str, str], width: int = 76) -> list[str]:
+    """name==version, packed on lines of at most `width` columns."""
+    lines, line = [], ""
+    for name, version in packages.items():
+        item = f"{name}=={version}"
+        if line and len(line) + 3 + len(item) > width:
+            lines.append("  " + line)
+            line = item
+        else:
+            line = f"{line}   {item}" if line else item
+    if line:
+        lines.append("  " + line)
+    return lines or ["  (no package metadata found)"]
 
 
 def _fmt_limit(value: int | None, unit: str = "") -> str:

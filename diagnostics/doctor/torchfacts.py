@@ -10,11 +10,39 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import metadata
 from typing import Any
+
+# What a PyTorch maintainer asks for in a bug report (torch.utils.collect_env), plus ours.
+PACKAGES = ("torch", "torchvision", "torchaudio", "numpy", "triton", "accelerate", "nvidia-ml-py", "textual",
+            "psutil", "mgtutor")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of PACKAGES and every nvidia-* wheel (cuDNN, NCCL, cuBLAS…), read from metadata:
+    nothing is imported, so this is cheap and safe in any process."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name in PACKAGES or name.startswith("nvidia-"):
+            found[name] = dist.version
+    return dict(sorted(found.items()))
+
+
+def gcc_version() -> str | None:
+    """The first line of `gcc --version` (torch.compile and C++ extensions build with it), or None."""
+    try:
+        done = subprocess.run(["gcc", "--version"], capture_output=True, text=True, timeout=5,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = done.stdout.splitlines()[:1]
+    return first[0].strip() if done.returncode == 0 and first else None
 
 
 def _facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable}
+    facts: dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable,
+                             "packages": package_versions(), "gcc": gcc_version()}
     try:
         import torch
     except Exception as exc:  # torch missing or broken: say which
@@ -25,6 +53,7 @@ def _facts() -> dict[str, Any]:
     facts.update({
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
+        "debug": bool(getattr(torch.version, "debug", False)),
         "hip": getattr(torch.version, "hip", None),
         "cudnn": None, "nccl": None,
         "distributed": dist.is_available(),
