@@ -11,12 +11,13 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from mgtutor.diagnostics.cluster.common import ClusterJobError, check_counts, check_ifname, check_target
+
 DEFAULT_PORT = 29500
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-_IFNAME = re.compile(r"^\^?=?[A-Za-z0-9_.:,-]+$")
 
 
-class SlurmError(ValueError):
+class SlurmError(ClusterJobError):
     """Bad input for the script, with what to give instead."""
 
 
@@ -36,21 +37,17 @@ class SlurmJob:
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def check(self) -> None:
-        if not self.target:
-            raise SlurmError("nothing to run: give a script after --, e.g. mgtutor slurm --nodes 2 -- train.py")
-        if self.target[0] == "-m" and len(self.target) < 2:
-            raise SlurmError("-m needs a module name")
-        if self.nodes < 1:
-            raise SlurmError(f"--nodes must be at least 1 (got {self.nodes})")
-        if self.gpus_per_node < 1:
-            raise SlurmError(f"--gpus-per-node must be at least 1 (got {self.gpus_per_node})")
+        try:
+            check_target(self.target, "slurm")
+            check_counts(self.nodes, self.gpus_per_node)
+            check_ifname("--nccl-ifname", self.nccl_ifname)
+            check_ifname("--gloo-ifname", self.gloo_ifname)
+        except ClusterJobError as exc:
+            raise SlurmError(str(exc)) from None
         if not 1024 <= self.port < 65536:
             raise SlurmError(f"--port must be from 1024 to 65535 (got {self.port})")
         if self.time is not None and not _TIME.match(self.time):
             raise SlurmError(f"--time {self.time!r} is not a Slurm time: use MM, HH:MM:SS or D-HH:MM:SS")
-        for flag, value in (("--nccl-ifname", self.nccl_ifname), ("--gloo-ifname", self.gloo_ifname)):
-            if value is not None and not _IFNAME.match(value):
-                raise SlurmError(f"{flag} {value!r} is not an interface list (e.g. eth0, ib0 or ^docker,lo)")
         if not re.match(r"^[A-Za-z0-9_.+-]+$", self.job_name):
             raise SlurmError(f"--job-name {self.job_name!r}: use letters, digits, . _ + -")
 

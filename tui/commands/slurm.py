@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
+from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
+from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags, write_job_file
 from mgtutor.tui.errors import CliError
 
 EPILOG = """examples:
@@ -26,23 +26,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "torchrun's c10d rendezvous, each line explained in a comment. Slurm is "
                                         "only needed to run it.",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes (default 2)")
-    parser.add_argument("--gpus-per-node", type=int, default=1, metavar="G", help="GPUs = ranks per node (default 1)")
+    add_shape_flags(parser, node_is="nodes")
     parser.add_argument("--partition", default=None, metavar="P", help="Slurm partition (queue)")
     parser.add_argument("--time", default=None, metavar="T", help="wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00")
     parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help="job name (default mgtutor)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
                         help=f"rendezvous port on the first node (default {DEFAULT_PORT})")
     parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help="CPU cores per node")
-    parser.add_argument("--nccl-ifname", default=None, metavar="IF", help="export NCCL_SOCKET_IFNAME=IF")
+    add_env_flags(parser, env_is="export")
     parser.add_argument("--gloo-ifname", default=None, metavar="IF", help="export GLOO_SOCKET_IFNAME=IF")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="export KEY=VALUE; repeatable")
     parser.add_argument("--python", default="python3", metavar="PY",
                         help="the Python with torch on the nodes (default python3)")
-    parser.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: stdout)")
     parser.add_argument("--submit", action="store_true", help="submit with sbatch (writes FILE, default NAME.sbatch)")
-    parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
-                        help="the script (or -m MODULE) and its arguments, after --")
+    add_output_and_target(parser)
     parser.set_defaults(func=main)
 
 
@@ -57,27 +53,16 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    target = args.target[1:] if args.target[:1] == ["--"] else args.target
-    job = SlurmJob(target=target, nodes=args.nodes, gpus_per_node=args.gpus_per_node, partition=args.partition,
-                   time=args.time, job_name=args.job_name, port=args.port, nccl_ifname=args.nccl_ifname,
+    job = SlurmJob(target=after_dashdash(args.target), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                   partition=args.partition, time=args.time, job_name=args.job_name, port=args.port, nccl_ifname=args.nccl_ifname,
                    gloo_ifname=args.gloo_ifname, cpus_per_node=args.cpus_per_node, python=args.python,
                    extra_env=_env_pairs(args.env))
     try:
         text = sbatch_script(job)
     except SlurmError as exc:
         raise CliError(str(exc)) from None
-    output = args.output or (f"{args.job_name}.sbatch" if args.submit else None)
-    if output is None:
-        sys.stdout.write(text)
-        return 0
-    path = Path(output)
-    try:
-        path.write_text(text)
-        os.chmod(path, 0o755)
-    except OSError as exc:
-        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
-    print(f"wrote {path}", file=sys.stderr)
-    if not args.submit:
+    path = write_job_file(text, args.output or (f"{args.job_name}.sbatch" if args.submit else None), mode=0o755)
+    if path is None or not args.submit:
         return 0
     sbatch = shutil.which("sbatch")
     if sbatch is None:

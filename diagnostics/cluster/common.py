@@ -1,0 +1,39 @@
+"""What every cluster job file shares: the target to run and the network interface names.
+
+The target is what comes after `--` on the command line: `SCRIPT ARGS…` or `-m MODULE ARGS…`. It is
+kept as a list from the command line to the job file, so no argument is ever re-split by a shell.
+"""
+from __future__ import annotations
+
+import re
+
+# An interface list as NCCL and gloo take it: eth0, ib0,ib1, ^docker,lo (exclude), =eth0 (exact).
+_IFNAME = re.compile(r"^\^?=?[A-Za-z0-9_.:,-]+$")
+
+
+class ClusterJobError(ValueError):
+    """Bad input for a job file, with what to give instead (one line for the user)."""
+
+
+def after_dashdash(argv: list[str]) -> list[str]:
+    """argparse's REMAINDER keeps the `--` that separates our flags from the target: drop it."""
+    return argv[1:] if argv[:1] == ["--"] else argv
+
+
+def check_target(target: list[str], command: str) -> None:
+    if not target:
+        raise ClusterJobError(f"nothing to run: give a script after --, e.g. mgtutor {command} --nodes 2 -- train.py")
+    if target[0] == "-m" and len(target) < 2:
+        raise ClusterJobError("-m needs a module name")
+
+
+def check_ifname(flag: str, value: str | None) -> None:
+    if value is not None and not _IFNAME.match(value):
+        raise ClusterJobError(f"{flag} {value!r} is not an interface list (e.g. eth0, ib0 or ^docker,lo)")
+
+
+def check_counts(nodes: int, gpus_per_node: int) -> None:
+    if nodes < 1:
+        raise ClusterJobError(f"--nodes must be at least 1 (got {nodes})")
+    if gpus_per_node < 1:
+        raise ClusterJobError(f"--gpus-per-node must be at least 1 (got {gpus_per_node})")
