@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from conftest import mgtutor_argv, no_gpu_env
 from mgtutor.tui.cli import main as cli_main
 
 SNIPPETS = Path(__file__).parent / "data" / "check"
+FOLLOW = SNIPPETS / "follow"
 JSON_KEYS = {"rule", "severity", "file", "line", "message", "fix", "lesson"}
 MIXED = """\
 import torch
@@ -64,6 +66,7 @@ def test_unreadable_script_exits_2_with_one_line(write_script, tmp_path, capsys,
     assert err.count("\n") == 1 and err.startswith("mgtutor check: error: ") and expected in err
 
 
+@pytest.mark.integration
 def test_cli_process_never_shows_a_traceback(tmp_path):
     path = tmp_path / "latin.py"
     path.write_bytes(b"name = 'caf\xe9'\n")
@@ -76,6 +79,7 @@ def test_cli_process_never_shows_a_traceback(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
 
 
+@pytest.mark.integration
 def test_run_prints_the_check_first_and_still_runs(write_script):
     script = write_script("ddp_mistake.py", (
         "def never_called():\n"
@@ -91,3 +95,49 @@ def test_run_prints_the_check_first_and_still_runs(write_script):
     assert "  error: line 5 [ddp-no-sampler]" in proc.stderr
     assert proc.stderr.index("mgtutor check:") < proc.stderr.index("rank(s), backend")
     assert "[rank 0] trained" in proc.stdout
+
+
+def test_folder_json_keeps_the_contract_with_a_file_per_finding(tmp_path, capsys):
+    project = tmp_path / "proj"
+    shutil.copytree(FOLLOW / "helper_env", project)
+    (project / "train.py").write_text((project / "train.py").read_text() + "\nimport torch\ntorch.load('x.pt')\n")
+    assert cli_main(["check", str(project), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["file"] == str(project)
+    assert data["files"] == [str(project / "train.py"), str(project / "utils.py")] and data["skipped"] == []
+    assert data["findings"] and all(JSON_KEYS <= set(f) and f["file"] in data["files"] for f in data["findings"])
+    by_file = {(f["file"], f["rule"]) for f in data["findings"]}
+    assert (str(project / "train.py"), "torch-load-no-map-location") in by_file
+    assert not any(rule == "local-rank-argument" for _, rule in by_file)
+
+
+def test_folder_text_report_groups_by_file_and_shows_caveats(tmp_path, capsys):
+    project = tmp_path / "proj"
+    project.mkdir()
+    shutil.copy(FOLLOW / "helper_unread.py", project / "train.py")
+    (project / "notes.py").write_text("def helper():\n    return 1\n")
+    assert cli_main(["check", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{project}: 1 file(s) checked, 2 advice"
+    assert f"{project / 'train.py'}: 2 advice" in out and "notes.py" not in out
+    assert "may not apply: the distributed setup happens in training_toolkit.dist.init_distributed_mode()" in out
+    assert cli_main(["check", str(project), "--brief"]) == 0
+    assert "(may not apply)" in capsys.readouterr().out
+
+
+def test_folder_with_an_unreadable_module_checks_the_rest(tmp_path, capsys):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "train.py").write_text("import helpers\nif __name__ == '__main__':\n    helpers.go()\n")
+    (project / "helpers.py").write_bytes(b"def go(:\n")
+    assert cli_main(["check", str(project), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["files"] == [str(project / "train.py")]
+    assert data["skipped"][0]["file"] == str(project / "helpers.py") and "syntax error" in data["skipped"][0]["reason"]
+
+
+def test_folder_without_scripts_exits_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli_main(["check", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no Python script in this folder" in err

@@ -7,11 +7,14 @@ import ast
 import re
 from typing import Iterator
 
+from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name,
 )
 
-Hits = Iterator[tuple[ast.AST, "str | None"]]
+# (node, message or None for the rule's title[, caveat]): a caveat says why the finding may not apply;
+# the finding is then advice whatever the rule's severity, and its confidence is "low".
+Hits = Iterator[tuple]
 
 DDP = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel")
 FSDP = ("torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
@@ -27,9 +30,8 @@ COLLECTIVES = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_
                "reduce_scatter_tensor", "gather", "gather_object", "scatter", "scatter_object_list",
                "all_to_all", "all_to_all_single", "new_group"}
 DIST_WORDS = {"ddp", "distributed", "dist", "world", "rank", "initialized", "multiprocessing", "nproc", "gpus"}
+LOCAL_RANK_VARS = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
 CUDA_INDEX = re.compile(r"^cuda:\d+$")
-DISK_READS = {"open", "imread", "read_image", "decode_image", "load", "read_csv", "read_parquet", "loadtxt",
-              "read_file", "fromfile", "memmap"}
 
 
 # -- shared facts ------------------------------------------------------------------------------
@@ -219,10 +221,19 @@ def distributed_launch(m: ScriptModel) -> Hits:
 
 
 def local_rank_argument(m: ScriptModel) -> Hits:
-    if any(s.value == "LOCAL_RANK" for s in m.strings()):
+    """Silent when this file, or a helper it calls (here or in a project module), reads the rank
+    from the environment; advice when the setup happens in code that was not read."""
+    if any(s.value in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m):
         return
+    unread = follow.unread_setup_calls(m)
     for call in m.method_calls("add_argument"):
-        if any(constant(a) in ("--local_rank", "--local-rank") for a in call.args):
+        if not any(constant(a) in ("--local_rank", "--local-rank") for a in call.args):
+            continue
+        if unread:
+            yield call, None, (f"the distributed setup happens in {follow.describe_call(m, unread[0])}, which was not "
+                               "read; helpers like it often read LOCAL_RANK from the environment, and then the "
+                               "argument is only a fallback")
+        else:
             yield call, None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.match import COLLECTIVES, Hits, distributed, manual_ddp, mentions_rank
 from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, dotted, keyword, last_name
 
@@ -24,17 +25,28 @@ def unguarded_checkpoint(m: ScriptModel) -> Hits:
 
 
 def unguarded_print(m: ScriptModel) -> Hits:
-    if not manual_ddp(m):
+    """Prints every rank runs — not those of the launching process before mp.spawn, not those tagged
+    with the pid, and nothing when `print` is replaced to silence other ranks (DINO's, MAE's and
+    DeiT's `setup_for_distributed`)."""
+    if not manual_ddp(m) or follow.print_replaced(m):
         return
     rank_logging = any(mentions_rank(m, [c]) for c in m.method_calls("setLevel") + m.method_calls("basicConfig"))
     outputs = m.calls_to("print") + ([] if rank_logging else [
         c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
     unguarded = [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
-                 and not _called_with_rank(m, c)]
-    if unguarded:
-        first = min(unguarded, key=lambda c: c.lineno)
-        more = f" (and {len(unguarded) - 1} more)" if len(unguarded) > 1 else ""
-        yield first, f"print/logging runs on every rank{more}: each line appears once per GPU"
+                 and not _called_with_rank(m, c) and not follow.in_spawn_parent(m, c)
+                 and not follow.mentions_pid(c.args)]
+    if not unguarded:
+        return
+    first = min(unguarded, key=lambda c: c.lineno)
+    more = f" (and {len(unguarded) - 1} more)" if len(unguarded) > 1 else ""
+    message = f"print/logging runs on every rank{more}: each line appears once per GPU"
+    unread = follow.unread_setup_calls(m)
+    if unread:
+        yield first, message, (f"the distributed setup happens in {follow.describe_call(m, unread[0])}, which was not "
+                               "read; projects often silence print on every rank but 0 there")
+    else:
+        yield first, message
 
 
 def _called_with_rank(m: ScriptModel, node: ast.AST) -> bool:

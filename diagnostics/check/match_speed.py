@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check.match import DATALOADER, DDP, DISK_READS, Hits, uses_accelerate, uses_cuda
+from mgtutor.diagnostics.check.match import DATALOADER, DDP, Hits, uses_accelerate, uses_cuda
+from mgtutor.diagnostics.check.match_data import dataset_source, reads_from_disk
 from mgtutor.diagnostics.check.model import (
     ScriptModel, constant, dotted, has_star_kwargs, keyword, last_name, walk_local,
 )
@@ -68,11 +69,16 @@ def sync_every_step(m: ScriptModel) -> Hits:
 
 
 def slow_dataloader(m: ScriptModel) -> Hits:
-    if not _reads_from_disk(m):
+    """Only loaders whose data set is read from files: data held in memory (tensors, MNIST/CIFAR
+    arrays, a tokenized table) gains nothing from worker processes."""
+    if not reads_from_disk(m):
         return
     cuda = uses_cuda(m)
     for call in m.calls_to(*DATALOADER):
         if has_star_kwargs(call) or len(call.args) > 5:
+            continue
+        source = dataset_source(m, call.args[0] if call.args else keyword(call, "dataset"))
+        if source == "memory":
             continue
         missing = []
         workers = keyword(call, "num_workers")
@@ -80,18 +86,11 @@ def slow_dataloader(m: ScriptModel) -> Hits:
             missing.append("num_workers")
         if cuda and constant(keyword(call, "pin_memory"), False if keyword(call, "pin_memory") is None else True) is False:
             missing.append("pin_memory=True")
-        if missing:
+        if not missing:
+            continue
+        if source == "disk":
             yield call, f"this DataLoader reads files from disk without {' and '.join(missing)}: " \
                         "the GPU waits on one process decoding data"
-
-
-def _reads_from_disk(m: ScriptModel) -> bool:
-    for call in m.calls:
-        full = m.resolve(call.func) or ""
-        if full.startswith("torchvision.datasets.") or last_name(call.func) in ("ImageFolder", "DatasetFolder") \
-                or full.startswith("datasets.load_dataset"):
-            return True
-    for fn in m.functions.get("__getitem__", []):
-        if any(isinstance(c, ast.Call) and last_name(c.func) in DISK_READS for c in walk_local(fn)):
-            return True
-    return False
+        else:
+            yield call, f"this DataLoader has no {' and '.join(missing)}, and this script reads data from disk", \
+                "could not trace this loader's data set; if it is held in memory, num_workers=0 is the right choice"

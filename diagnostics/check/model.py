@@ -94,6 +94,7 @@ class ScriptModel:
         self.aliases: dict[str, str] = {}
         self.nodes: list[ast.AST] = list(ast.walk(tree))  # one walk; rules filter this list
         self.facts: dict[str, object] = {}                # per-script answers rules share (check_match.fact)
+        self.project = None                               # a check.project.Project when the files around are known
         for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node

@@ -4,6 +4,11 @@ function in check_match.py, check_match_ranks.py or check_match_speed.py.
 
 Severities: `error` — the job trains wrong, crashes or hangs; `warning` — very likely a bug or a
 deprecated API; `advice` — it works, but slower or harder to run than it needs to be.
+Confidence says how the evidence is read: `high` — the call itself is the mistake (an API, an
+argument); `medium` — the rule follows the code (guards, helpers in the file or project) and dynamic
+code can hide what it looks for; `low` — a habit guessed from names and shapes. A finding whose rule
+could not follow the code far enough (a helper it could not read) says so in its caveat, and is
+advice whatever the rule's severity.
 Tags name the symptom a rule explains (Troubleshoot filters by them): data, device, speed, hang,
 output, precision, launch.
 """
@@ -13,11 +18,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from mgtutor.diagnostics.check import match
+from mgtutor.diagnostics.check import match_data as data
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
 from mgtutor.diagnostics.check.model import ScriptModel
 
 SEVERITIES = ("error", "warning", "advice")
+CONFIDENCES = ("high", "medium", "low")
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,7 @@ class Rule:
     lesson: str
     tags: tuple[str, ...]
     find: Callable[[ScriptModel], match.Hits]
+    confidence: str = "medium"
 
 
 RULES: tuple[Rule, ...] = (
@@ -56,7 +64,7 @@ RULES: tuple[Rule, ...] = (
          "the DistributedSampler already shuffles.",
          "drop shuffle=True; the sampler shuffles (DistributedSampler(ds, shuffle=True) is its default)",
          "DataLoader(ds, sampler=sampler, shuffle=True)", "DataLoader(ds, sampler=sampler)",
-         "05-distributed-sampler", ("data",), match.sampler_with_shuffle),
+         "05-distributed-sampler", ("data",), match.sampler_with_shuffle, confidence="high"),
     Rule("sampler-no-set-epoch", "warning",
          "DistributedSampler shuffles but sampler.set_epoch(epoch) is never called",
          "The shuffle is seeded with the epoch number; without set_epoch every epoch sees the same order.",
@@ -93,7 +101,7 @@ RULES: tuple[Rule, ...] = (
          "print on rank 0 only, or prefix messages with the rank",
          'print(f"epoch {epoch} loss {loss:.3f}")',
          'if rank == 0:\n    print(f"epoch {epoch} loss {loss:.3f}")',
-         "06-rank0-checkpoints", ("output",), ranks.unguarded_print),
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_print, confidence="low"),
     Rule("unguarded-tracker", "warning",
          "TensorBoard/W&B logger created on every rank",
          "Each rank opens its own writer: duplicate runs, clashing event files, N copies of every curve.",
@@ -116,14 +124,14 @@ RULES: tuple[Rule, ...] = (
          "use DistributedDataParallel launched with torchrun",
          "model = nn.DataParallel(model).cuda()",
          "model = DDP(model.to(local_rank), device_ids=[local_rank])  # torchrun --nproc-per-node N",
-         "03-dataparallel", ("speed", "device"), match.dataparallel),
+         "03-dataparallel", ("speed", "device"), match.dataparallel, confidence="high"),
     Rule("torch-distributed-launch", "warning",
          "torch.distributed.launch is deprecated",
          "torchrun replaces it: it sets RANK/LOCAL_RANK/WORLD_SIZE in the environment and can restart failed workers.",
          "launch with torchrun (python -m torch.distributed.run)",
          "python -m torch.distributed.launch --nproc_per_node 4 train.py",
          "torchrun --nproc-per-node 4 train.py",
-         "04-ddp-torchrun", ("launch",), match.distributed_launch),
+         "04-ddp-torchrun", ("launch",), match.distributed_launch, confidence="high"),
     Rule("local-rank-argument", "warning",
          "the local rank comes from a --local_rank argument, which torchrun does not pass",
          "torchrun sets LOCAL_RANK in the environment; the argument keeps its default, so every rank picks the "
@@ -139,7 +147,7 @@ RULES: tuple[Rule, ...] = (
          "drop mp.spawn and the env setup; launch with torchrun",
          'os.environ["MASTER_PORT"] = "12355"\nmp.spawn(train, nprocs=n)',
          "# torchrun --nproc-per-node n train.py\ndist.init_process_group()",
-         "04-ddp-torchrun", ("launch",), match.spawn_master_port),
+         "04-ddp-torchrun", ("launch",), match.spawn_master_port, confidence="high"),
     Rule("deprecated-cuda-amp", "warning",
          "torch.cuda.amp is deprecated",
          "torch.cuda.amp.autocast/GradScaler print FutureWarnings and will go; torch.amp takes the device as an "
@@ -147,7 +155,7 @@ RULES: tuple[Rule, ...] = (
          "use torch.amp with the device type",
          "with torch.cuda.amp.autocast():\nscaler = torch.cuda.amp.GradScaler()",
          'with torch.autocast("cuda", dtype=torch.float16):\nscaler = torch.amp.GradScaler("cuda")',
-         "10-mixed-precision", ("precision",), speed.deprecated_cuda_amp),
+         "10-mixed-precision", ("precision",), speed.deprecated_cuda_amp, confidence="high"),
     Rule("fp16-no-scaler", "warning",
          "float16 training without a GradScaler",
          "float16 gradients underflow to zero without loss scaling, so training silently stalls; bfloat16 needs "
@@ -161,7 +169,7 @@ RULES: tuple[Rule, ...] = (
          "DDP then walks the autograd graph after every forward to find unused parameters: slower steps.",
          "leave it off unless DDP's error asks for it (make every output reach the loss instead)",
          "DDP(model, device_ids=[r], find_unused_parameters=True)", "DDP(model, device_ids=[r])",
-         "04-ddp-torchrun", ("speed",), speed.find_unused_parameters),
+         "04-ddp-torchrun", ("speed",), speed.find_unused_parameters, confidence="high"),
     Rule("sync-every-step", "advice",
          ".item() on every training step",
          "Each .item() (or print of a tensor) waits for the GPU to finish: the CPU cannot queue the next step, "
@@ -169,7 +177,7 @@ RULES: tuple[Rule, ...] = (
          "keep the running loss on the GPU and read it every N steps",
          "total += loss.item()",
          "total += loss.detach()\nif step % 50 == 0:\n    print(total.item() / (step + 1))",
-         "12-watching-a-run", ("speed",), speed.sync_every_step),
+         "12-watching-a-run", ("speed",), speed.sync_every_step, confidence="low"),
     Rule("nccl-no-fallback", "advice",
          "backend 'nccl' is hard-coded",
          "NCCL needs CUDA GPUs: on a CPU-only machine (a laptop, a CI runner) init_process_group fails instead "
@@ -177,7 +185,7 @@ RULES: tuple[Rule, ...] = (
          "choose the backend from the hardware",
          'dist.init_process_group("nccl")',
          'dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")',
-         "13-nccl-topology", ("device", "launch"), match.nccl_without_fallback),
+         "13-nccl-topology", ("device", "launch"), match.nccl_without_fallback, confidence="high"),
     Rule("init-no-timeout", "advice",
          "init_process_group without a timeout",
          "The default is 10 minutes (NCCL: up to 30): a missing rank or a stuck collective hangs that long "
@@ -185,7 +193,7 @@ RULES: tuple[Rule, ...] = (
          "pass a timeout that fits your job",
          'dist.init_process_group("nccl")',
          'dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))',
-         "14-when-it-goes-wrong", ("hang",), match.init_without_timeout),
+         "14-when-it-goes-wrong", ("hang",), match.init_without_timeout, confidence="high"),
     Rule("dataloader-slow", "advice",
          "DataLoader reads from disk in the training process",
          "With num_workers=0 the training process itself decodes every batch while the GPU waits; without "
@@ -194,7 +202,26 @@ RULES: tuple[Rule, ...] = (
          "DataLoader(ds, batch_size=64, sampler=sampler)",
          "DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4, pin_memory=True,\n"
          "           persistent_workers=True)",
-         "09-data-loading", ("speed", "data"), speed.slow_dataloader),
+         "09-data-loading", ("speed", "data"), speed.slow_dataloader, confidence="low"),
+    Rule("torch-load-no-map-location", "warning",
+         "torch.load without map_location in a distributed script",
+         "torch.load puts every tensor back on the device it was saved from: each rank loads the checkpoint onto "
+         "the GPU that saved it (GPU 0), so GPU 0 holds N copies and can run out of memory while the ranks fight "
+         "over it.",
+         "load to the CPU (or to this rank's own GPU) with map_location",
+         "snapshot = torch.load(path)",
+         'snapshot = torch.load(path, map_location="cpu")  # or f"cuda:{local_rank}"',
+         "06-rank0-checkpoints", ("device",), data.load_without_map_location),
+    Rule("download-every-rank", "warning",
+         "a data set is downloaded (download=True) on every rank",
+         "Every rank downloads and unpacks the same archive into the same folder at once: the writes race (a "
+         "corrupt or half-extracted archive), the server sees N downloads, and without internet every rank fails "
+         "with a network error that reads like a rendezvous problem.",
+         "download once beforehand, or on one rank per node behind a barrier; then build it with download=False",
+         "train = datasets.CIFAR10(root, train=True, download=True)",
+         "if local_rank == 0:\n    datasets.CIFAR10(root, train=True, download=True)\ndist.barrier()\n"
+         "train = datasets.CIFAR10(root, train=True, download=False)",
+         "09-data-loading", ("data", "launch"), data.download_every_rank),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}

@@ -3,8 +3,10 @@
 The script is parsed with Python's `ast`, never imported or run. The rules live in check_rules.py
 (data) and check_match.py (the evidence each looks for). Public API:
 
-    check_file(path) -> list[CheckFinding]          raises CheckError for unreadable input
+    check_file(path) -> list[CheckFinding]          raises CheckError for unreadable input; follows the
+                                                    calls into modules it imports from its own folder
     check_source(text, filename) -> list[CheckFinding]
+    check_folder(dir) (check.folder) -> FolderReport  the scripts of a project and the modules they import
     findings_with_tags(findings, *tags), findings_for_symptom(findings, "one-gpu-busy")
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
 
 MAX_BYTES = 2_000_000   # a training script is kilobytes; beyond this it is data or generated code
@@ -42,6 +45,8 @@ class CheckFinding:
     fix_before: str = ""
     fix_after: str = ""
     tags: tuple[str, ...] = field(default=())
+    confidence: str = "medium"   # high | medium | low (see check.rules)
+    caveat: str = ""             # why this finding may not apply (then it is advice)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -49,7 +54,9 @@ class CheckFinding:
         return data
 
 
-def check_file(path: str | Path) -> list[CheckFinding]:
+def check_file(path: str | Path, project: Project | None = None) -> list[CheckFinding]:
+    """One script; calls into modules it imports from its own folder (`utils`, `util.misc`) are
+    followed the way Python would import them, through `project` (default: the script's folder)."""
     path = Path(path)
     try:
         if path.is_dir():
@@ -67,14 +74,14 @@ def check_file(path: str | Path) -> list[CheckFinding]:
         raise CheckError(f"cannot read {path}: permission denied") from None
     except OSError as exc:
         raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return check_bytes(data, str(path))
+    return check_bytes(data, str(path), project or Project(path.parent))
 
 
-def check_bytes(data: bytes, filename: str = "<script>") -> list[CheckFinding]:
+def check_bytes(data: bytes, filename: str = "<script>", project: Project | None = None) -> list[CheckFinding]:
     if len(data) > MAX_BYTES:
         raise CheckError(f"{filename} is {len(data) / 1e6:.1f} MB; mgtutor check reads scripts up to "
                          f"{MAX_BYTES // 1_000_000} MB")
-    return check_source(decode_source(data, filename), filename)
+    return check_source(decode_source(data, filename), filename, project)
 
 
 def decode_source(data: bytes, filename: str = "<script>") -> str:
@@ -94,12 +101,14 @@ def decode_source(data: bytes, filename: str = "<script>") -> str:
         raise CheckError(f"{filename}: unknown source encoding {encoding!r}") from None
 
 
-def check_source(text: str, filename: str = "<script>") -> list[CheckFinding]:
+def check_source(text: str, filename: str = "<script>", project: Project | None = None) -> list[CheckFinding]:
     if len(text) > MAX_BYTES:
         raise CheckError(f"{filename} is too large to check ({len(text)} characters)")
     tree = parse(text, filename)
     try:
         model = ScriptModel(tree, text, filename)
+        if project is not None:
+            project.attach(model, Path(filename))
         findings = [f for rule in RULES for f in run_rule(rule, model)]
     except RecursionError:
         raise CheckError(f"{filename}: nested too deeply to analyse") from None
@@ -140,13 +149,15 @@ def looks_like_python2(text: str, exc: SyntaxError) -> bool:
 
 def run_rule(rule: Rule, model: ScriptModel) -> list[CheckFinding]:
     found, seen = [], set()
-    for node, message in rule.find(model):
+    for node, message, *caveat in rule.find(model):
         line = getattr(node, "lineno", 1)
         if (line, message) in seen:
             continue
         seen.add((line, message))
+        unsure = caveat[0] if caveat else ""
         found.append(CheckFinding(
-            rule=rule.id, severity=rule.severity, file=model.filename, line=line,
+            rule=rule.id, severity="advice" if unsure else rule.severity, file=model.filename, line=line,
+            confidence="low" if unsure else rule.confidence, caveat=unsure,
             column=getattr(node, "col_offset", 0), message=message or rule.title, fix=rule.fix,
             lesson=rule.lesson, code=model.line(line).strip(), why=rule.why,
             fix_before=rule.before, fix_after=rule.after, tags=rule.tags))

@@ -1,9 +1,11 @@
-"""`mgtutor check SCRIPT [--json]`: the classic multi-GPU mistakes in a script, found by reading it."""
+"""`mgtutor check SCRIPT|DIR [--json]`: the classic multi-GPU mistakes in a script or a project folder,
+found by reading it."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TextIO
 
 SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice"}
@@ -11,16 +13,21 @@ SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "check", help="find classic multi-GPU mistakes in a training script (reads it, never runs it)",
+        "check", help="find classic multi-GPU mistakes in a training script or project folder (reads, never runs)",
         description="Read SCRIPT (Python's ast; the script is never run) and report the classic multi-GPU "
                     "mistakes: no DistributedSampler, no set_epoch, every rank on GPU 0, checkpoints written by "
                     "every rank, a barrier only rank 0 reaches, deprecated APIs, per-step syncs. Each finding "
-                    "names the line, why it matters, the fix and the lesson that teaches it.\n\n"
+                    "names the line, why it matters, the fix and the lesson that teaches it. Calls into modules the script "
+                    "imports from its own folder are followed (a helper that reads LOCAL_RANK, a replaced print).\n\n"
+                    "Given a folder, every runnable script in it (a top-level .py file with a __main__ guard) and "
+                    "every module they import from the folder is checked, with the findings of each file.\n\n"
+                    "A finding marked 'may not apply' comes from code the checker could not follow; it is advice "
+                    "whatever the rule's usual severity.\n\n"
                     "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed.",
-        epilog="examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n"
+        epilog="examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n  mgtutor check my_project/\n"
                "  mgtutor check train.py --brief --min-severity warning",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("script", metavar="SCRIPT", help="the Python training script to read")
+    parser.add_argument("script", metavar="SCRIPT|DIR", help="the Python training script, or a project folder, to read")
     parser.add_argument("--json", action="store_true",
                         help='print {"findings": [{rule, severity, file, line, message, fix, lesson, …}]}')
     parser.add_argument("--brief", action="store_true", help="one line per finding, no explanations")
@@ -30,19 +37,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from mgtutor.diagnostics.check.folder import check_folder
     from mgtutor.diagnostics.check.script import CheckError, check_file, has_errors
 
     try:
-        findings = check_file(args.script)
+        if Path(args.script).is_dir():
+            report = check_folder(args.script)
+            findings, files = report.findings, report.files
+        else:
+            findings, files, report = check_file(args.script), [args.script], None
     except CheckError as exc:
         print(f"mgtutor check: error: {exc}", file=sys.stderr)
         return 2
     shown = [f for f in findings if _rank(f.severity) <= _rank(args.min_severity)]
     if args.json:
-        print(json.dumps({"file": args.script, "findings": [f.to_json() for f in shown]}, indent=2))
-    else:
+        data = {"file": args.script, "findings": [f.to_json() for f in shown]}
+        if report is not None:
+            data |= {"files": files, "skipped": [{"file": f, "reason": why} for f, why in report.skipped]}
+        print(json.dumps(data, indent=2))
+    elif report is None:
         print_report(args.script, shown, brief=args.brief)
+    else:
+        print_folder_report(report, shown, brief=args.brief)
     return 1 if has_errors(findings) else 0
+
+
+def print_folder_report(report, shown, brief: bool = False, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    print(f"{printable(report.folder)}: {len(report.files)} file(s) checked, {counts_line(shown)}", file=out)
+    for name in report.files:
+        group = [f for f in shown if f.file == name]
+        if group or not brief:
+            print("", file=out)
+            print_report(name, group, brief=brief, out=out)
+    for name, why in report.skipped:
+        print(f"\n{printable(name)}: not checked ({printable(why)})", file=out)
 
 
 def _rank(severity: str) -> int:
@@ -73,11 +102,14 @@ def print_report(path: str, findings, brief: bool = False, out: TextIO | None = 
         if not brief:
             print(f"\n{heading.upper()}", file=out)
         for f in group:
-            print(f"  {printable(f.file)}:{f.line}  [{f.rule}]  {f.message}", file=out)
+            unsure = " (may not apply)" if f.caveat else ""
+            print(f"  {printable(f.file)}:{f.line}  [{f.rule}]  {f.message}{unsure}", file=out)
             if brief:
                 continue
             print(f"    {f.line:>5} | {printable(f.code)}", file=out)
             print(f"    why:    {f.why}", file=out)
+            if f.caveat:
+                print(f"    may not apply: {f.caveat}", file=out)
             print(f"    fix:    {f.fix}", file=out)
             for line in f.fix_before.splitlines():
                 print(f"            - {line}", file=out)

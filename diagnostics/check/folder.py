@@ -1,0 +1,55 @@
+"""`mgtutor check DIR`: a project folder — its runnable scripts and every module they import from
+it — checked file by file, each file's rules following calls across the project."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mgtutor.diagnostics.check.project import MAX_FILES, Project, entry_scripts
+from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file
+
+
+@dataclass
+class FolderReport:
+    folder: str
+    files: list[str] = field(default_factory=list)               # checked, in order: scripts first
+    findings: list[CheckFinding] = field(default_factory=list)   # each names its file
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why) for modules not readable
+
+    def by_file(self) -> dict[str, list[CheckFinding]]:
+        grouped: dict[str, list[CheckFinding]] = {name: [] for name in self.files}
+        for finding in self.findings:
+            grouped.setdefault(finding.file, []).append(finding)
+        return grouped
+
+
+def check_folder(folder: str | Path) -> FolderReport:
+    """Raises CheckError when the folder is missing or holds no Python script."""
+    given = Path(folder)
+    if not given.is_dir():
+        raise CheckError(f"no such folder: {given}" if not given.exists() else f"{given} is not a folder")
+    scripts = entry_scripts(given)
+    if not scripts:
+        raise CheckError(f"{given}: no Python script in this folder (mgtutor check reads *.py files)")
+    project = Project(given)
+    report = FolderReport(folder=str(given))
+    for path in project.closure(scripts)[:MAX_FILES]:
+        shown = _shown(given, project, path)
+        try:
+            findings = check_file(shown, project)
+        except CheckError as exc:
+            if path in [s.resolve() for s in scripts]:
+                raise
+            report.skipped.append((str(shown), str(exc)))
+            continue
+        report.files.append(str(shown))
+        report.findings.extend(findings)
+    return report
+
+
+def _shown(given: Path, project: Project, path: Path) -> Path:
+    """The file as the user would spell it: under the folder they named, not resolved."""
+    try:
+        return given / path.relative_to(project.root)
+    except ValueError:
+        return path

@@ -1,0 +1,192 @@
+"""Facts that need the code a little further than one line: into a helper in the same file or a
+project module (`utils.init_distributed_mode(args)`), up to the `mp.spawn` call, or to a `print`
+replaced for every rank but rank 0. Each answers True, False, or None for "could not follow"."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from mgtutor.diagnostics.check.model import (
+    DEF_NODES, RANK_ENV_VARS, ScriptModel, constant, dotted, identifier_parts, last_name,
+)
+
+MAX_DEPTH = 3
+SETUP_WORDS = {"init", "setup", "initialize", "initialise", "launch"}
+DIST_PARTS = {"dist", "distributed", "ddp", "multiprocessing"}
+BUILTIN_PRINT = {"builtins.print", "__builtin__.print", "__builtins__.print"}
+THIRD_PARTY_ROOTS = {"torch", "accelerate", "lightning", "pytorch_lightning", "deepspeed", "horovod", "os", "sys"}
+
+Target = tuple[ScriptModel, ast.AST]
+
+
+def resolve_function(m: ScriptModel, call: ast.Call) -> Target | None:
+    """The def a call runs: a function of this file (by name), or one in a project module."""
+    if isinstance(call.func, ast.Name) and call.func.id in m.functions:
+        return m, m.functions[call.func.id][0]
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
+            and call.func.value.id == "self" and call.func.attr in m.functions:
+        return m, m.functions[call.func.attr][0]
+    full = m.resolve(call.func)
+    if m.project is None or not full or "." not in full or full.split(".")[0] in THIRD_PARTY_ROOTS:
+        return None
+    return m.project.function(full)
+
+
+def calls_in(fn: ast.AST) -> Iterator[ast.Call]:
+    return (n for n in ast.walk(fn) if isinstance(n, ast.Call))
+
+
+def _reach(m: ScriptModel, fn: ast.AST, test, depth: int, seen: set) -> bool:
+    """Whether `test(model, node)` holds for a node of `fn` or of a helper it calls (bounded)."""
+    key = (m.filename, getattr(fn, "lineno", 0))
+    if key in seen:
+        return False
+    seen.add(key)
+    if any(test(m, node) for node in ast.walk(fn)):
+        return True
+    if depth >= MAX_DEPTH:
+        return False
+    for call in calls_in(fn):
+        target = resolve_function(m, call)
+        if target and _reach(target[0], target[1], test, depth + 1, seen):
+            return True
+    return False
+
+
+def _reads_rank_env(m: ScriptModel, node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in RANK_ENV_VARS
+
+
+def _replaces_print(m: ScriptModel, node: ast.AST) -> bool:
+    if isinstance(node, ast.Assign):
+        return any(m.resolve(t) in BUILTIN_PRINT or _sets_attr(t, "print") and "builtin" in (dotted(t) or "")
+                   for t in node.targets)
+    if isinstance(node, ast.Call) and last_name(node.func) == "setattr" and len(node.args) >= 2:
+        return constant(node.args[1]) == "print" and "builtin" in (dotted(node.args[0]) or "")
+    return False
+
+
+def _sets_attr(target: ast.AST, name: str) -> bool:
+    return isinstance(target, ast.Attribute) and target.attr == name
+
+
+def calls_reaching(m: ScriptModel, test) -> bool:
+    """Whether any call of this file leads (through helpers) to a node `test` accepts."""
+    seen: set = set()
+    for call in m.calls:
+        target = resolve_function(m, call)
+        if target and _reach(target[0], target[1], test, 1, seen):
+            return True
+    return False
+
+
+def helper_reads_rank_env(m: ScriptModel) -> bool:
+    """A function this script calls (here or in a project module) reads RANK/LOCAL_RANK from the
+    environment — timm's init_distributed_device, DINO's and MAE's init_distributed_mode."""
+    key = "helper_reads_rank_env"
+    if key not in m.facts:
+        m.facts[key] = calls_reaching(m, _reads_rank_env)
+    return bool(m.facts[key])
+
+
+def print_replaced(m: ScriptModel) -> bool:
+    """`print` is not the builtin here: a module-level `def print`/`print = …`, or `builtins.print`
+    replaced in this file or a helper it calls (`setup_for_distributed(is_master)`)."""
+    key = "print_replaced"
+    if key not in m.facts:
+        local = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "print" or
+                    isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "print" for t in n.targets)
+                    for n in m.tree.body)
+        m.facts[key] = local or any(_replaces_print(m, n) for n in m.nodes) or calls_reaching(m, _replaces_print)
+    return bool(m.facts[key])
+
+
+def unread_setup_calls(m: ScriptModel) -> list[ast.Call]:
+    """Calls to a distributed-setup helper whose code was not read (an installed package, a module
+    outside the folder): what happens there — env reads, print replaced — is unknown."""
+    found = []
+    for call in m.calls:
+        name = last_name(call.func) or ""
+        parts = set(identifier_parts(name))
+        full = m.resolve(call.func) or name
+        if not (parts & SETUP_WORDS and parts & DIST_PARTS) or full.split(".")[0] in THIRD_PARTY_ROOTS:
+            continue
+        if resolve_function(m, call) is None:
+            found.append(call)
+    return found
+
+
+def describe_call(m: ScriptModel, call: ast.Call) -> str:
+    full = m.resolve(call.func) or dotted(call.func) or "a helper"
+    return f"{full}() (line {call.lineno})"
+
+
+# -- mp.spawn: what runs in the launching process only --------------------------------------------
+def spawn_targets(m: ScriptModel) -> list[ast.AST]:
+    key = "spawn_targets"
+    if key not in m.facts:
+        targets = []
+        for call in m.calls:
+            if last_name(call.func) in ("spawn", "start_processes") and (m.resolve(call.func) or "").startswith(
+                    ("torch.multiprocessing", "mp.", "multiprocessing")) or _is_process_call(m, call):
+                arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("fn", "target")),
+                                                          None)
+                if isinstance(arg, ast.Name):
+                    targets += m.functions.get(arg.id, [])
+        m.facts[key] = targets
+    return m.facts[key]  # type: ignore[return-value]
+
+
+def _is_process_call(m: ScriptModel, call: ast.Call) -> bool:
+    return (m.resolve(call.func) or "").endswith(("multiprocessing.Process", "multiprocessing.spawn"))
+
+
+def worker_functions(m: ScriptModel) -> set[ast.AST]:
+    """The spawn targets and every function of this file they call: the code each worker runs."""
+    key = "worker_functions"
+    if key not in m.facts:
+        reached: set[ast.AST] = set()
+        queue = list(spawn_targets(m))
+        while queue:
+            fn = queue.pop()
+            if fn in reached:
+                continue
+            reached.add(fn)
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    queue += m.functions.get(last_name(node), [])
+                    queue += [f for cls in m.classes.get(last_name(node), []) for f in cls.body
+                              if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        m.facts[key] = reached
+    return m.facts[key]  # type: ignore[return-value]
+
+
+def in_spawn_parent(m: ScriptModel, node: ast.AST) -> bool:
+    """With mp.spawn, code the workers never reach runs once, in the launching process: `main()`
+    printing its config before `mp.spawn(worker, …)`, a download before the spawn."""
+    if not spawn_targets(m):
+        return False
+    workers = worker_functions(m)
+    current = node
+    while current is not None:
+        if current in workers:
+            return False
+        current = m.parent.get(current)
+    fn = m.enclosing(node, DEF_NODES)
+    if fn is not None:
+        return True
+    return _under_main_guard(m, node)
+
+
+def _under_main_guard(m: ScriptModel, node: ast.AST) -> bool:
+    current = m.parent.get(node)
+    while current is not None:
+        if isinstance(current, ast.If) and "__main__" in ast.dump(current.test):
+            return True
+        current = m.parent.get(current)
+    return False
+
+
+def mentions_pid(nodes: list[ast.AST]) -> bool:
+    """`print(f"[{os.getpid()}] …")` tags each process's lines: they can be told apart."""
+    return any(isinstance(n, ast.Call) and last_name(n.func) == "getpid" for node in nodes for n in ast.walk(node))

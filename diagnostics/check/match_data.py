@@ -1,0 +1,163 @@
+"""Check rules about data and checkpoints coming in: where a DataLoader's data set comes from (disk
+or memory), data sets downloaded by every rank at once, and `torch.load` without `map_location`.
+Same contract as check_match.py: yield (node, message-or-None[, caveat]), nothing when unsure."""
+from __future__ import annotations
+
+import ast
+
+from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check.match import Hits, distributed, manual_ddp, uses_cuda
+from mgtutor.diagnostics.check.model import (
+    DEF_NODES, ScriptModel, constant, has_star_kwargs, keyword, last_name, walk_local,
+)
+
+DISK_READS = {"open", "imread", "read_image", "decode_image", "load", "read_csv", "read_parquet", "loadtxt",
+              "read_file", "fromfile", "memmap"}
+# torchvision data sets that hold every sample in memory once built (arrays or tensors, not files)
+IN_MEMORY_TORCHVISION = {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100", "SVHN",
+                         "USPS", "FakeData", "STL10", "SEMEION"}
+IN_MEMORY_CALLS = {"TensorDataset", "StackDataset"}
+PASS_THROUGH = {"random_split", "Subset", "ConcatDataset", "shuffle", "select", "train_test_split", "rename_column",
+                "rename_columns", "remove_columns", "set_format", "with_format", "filter", "shard", "cast_column"}
+FIRST_CONTEXTS = ("first",)   # main_process_first(), rank_zero_first(), local_main_process_first(), zero_first()
+
+
+# -- where a data set comes from ---------------------------------------------------------------
+def dataset_source(m: ScriptModel, node: ast.AST, depth: int = 0) -> str | None:
+    """'disk' (files read per sample), 'memory' (tensors, arrays, pre-tokenized tables) or None."""
+    if depth > 6 or node is None:
+        return None
+    if isinstance(node, ast.Subscript):
+        return dataset_source(m, node.value, depth + 1)
+    if isinstance(node, ast.Name):
+        return dataset_source(m, _assigned_before(m, node), depth + 1)
+    if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
+        return "memory"
+    if not isinstance(node, ast.Call):
+        return None
+    full, name = m.resolve(node.func) or "", last_name(node.func) or ""
+    if name in IN_MEMORY_CALLS:
+        return "memory"
+    if full.startswith("torchvision.datasets.") or name in ("ImageFolder", "DatasetFolder"):
+        return "memory" if name in IN_MEMORY_TORCHVISION else "disk"
+    if name == "map" and isinstance(node.func, ast.Attribute):
+        return "memory"       # a Hugging Face data set mapped once (tokenized) is read from Arrow, not decoded
+    if name in ("with_transform", "set_transform"):
+        return "disk"         # decoded on every access
+    if name in PASS_THROUGH:
+        inner = node.func.value if isinstance(node.func, ast.Attribute) and name not in ("random_split", "Subset") \
+            else (node.args[0] if node.args else None)
+        return dataset_source(m, inner, depth + 1)
+    return _class_source(m, node)
+
+
+def _assigned_before(m: ScriptModel, name: ast.Name) -> ast.AST | None:
+    """The value last assigned to this name before this line, in the same function."""
+    scope = m.enclosing(name, DEF_NODES)
+    best = None
+    for node in (walk_local(scope) if scope is not None else m.nodes):
+        if isinstance(node, ast.Assign) and node.lineno < name.lineno and (best is None or node.lineno > best.lineno):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == name.id:
+                    best = node
+                elif isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name.id
+                                                          for e in target.elts):
+                    best = node
+    return best.value if best is not None else None
+
+
+def _class_source(m: ScriptModel, call: ast.Call) -> str | None:
+    """A Dataset class of this file: 'disk' when its __getitem__ reads files, else 'memory'."""
+    for cls in m.classes.get(last_name(call.func) or "", []):
+        getitem = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__getitem__"]
+        if getitem:
+            reads = any(isinstance(c, ast.Call) and last_name(c.func) in DISK_READS for c in ast.walk(getitem[0]))
+            return "disk" if reads else "memory"
+    return None
+
+
+def reads_from_disk(m: ScriptModel) -> bool:
+    """Some data set in this script is read from files (the script-wide evidence)."""
+    return any(dataset_source(m, call) == "disk" for call in m.calls) or any(
+        isinstance(c, ast.Call) and last_name(c.func) in DISK_READS
+        for fn in m.functions.get("__getitem__", []) for c in walk_local(fn))
+
+
+# -- download=True on every rank -------------------------------------------------------------------
+def download_every_rank(m: ScriptModel) -> Hits:
+    if not (distributed(m) or m.mentions("lightning.fabric", "lightning", "lightning_fabric")):
+        return
+    for call in m.calls:
+        flag = keyword(call, "download")
+        if constant(flag) is not True or follow.in_spawn_parent(m, call):
+            continue
+        if m.runs_on_all_ranks(call) is not True or _in_first_context(m, call) or _after_barrier(m, call):
+            continue
+        yield call, None
+
+
+def _in_first_context(m: ScriptModel, node: ast.AST) -> bool:
+    current = m.parent.get(node)
+    while current is not None and not isinstance(current, DEF_NODES):
+        if isinstance(current, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and (last_name(i.context_expr.func) or "").endswith(FIRST_CONTEXTS)
+                for i in current.items):
+            return True
+        current = m.parent.get(current)
+    return False
+
+
+def _after_barrier(m: ScriptModel, node: ast.AST) -> bool:
+    """A barrier earlier in the same function: the first-process-downloads pattern."""
+    scope = m.enclosing(node, DEF_NODES)
+    for other in (walk_local(scope) if scope is not None else m.nodes):
+        if isinstance(other, ast.Call) and other.lineno < node.lineno and \
+                last_name(other.func) in ("barrier", "monitored_barrier", "wait_for_everyone"):
+            return True
+    return False
+
+
+# -- torch.load without map_location ---------------------------------------------------------------
+def load_without_map_location(m: ScriptModel) -> Hits:
+    if not (manual_ddp(m) or follow.spawn_targets(m)):
+        return
+    loads = m.calls_to("torch.load", bare=False)
+    for call in loads:
+        if _has_map_location(call) or has_star_kwargs(call) or follow.in_spawn_parent(m, call):
+            continue
+        if m.runs_on_all_ranks(call) is False or _sibling_chooses_location(m, call, loads):
+            continue
+        if not (_on_gpus(m) and _saves_device_tensors(m)):
+            yield call, None, ("whether it matters depends on where the checkpoint's tensors were saved from: "
+                               "tensors saved from the CPU load on the CPU, and this file does not save it")
+        elif m.runs_on_all_ranks(call) is None:
+            yield call, None, "could not tell whether every rank runs this load (it sits in code this file never calls)"
+        else:
+            yield call, None
+
+
+def _on_gpus(m: ScriptModel) -> bool:
+    return uses_cuda(m) or bool(m.method_calls("set_device")) or any(s.value == "nccl" for s in m.strings())
+
+
+def _has_map_location(call: ast.Call) -> bool:
+    return keyword(call, "map_location") is not None or len(call.args) >= 2
+
+
+def _sibling_chooses_location(m: ScriptModel, call: ast.Call, loads: list[ast.Call]) -> bool:
+    """`if gpu is None: torch.load(p) else: torch.load(p, map_location=loc)` — the function picks the
+    location on purpose, and the bare load is its no-GPU-given case."""
+    scope = m.enclosing(call, DEF_NODES)
+    return any(other is not call and _has_map_location(other) and m.enclosing(other, DEF_NODES) is scope
+               for other in loads)
+
+
+def _saves_device_tensors(m: ScriptModel) -> bool:
+    """This file saves a checkpoint without moving it to the CPU first: the one it loads back holds
+    tensors of the GPU they were saved from."""
+    for call in m.calls_to("torch.save", bare=False):
+        saved = call.args[0] if call.args else keyword(call, "obj")
+        if saved is not None and not any(isinstance(n, ast.Call) and last_name(n.func) == "cpu"
+                                         for n in ast.walk(saved)):
+            return True
+    return False

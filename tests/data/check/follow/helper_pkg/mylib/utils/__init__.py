@@ -1,0 +1,1 @@
+from .distributed import init_distributed_device, world_info_from_env

@@ -1,0 +1,98 @@
+"""`mgtutor check` following the code a little further before it speaks: rank helpers in the same
+file or the project, a replaced print, the parent of mp.spawn, data held in memory, and the two
+rules for loading (torch.load without map_location) and downloading (download=True on every rank).
+
+Each script in data/check/follow reproduces a pattern seen in public training code; the table says
+which warning/error findings it must give (exactly those) and which rules must stay silent or only
+advise."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mgtutor.diagnostics.check.rules import RULES_BY_ID
+from mgtutor.diagnostics.check.script import check_file
+
+FOLLOW = Path(__file__).parent / "data" / "check" / "follow"
+
+# script: (findings it must give as {rule: severity}, rules that must not appear at all)
+CASES: dict[str, tuple[dict[str, str], set[str]]] = {
+    "helper_env/train.py": ({}, {"local-rank-argument", "unguarded-print", "unguarded-checkpoint"}),
+    "helper_pkg/train.py": ({}, {"local-rank-argument"}),
+    "helper_same_file.py": ({}, {"local-rank-argument"}),
+    "helper_unread.py": ({"local-rank-argument": "advice", "unguarded-print": "advice"}, set()),
+    "local_rank_only.py": ({"local-rank-argument": "warning"}, set()),
+    "print_module_override.py": ({}, {"unguarded-print"}),
+    "print_builtins_same_file.py": ({}, {"unguarded-print"}),
+    "spawn_parent.py": ({"unguarded-print": "advice"}, {"download-every-rank"}),
+    "in_memory_loaders.py": ({"dataloader-slow": "advice"}, set()),
+    "tokenized_accelerate.py": ({}, {"dataloader-slow", "download-every-rank"}),
+    "load_pretrained_no_save.py": ({"torch-load-no-map-location": "advice"}, set()),
+    "load_choices.py": ({}, {"torch-load-no-map-location"}),
+    "download_guarded.py": ({}, {"download-every-rank"}),
+    "download_single_process.py": ({}, {"download-every-rank", "torch-load-no-map-location"}),
+    "download_accelerate_every_rank.py": ({"download-every-rank": "warning"}, set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pattern_gives_exactly_its_findings(name):
+    must, must_not = CASES[name]
+    findings = check_file(FOLLOW / name)
+    got = {f.rule: f.severity for f in findings}
+    assert {rule: got.get(rule) for rule in must} == must
+    assert not must_not & set(got), [f"{f.rule}:{f.line}" for f in findings if f.rule in must_not]
+    loud = {f.rule for f in findings if f.severity != "advice"}
+    assert loud == {rule for rule, severity in must.items() if severity != "advice"}
+
+
+def test_every_finding_that_may_not_apply_is_low_confidence_advice_and_says_why():
+    findings = [f for name in CASES for f in check_file(FOLLOW / name)]
+    unsure = [f for f in findings if f.caveat]
+    assert len(unsure) >= 3
+    assert all(f.severity == "advice" and f.confidence == "low" for f in unsure)
+    assert all(f.confidence == RULES_BY_ID[f.rule].confidence for f in findings if not f.caveat)
+
+
+def test_an_unread_helper_is_named_in_the_caveat():
+    hit = next(f for f in check_file(FOLLOW / "helper_unread.py") if f.rule == "local-rank-argument")
+    assert "training_toolkit.dist.init_distributed_mode() (line 14)" in hit.caveat and "not read" in hit.caveat
+
+
+def test_the_same_script_without_its_helper_module_only_advises(tmp_path):
+    """train.py alone (utils.py not beside it): the helper cannot be read, so no warning."""
+    shutil.copy(FOLLOW / "helper_env" / "train.py", tmp_path / "train.py")
+    found = {f.rule: f for f in check_file(tmp_path / "train.py")}
+    assert found["local-rank-argument"].severity == "advice"
+    assert "utils.init_distributed_mode() (line 15)" in found["local-rank-argument"].caveat
+    assert "local-rank-argument" not in {f.rule for f in check_file(FOLLOW / "helper_env" / "train.py")}
+
+
+def test_a_helper_that_does_not_read_the_environment_keeps_the_warning(tmp_path):
+    shutil.copytree(FOLLOW / "helper_env", tmp_path / "p")
+    utils = tmp_path / "p" / "utils.py"
+    utils.write_text(utils.read_text().replace('int(os.environ["RANK"])', "args.rank")
+                     .replace('int(os.environ["WORLD_SIZE"])', "args.world_size")
+                     .replace('int(os.environ["LOCAL_RANK"])', "args.local_rank"))
+    found = {f.rule: f.severity for f in check_file(tmp_path / "p" / "train.py")}
+    assert found["local-rank-argument"] == "warning"
+
+
+def test_spawn_parent_prints_are_not_counted_only_the_workers():
+    hit = next(f for f in check_file(FOLLOW / "spawn_parent.py") if f.rule == "unguarded-print")
+    assert hit.code == 'print(f"epoch {epoch} done")' and "more" not in hit.message
+
+
+def test_only_the_loader_over_files_is_slow():
+    lines = [f.code for f in check_file(FOLLOW / "in_memory_loaders.py") if f.rule == "dataloader-slow"]
+    assert lines == ["images = DataLoader(photos, batch_size=64, sampler=samplers[2])"]
+
+
+def test_the_new_rules_on_their_snippets_name_the_line():
+    snippets = FOLLOW.parent
+    load = [f for f in check_file(snippets / "torch-load-no-map-location.bad.py") if f.rule == "torch-load-no-map-location"]
+    assert [(f.severity, f.code) for f in load] == [("warning", "snapshot = torch.load(snapshot_path)")]
+    download = [f for f in check_file(snippets / "download-every-rank.bad.py") if f.rule == "download-every-rank"]
+    assert [f.severity for f in download] == ["warning"] and "download=True" in download[0].code
