@@ -221,3 +221,17 @@ def test_installed_cli_writes_a_manifest() -> None:
     obj = load(done.stdout)
     check_trainjob(obj)
     assert [kubelet_expand(arg, {}) for arg in obj["spec"]["trainer"]["args"]] == AWKWARD
+
+
+def test_the_rank_prefix_torchrun_writes_is_the_one_diagnose_reads() -> None:
+    """torchrun renders TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with string.Template; mgtutor diagnose
+    must give the line to that rank."""
+    from string import Template
+
+    from mgtutor.diagnostics.failures.logparse import split_prefix
+
+    [template] = [item["value"] for item in load(manifest_yaml(job("trainjob", 2, 8)))["spec"]["trainer"]["env"]
+                  if item["name"] == "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
+    prefix = Template(kubelet_expand(template, {})).safe_substitute(rank=11, role_name="default", local_rank=3)
+    assert split_prefix(prefix + "RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error.") == \
+        (11, "RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error.")
