@@ -1,0 +1,256 @@
+"""Why a run hangs: compare every rank's stack from one capture and name the odd ranks and their lines.
+
+    report = analyse_capture(capture_dir, world_size=2)      # a HangReport
+    print(report.text())                                     # kind, ranks, where each waits, the fix
+    report.finding()                                         # the same, as a classifier Finding
+
+Kinds (failure_catalogue.json): `world_size_mismatch` (every rank waits in init_process_group for
+more peers than were launched), `rank_outside_collective` (some ranks wait in a collective while
+others are elsewhere: their data loader, a sleep, their own code, or gone), `collective_mismatch`
+(the ranks wait in different collectives). When the stacks alone cannot tell, the report still says
+where each rank waits, with no kind.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mgtutor.diagnostics.failures.catalogue import load_catalogue
+from mgtutor.diagnostics.failures.classify import Finding, render
+from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
+from mgtutor.training.runs.stacks import load_index
+
+WAITING = ("collective", "backward")
+
+
+@dataclass
+class RankWhere:
+    rank: int
+    pid: int | None
+    where: Where
+    worker: Where | None = None  # the busy DataLoader worker, when the rank waits for its data
+    worker_pid: int | None = None
+    problem: str | None = None  # why there is no stack
+
+    def describe(self) -> str:
+        w = self.where
+        if w.category == "no stack":
+            return f"no stack ({self.problem or 'unknown'})"
+        text = {"init": f"waits in {w.op}", "collective": f"waits in {w.op}", "backward": f"waits in {w.op}",
+                "data": "waits for its DataLoader", "sleep": "sleeps",
+                "user code": "runs its own code"}.get(w.category, w.category)
+        text += f" at {w.place()}"
+        if self.worker is not None:
+            text += f"; worker {self.worker_pid} is in {self.worker.place()}"
+            if self.worker.category == "sleep":
+                text += " (sleeping)"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        frame = self.where.frame
+        out: dict[str, Any] = {"category": self.where.category, "op": self.where.op, "pid": self.pid,
+                               "file": frame.file if frame else None, "line": frame.line if frame else None,
+                               "function": frame.short_name if frame else None, "source": self.where.source or None}
+        if self.worker is not None and self.worker.frame is not None:
+            out["worker"] = {"pid": self.worker_pid, "file": self.worker.frame.file, "line": self.worker.frame.line,
+                             "function": self.worker.frame.short_name, "source": self.worker.source or None}
+        if self.problem:
+            out["problem"] = self.problem
+        return out
+
+
+@dataclass
+class HangReport:
+    kind: str | None
+    summary: str
+    fix: str
+    lesson: str
+    ranks: list[int]  # the ranks the report points at (the odd ones)
+    where: dict[int, RankWhere] = field(default_factory=dict)
+    capture: str | None = None
+    stacks: dict[int, str] = field(default_factory=dict)  # rank → saved stack file
+    missing: list[str] = field(default_factory=list)
+    flight: list[str] = field(default_factory=list)  # Flight Recorder lines (NCCL), when read
+
+    def text(self, prefix: str = "") -> str:
+        head = f"hang report ({self.kind or 'no known cause'})"
+        lines = [f"{prefix}{head}: {self.summary}"]
+        for rank, where in sorted(self.where.items()):
+            mark = "*" if rank in self.ranks else " "
+            lines.append(f"{prefix} {mark} rank {rank}: {where.describe()}")
+            if where.where.source:
+                lines.append(f"{prefix}      {where.where.source[:100]}")
+        lines += [f"{prefix}  flight recorder: {line}" for line in self.flight]
+        if self.fix:
+            lines.append(f"{prefix}  fix: {self.fix}")
+        if self.capture:
+            lines.append(f"{prefix}  stacks: {self.capture}")
+        lines += [f"{prefix}  missing: {m}" for m in self.missing]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "summary": self.summary, "fix": self.fix, "lesson": self.lesson,
+                "ranks": self.ranks, "where": {str(r): w.to_dict() for r, w in sorted(self.where.items())},
+                "capture": self.capture, "stacks": {str(r): p for r, p in sorted(self.stacks.items())},
+                "missing": self.missing, "flight_recorder": self.flight}
+
+    def finding(self) -> HangFinding | None:
+        if self.kind is None:
+            return None
+        evidence = [{"file": self.stacks.get(r, self.capture or "?"), "line": w.where.frame.line if w.where.frame else 0,
+                     "text": f"rank {r}: {w.describe()}"} for r, w in sorted(self.where.items())][:4]
+        return HangFinding(kind=self.kind, rank=self.ranks[0] if len(self.ranks) == 1 else None,
+                           summary=self.summary, fix=self.fix, evidence=evidence, lesson=self.lesson,
+                           ranks=list(self.ranks), report=self)
+
+
+@dataclass
+class HangFinding(Finding):
+    report: HangReport | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.report is not None:
+            out["where"] = {str(r): w.to_dict() for r, w in sorted(self.report.where.items())}
+            out["stacks"] = {str(r): p for r, p in sorted(self.report.stacks.items())}
+            out["capture"] = self.report.capture
+            out["flight_recorder"] = self.report.flight
+        return out
+
+
+def rank_wheres(procs: list[ProcessDump]) -> RankWhere | None:
+    main = next((p for p in procs if p.role == "main"), None)
+    if main is None:
+        return None
+    if main.method == "none" or not main.threads:
+        return RankWhere(main.rank, main.pid, Where("no stack", None, None), problem=main.problem)
+    where = RankWhere(main.rank, main.pid, locate(main.main_thread()))
+    if where.where.category == "data":
+        for worker in (p for p in procs if p.role == "worker"):
+            thread = worker.main_thread()
+            if thread and any("/torch/utils/data/_utils/fetch.py" in f.file for f in thread.frames):
+                where.worker, where.worker_pid = locate(thread), worker.pid
+                break
+    return where
+
+
+def analyse_capture(capture: Path, world_size: int, flight: list[str] | None = None) -> HangReport:
+    """The report for one saved capture (stacks/<id>/): read every rank file, compare, explain."""
+    index = load_index(capture)
+    wheres: dict[int, RankWhere] = {}
+    stacks: dict[int, str] = {}
+    for path in sorted(capture.glob("rank*.txt")):
+        try:
+            procs = parse_rank_file(path.read_text(errors="replace"))
+        except OSError:
+            continue
+        where = rank_wheres(procs)
+        if where is not None:
+            wheres[where.rank] = where
+            stacks[where.rank] = str(path)
+    missing = [str(m) for m in index.get("missing", [])]
+    exited = {int(m.split()[1].rstrip(":")) for m in missing if m.startswith("rank ") and " exited " in m}
+    report = explain(wheres, world_size, exited, index.get("rank_env") or {})
+    report.capture, report.stacks, report.missing = str(capture), stacks, missing
+    report.flight = list(flight or [])
+    return report
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, sorted(ranks)))
+
+
+def _verb(ranks: list[int], one: str, many: str) -> str:
+    return one if len(ranks) == 1 else many
+
+
+def explain(wheres: dict[int, RankWhere], world_size: int, exited: set[int] | None = None,
+            rank_env: dict[str, dict[str, str]] | None = None) -> HangReport:
+    catalogue = load_catalogue()
+    exited = exited or set()
+    seen = {r: w for r, w in wheres.items() if w.where.category != "no stack"}
+    by_category: dict[str, list[int]] = {}
+    for rank, where in sorted(seen.items()):
+        by_category.setdefault(where.where.category, []).append(rank)
+    init = by_category.get("init", [])
+    if init and len(init) == len(seen) and not exited:
+        return _init_report(catalogue, seen, world_size, rank_env or {})
+    waiting = [r for r, w in sorted(seen.items()) if w.where.category in WAITING]
+    outside = sorted([r for r in seen if r not in waiting] + list(exited))
+    if waiting and outside:
+        spec = catalogue["rank_outside_collective"]
+        ops = sorted({seen[r].where.op or "?" for r in waiting})
+        places = sorted({seen[r].where.place() for r in waiting})
+        hints = [_outside_hint(r, seen.get(r)) for r in outside]
+        first = "; ".join(h[0] for h in hints)
+        fields = {"outside_text": first[:1].upper() + first[1:],
+                  "waiting_text": f"{_ranks_text(waiting)} {_verb(waiting, 'waits', 'wait')} in {', '.join(ops)} "
+                                  f"at {', '.join(places)}",
+                  "outside_ranks": _ranks_text(outside), "outside_hint": " ".join(h[1] for h in hints)}
+        return HangReport("rank_outside_collective", render(spec.summary, fields), render(spec.fix, fields),
+                          spec.lesson, outside, dict(wheres))
+    if waiting and len({(seen[r].where.op, seen[r].where.place()) for r in waiting}) > 1:
+        spec = catalogue["collective_mismatch"]
+        groups: dict[tuple[str | None, str], list[int]] = {}
+        for r in waiting:
+            groups.setdefault((seen[r].where.op, seen[r].where.place()), []).append(r)
+        ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[1]))
+        odd = [r for _key, ranks in ordered[1:] for r in ranks]
+        text = ", ".join(f"{_ranks_text(ranks)} {_verb(ranks, 'waits', 'wait')} in {op} at {place}"
+                         for (op, place), ranks in ordered)
+        summary = render(spec.summary, {"mismatch_text": f": {text}"})
+        return HangReport("collective_mismatch", summary, render(spec.fix, {}), spec.lesson, odd, dict(wheres))
+    places = sorted({w.where.place() for w in seen.values()})
+    if waiting:
+        summary = (f"every rank waits in {seen[waiting[0]].where.op} at {places[0]}: the same call on every rank, "
+                   "so the stacks show no culprit (a slow or broken network, or a rank of another node).")
+    else:
+        summary = "no rank is inside a collective; each rank's place is listed below."
+    return HangReport(None, summary, "", "14-when-it-goes-wrong", [], dict(wheres))
+
+
+def _outside_hint(rank: int, where: RankWhere | None) -> tuple[str, str]:
+    if where is None:
+        return f"rank {rank} has exited", f"rank {rank} exited before the others: read its log (mgtutor runs show)."
+    w = where.where
+    at = w.place()
+    if w.category == "data":
+        inner = where.worker.place() if where.worker is not None else "its worker processes"
+        return (f"rank {rank} is in its data loading (DataLoader at {at}; a worker is in {inner})",
+                f"rank {rank}'s DataLoader is stuck: a worker waits in {inner}. Check the dataset's I/O "
+                "(a network disk, a lock, a download), give reads a timeout, and try num_workers=0 to see "
+                "the same wait in the main process.")
+    if w.category == "sleep":
+        return f"rank {rank} sleeps at {at}", f"rank {rank} sleeps at {at}: remove the wait, or do it on every rank."
+    if w.category == "init":
+        return (f"rank {rank} is still in init_process_group at {at}",
+                f"rank {rank} never finished init_process_group: read its log.")
+    return (f"rank {rank} runs its own code at {at}",
+            f"rank {rank} is busy at {at} (a loop, or work only that rank does) and skipped or has not yet reached "
+            "the collective.")
+
+
+def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_size: int,
+                 rank_env: dict[str, dict[str, str]]) -> HangReport:
+    expected = sorted({int(v) for w in seen.values() for k, v in w.where.args.items()
+                       if k in ("world_size", "group_size") and v.lstrip("-").isdigit() and int(v) > 0})
+    env_sizes = sorted({int(e["WORLD_SIZE"]) for e in rank_env.values() if str(e.get("WORLD_SIZE", "")).isdigit()})
+    launched = world_size or (env_sizes[0] if env_sizes else len(seen))
+    where = sorted({w.where.place() for w in seen.values()})
+    # past the store, creating the process group: every peer the group expects must connect now
+    in_pg = all(w.where.inner in ("_new_process_group_helper", "_create_gloo_process_group", "_create_process_group_wrapper")
+                or w.where.inner not in ("_create_c10d_store", "rendezvous", "_env_rendezvous_handler", None)
+                for w in seen.values())
+    if (expected and expected[-1] != launched) or (not expected and in_pg and len(seen) >= launched):
+        spec = catalogue["world_size_mismatch"]
+        fields = {"started": launched, "expected": expected[-1] if expected else f"more than {launched}",
+                  "where": ", ".join(where)}
+        summary = render(spec.summary, fields)
+        if env_sizes:
+            summary += f" (torchrun gave them WORLD_SIZE={env_sizes[0]})"
+        return HangReport("world_size_mismatch", summary, spec.fix, spec.lesson, sorted(seen), dict(seen))
+    summary = (f"every rank waits in init_process_group at {', '.join(where)}: the rendezvous store is not "
+               "reachable, or a rank of another node has not started.")
+    return HangReport(None, summary, "Check MASTER_ADDR/MASTER_PORT (let torchrun set them) and that every node "
+                      "was launched.", "14-when-it-goes-wrong", [], dict(seen))

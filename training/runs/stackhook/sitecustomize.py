@@ -1,0 +1,73 @@
+"""mgtutor's stack hook: the launcher puts this directory first on the ranks' PYTHONPATH.
+
+Why: where py-spy may not attach (no ptrace rights, e.g. a container without SYS_PTRACE), mgtutor
+still needs each rank's Python stack while it hangs. `faulthandler` can dump every thread from a
+C-level signal handler even while the main thread is blocked inside a collective, so every process
+of a rank (`__main__`, spawn children, DataLoader workers) registers one signal that appends its
+stacks to `<run>/stacks/live/pid<PID>.txt`. The user's script runs unchanged; any sitecustomize
+that was on the path before this one is still imported afterwards.
+
+Only processes with RANK in their environment (torchrun's workers and their children) take part.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _signal_number() -> int | None:
+    import signal
+
+    rtmin = getattr(signal, "SIGRTMIN", None)
+    chosen = os.environ.get("MGTUTOR_STACK_SIGNAL")
+    if chosen and chosen.isdigit():
+        return int(chosen)
+    return int(rtmin) + 5 if rtmin is not None else int(getattr(signal, "SIGUSR2", 0)) or None
+
+
+def _install() -> None:
+    live = os.environ.get("MGTUTOR_STACKS_LIVE")
+    signum = _signal_number()
+    if not live or "RANK" not in os.environ or signum is None:
+        return
+    import faulthandler
+
+    try:
+        os.makedirs(live, exist_ok=True)
+        handle = open(os.path.join(live, f"pid{os.getpid()}.txt"), "a", buffering=1)
+    except OSError:
+        return  # no stacks for this process; the capture says the live file is missing
+    handle.write(f"# pid {os.getpid()} ppid {os.getppid()}\n")
+    faulthandler.register(signum, file=handle, all_threads=True, chain=False)
+    global _HANDLE
+    _HANDLE = handle  # keep the file open for the handler
+
+
+_HANDLE = None
+
+
+def _chain_next_sitecustomize() -> None:
+    """Import the sitecustomize that this one shadows, if any (a venv's or a distribution's)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    module = sys.modules.pop("sitecustomize", None)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        import sitecustomize  # noqa: F401  (the next one on the path)
+    except ImportError:
+        pass
+    except Exception as exc:  # the shadowed hook failed: say so, as Python itself would
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        sys.path[:] = saved
+        if module is not None:
+            sys.modules.setdefault("sitecustomize", module)
+
+
+try:
+    _install()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_install)  # forked DataLoader workers get their own file
+except Exception:  # never break the user's interpreter start
+    pass
+_chain_next_sitecustomize()
