@@ -61,6 +61,9 @@ def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
     assert sorted(r["rank"] for r in results) == [0, 1]
     assert all(r["samples_per_s"] > 0 and r["final_loss"] == pytest.approx(curve[12]) for r in results if r["rank"] == 0)
     assert {e["type"] for e in read_events(full_run.events_path)} >= {"start", "rendezvous", "step", "result"}
+    # --cuda-graphs auto stays off on CPU ranks, and the run says so at its start
+    assert all(s["cuda_graphs"] is False and "CPU" in s["cuda_graphs_why"] for s in events(full_run, "start"))
+    assert "cuda graphs: off (auto: the ranks run on the CPU" in full_run.rank_log(0, "stdout").read_text()
 
 
 def test_replicas_are_bit_identical_after_training(full_run: RunRecord) -> None:

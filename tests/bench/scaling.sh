@@ -14,11 +14,12 @@ bench() {  # name, then bench-scaling options
 }
 PART=${1:-core}
 if [ "$PART" = core ]; then
-# 1. the four cases of the table (mgtutor defaults: bf16, channels_last, static_graph, bucket view, fused SGD)
-bench r18-32      --model resnet18 --image-size 32  --batch-size 512 --steps 200
-bench r50-32      --model resnet50 --image-size 32  --batch-size 256 --steps 200
-bench r18-224     --model resnet18 --image-size 224 --batch-size 256 --steps 100
-bench r50-224     --model resnet50 --image-size 224 --batch-size 128 --steps 100
+# 1. the four cases of the table, eager (bf16, channels_last, static_graph, bucket view, fused SGD;
+#    graphs off: without the flag, --cuda-graphs auto would turn them on)
+bench r18-32      --model resnet18 --image-size 32  --batch-size 512 --steps 200 --cuda-graphs off
+bench r50-32      --model resnet50 --image-size 32  --batch-size 256 --steps 200 --cuda-graphs off
+bench r18-224     --model resnet18 --image-size 224 --batch-size 256 --steps 100 --cuda-graphs off
+bench r50-224     --model resnet50 --image-size 224 --batch-size 128 --steps 100 --cuda-graphs off
 fi
 if [ "$PART" = graphs ]; then
 # 2. the same four cases with the whole step in one CUDA graph (the fix for the launch-bound 32×32 cases)
@@ -48,6 +49,6 @@ if [ "$PART" = seed ]; then
 #    4 workers, batch 128, fp32) vs the synthetic + bf16 path, on 1 and 2 GPUs
 python3 tests/bench/make_fake_cifar.py /tmp/fake-cifar
 bench seed-recipe  --model resnet18 --data cifar10 --data-dir /tmp/fake-cifar --workers 4 --batch-size 128 \
-                   --amp off --channels-last off --steps 200
+                   --amp off --channels-last off --cuda-graphs off --steps 200
 bench seed-fast    --model resnet18 --batch-size 512 --steps 200 --cuda-graphs
 fi

@@ -39,18 +39,23 @@ def test_mgtutor_train_resnet18_on_two_gpus(two_gpus) -> None:
     assert record.meta()["backend"] == "nccl"
     starts, results = of(record, "start"), of(record, "result")
     assert {starts[0]["device"], starts[1]["device"]} == {"cuda:0", "cuda:1"}
+    # no flag: --cuda-graphs auto turns the graphed step on for this fixed-shape GPU run, and says so
+    assert all(s["cuda_graphs"] is True and s["cuda_graphs_why"].startswith("on (auto") for s in starts.values())
+    assert "cuda graphs: on (auto" in proc.stdout
     assert results[0]["params_sha256"] == results[1]["params_sha256"]
     assert all(r["samples_per_s"] > 0 and r["mem_peak_mib"] > 0 for r in results.values())
     assert of(record, "rendezvous")[1]["world_size"] == 2
 
 
-@pytest.mark.parametrize("extra", [["--cuda-graphs"], ["--compile", "default"]], ids=["cuda-graphs", "compile"])
+@pytest.mark.parametrize("extra", [["--cuda-graphs"], ["--cuda-graphs", "off"], ["--compile", "default"]],
+                         ids=["cuda-graphs", "eager", "compile"])
 def test_fast_paths_train_correctly(two_gpus, extra: list[str]) -> None:
     # every step logged: the synthetic classes are learnt within ten steps, so the first loss must be seen
     record = train("--model", "resnet18", "--batch-size", "256", "--steps", "40", "--log-every", "1", *extra)
     assert record.result()["status"] == "finished", logs(record)
     results = of(record, "result")
     assert results[0]["params_sha256"] == results[1]["params_sha256"]
+    assert of(record, "start")[0]["cuda_graphs"] is (extra == ["--cuda-graphs"])  # --compile: auto says off
     losses = [e["loss"] for e in read_events(record.events_path) if e["type"] == "step" and e["rank"] == 0]
     assert losses[-1] < losses[0] / 10, losses
 

@@ -16,6 +16,18 @@ AMP_MODES = ("auto", "bf16", "fp16", "off")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 INJECT_MODES = ("hang-before-init", "oom", "crash-rank", "nan-loss", "unused-param", "slow-rank", "no-sampler")
 
+_GRAPHS_VALUES = {"auto": None, "on": True, "off": False}
+
+
+def _graphs_value(text: str) -> bool | None:
+    """--cuda-graphs auto|on|off as None|True|False: only an explicit "on" is truthy, so the checks
+    that refuse graphs (no GPU, gloo, a step that changes) apply to what the user asked for, and auto
+    is settled by the worker, which knows the device (cuda_graphs_choice)."""
+    if text not in _GRAPHS_VALUES:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from auto, on, off)")
+    return _GRAPHS_VALUES[text]
+
+
 # (flag, kwargs) in the order they are shown in --help; dest is derived by argparse.
 _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--model", dict(default="tinycnn", choices=MODELS, help="network to train (default tinycnn: seconds on a CPU)")),
@@ -34,9 +46,13 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--amp", dict(default="auto", choices=AMP_MODES, help="torch.amp autocast; auto = bf16 on GPU, off on CPU")),
     ("--channels-last", dict(default="auto", choices=("auto", "on", "off"), help="NHWC memory format; auto = on GPU")),
     ("--compile", dict(default="off", choices=COMPILE_MODES, help="torch.compile mode (default off)")),
-    ("--cuda-graphs", dict(action="store_true",
-                           help="record the whole step as one CUDA graph and replay it: for small images, where "
-                                "launching kernels from Python sets the pace (NVIDIA GPUs; ddp or single)")),
+    ("--cuda-graphs", dict(nargs="?", const=True, default=None, type=_graphs_value,
+                           metavar="{auto,on,off}",
+                           help="record the whole step as one CUDA graph and replay it (NVIDIA GPUs; ddp or "
+                                "single): for small images, where launching kernels from Python sets the pace. "
+                                "auto (the default) = on for a GPU run whose step is fixed (no --compile, "
+                                "--warmup, --grad-accum, --amp fp16, --inject or DDP options), off otherwise; "
+                                "the run says which and why at its start. A bare --cuda-graphs means on")),
     ("--static-graph", dict(default="on", choices=("on", "off"), help="DDP static_graph (default on)")),
     ("--bucket-view", dict(default="on", choices=("on", "off"), help="DDP gradient_as_bucket_view (default on)")),
     ("--bucket-mb", dict(type=float, default=None, metavar="MB",
@@ -63,6 +79,36 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+def cuda_graphs_choice(args: argparse.Namespace, on_gpu: bool) -> tuple[bool, str]:
+    """Whether the step runs as one CUDA graph, and why, in a phrase the run prints at its start.
+
+    Auto turns graphs on only where the captured step is the step every time: a GPU, a model and
+    data of fixed shapes (synthetic, or CIFAR-10/ImageFolder cut to one size, last partial batch
+    dropped), nothing read back from the device per step (no fp16 loss scaler), a constant learning
+    rate, and nothing that needs DDP's own hooks or eager kernels (--inject demos, DDP options).
+    """
+    if args.cuda_graphs is True:
+        return True, "on (--cuda-graphs)"
+    if args.cuda_graphs is False:
+        return False, "off (--cuda-graphs off)"
+    reasons = [
+        (not on_gpu, "the ranks run on the CPU"),
+        (args.strategy == "dp", "--strategy dp (DataParallel) is not captured"),
+        (args.compile != "off", f"--compile {args.compile} has its own graph modes"),
+        (args.amp == "fp16", "--amp fp16's loss scaler reads its scale back every step"),
+        (args.grad_accum > 1, "--grad-accum changes the step from one micro-step to the next"),
+        (args.warmup > 0, "--warmup changes the learning rate every step"),
+        (args.inject is not None, f"--inject {args.inject} shows a failure on the eager step"),
+        (args.static_graph == "off" or args.bucket_view == "off",
+         "--static-graph/--bucket-view off ask for DDP itself, which the graph replaces"),
+    ]
+    for applies, why in reasons:
+        if applies:
+            return False, f"off (auto: {why}{'; --cuda-graphs on to force it' if on_gpu else ''})"
+    data = "synthetic data" if args.data == "synthetic" else f"{args.data} images of one size"
+    return True, (f"on (auto: GPU, fixed-shape step, {data}; --cuda-graphs off for the eager step)")
+
+
 def add_train_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     for flag, kwargs in _OPTIONS:
         if flag not in skip:
@@ -82,6 +128,9 @@ def worker_argv(args: argparse.Namespace, **overrides: Any) -> list[str]:
         if kwargs.get("action") == "store_true":
             if value:
                 argv.append(flag)
+        elif flag == "--cuda-graphs":
+            if value is not None:
+                argv += [flag, "on" if value else "off"]
         elif value is not None and value != kwargs.get("default"):
             argv += [flag, str(value)]
     return argv

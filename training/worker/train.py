@@ -21,7 +21,7 @@ import torch.distributed as dist
 from mgtutor.training.worker import inject
 from mgtutor.training.runs.events import EventWriter
 from mgtutor.training.worker.loop import TrainLoop
-from mgtutor.training.runs.train_options import add_train_options, check_train_options
+from mgtutor.training.runs.train_options import add_train_options, check_train_options, cuda_graphs_choice
 
 BACKEND_ENV = "MGTUTOR_BACKEND"
 
@@ -85,10 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     backend = pick_backend()
     device = pick_device(backend, args.strategy, local_rank)
     targeted = args.inject is not None and rank == args.inject_rank
+    # auto settles here, where the device is known; everything after sees a plain True/False
+    args.cuda_graphs, graphs_why = cuda_graphs_choice(args, device.type == "cuda")
     events.emit("start", pid=os.getpid(), host=os.uname().nodename, local_rank=local_rank, world_size=world_size,
                 backend=backend if args.strategy == "ddp" else None, device=str(device), model=args.model,
                 data=args.data, strategy=args.strategy, batch_size=args.batch_size, torch=torch.__version__,
-                inject=args.inject, inject_rank=args.inject_rank if args.inject else None)
+                inject=args.inject, inject_rank=args.inject_rank if args.inject else None,
+                cuda_graphs=args.cuda_graphs, cuda_graphs_why=graphs_why)
+    if rank == 0:
+        print(f"cuda graphs: {graphs_why}", flush=True)
     loop: TrainLoop | None = None
     try:
         if args.inject == "hang-before-init" and targeted:
