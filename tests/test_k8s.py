@@ -17,11 +17,11 @@ from mgtutor.diagnostics.cluster.k8s_yaml import load
 from mgtutor.tui.commands import k8s as k8s_command
 from mgtutor.tui.errors import CliError
 from tests.conftest import mgtutor_argv
-from tests.test_k8s_apis import check_pod, check_pytorchjob, check_trainjob, kubelet_expand
+from tests.test_k8s_apis import check_pod, check_pytorchjob, check_trainjob, kubelet_expand, script_argv
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"
 AWKWARD = ["train.py", "--name", "two words", "it's \"quoted\"", "$(date)", "$(NCCL_DEBUG)", "a;rm -rf /", "$$x",
-           "`id`", "yes", "on", "0123", "1:30", "--lr=0.1", "", "#not a comment", "- dash", "null", "~", "a: b"]
+           "`id`", "${local_rank}", "$local_rank", "$", "yes", "on", "0123", "1:30", "--lr=0.1", "", "#not a comment", "- dash", "null", "~", "a: b"]
 
 
 def job(api: str, nodes: int, gpus: int, **kw) -> K8sJob:
@@ -67,7 +67,7 @@ def test_manifest_asks_for_what_was_given(api: str, nodes: int, gpus: int) -> No
         assert int(gpu_limit(obj, container)) == gpus
         env = {item["name"]: kubelet_expand(item["value"], {}) for item in container["env"]}
         assert container["command"][0] == "torchrun"
-        assert [kubelet_expand(arg, env) for arg in container["args"]] == AWKWARD  # exactly, after Kubernetes' expansion
+        assert script_argv(container["args"], env) == AWKWARD  # exactly, after Kubernetes' and torchrun's expansion
         [shm] = [m for m in mounts(obj, container, pod) if m["mountPath"] == "/dev/shm"]
         [volume] = [v for v in pod["volumes"] if v["name"] == shm["name"]]
         assert volume["emptyDir"]["medium"] == "Memory" and volume["emptyDir"]["sizeLimit"] == "16Gi"
@@ -78,6 +78,7 @@ def test_without_escaping_kubernetes_would_have_changed_the_arguments() -> None:
     assert kubelet_expand("$(NCCL_DEBUG)", {"NCCL_DEBUG": "WARN"}) == "WARN"
     assert kubelet_expand("$$(NCCL_DEBUG)", {"NCCL_DEBUG": "WARN"}) == "$(NCCL_DEBUG)"
     assert kubelet_expand("$(date) $x $", {}) == "$(date) $x $"
+    assert script_argv(["$$x", "${local_rank}"], {}, local_rank=3) == ["$x", "3"]  # and torchrun's pass after it
 
 
 def test_options_reach_every_pod() -> None:
@@ -220,7 +221,7 @@ def test_installed_cli_writes_a_manifest() -> None:
     assert done.returncode == 0, done.stderr
     obj = load(done.stdout)
     check_trainjob(obj)
-    assert [kubelet_expand(arg, {}) for arg in obj["spec"]["trainer"]["args"]] == AWKWARD
+    assert script_argv(obj["spec"]["trainer"]["args"], {}) == AWKWARD
 
 
 def test_the_rank_prefix_torchrun_writes_is_the_one_diagnose_reads() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from string import Template
 from typing import Any
 
 import pytest
@@ -124,6 +125,12 @@ def check_pytorchjob(obj: dict[str, Any]) -> None:
         assert replica.get("restartPolicy", "OnFailure") in ("Always", "OnFailure", "Never", "ExitCode")
         fields(replica["template"], {"metadata", "spec"}, f"{role}.template", {"spec"})
         check_pod(replica["template"]["spec"], f"{role}.template.spec")
+
+
+def script_argv(args: list[str], env: dict[str, str], local_rank: int = 0) -> list[str]:
+    """What the script gets for the container's args: Kubernetes' expansion, then torchrun's
+    string.Template pass over them (torch/distributed/elastic/utils/api.py: macros.substitute)."""
+    return [Template(kubelet_expand(arg, env)).safe_substitute(local_rank=str(local_rank)) for arg in args]
 
 
 def kubelet_expand(text: str, env: dict[str, str]) -> str:

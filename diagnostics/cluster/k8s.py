@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from ruamel.yaml.comments import CommentedMap
 
-from mgtutor.diagnostics.cluster.k8s_job import LAUNCHER, SHM_PATH, K8sError, K8sJob, env_vars, k8s_literal
+from mgtutor.diagnostics.cluster.k8s_explain import pod_selector
+from mgtutor.diagnostics.cluster.k8s_job import (
+    LAUNCHER, SHM_PATH, K8sError, K8sJob, env_vars, k8s_literal, torchrun_literal,
+)
 from mgtutor.diagnostics.cluster.k8s_yaml import Block, dump
 
 __all__ = ["K8sError", "K8sJob", "manifest", "manifest_yaml"]
@@ -27,12 +30,13 @@ COMMAND_WHY = ("torchrun finds its place in the job in the PET_* variables the o
 SHM_WHY = ("A container's /dev/shm is 64 MB unless a volume replaces it. DataLoader workers hand batches\n"
            "to the rank through it and die with 'bus error' or 'No space left on device' when it is full.\n"
            "medium: Memory makes it RAM-backed; what is stored in it counts against the pod's memory.")
-ARGS_WHY = "The script and its arguments, one list item each: no shell splits or expands them."
+ARGS_WHY = ("The script and its arguments, one list item each: no shell splits or expands them. A $ is\n"
+            "written $$$$: Kubernetes and then torchrun (for ${local_rank}) each read $$ as $.")
 
 
 def add_command(container: Block, job: K8sJob, explain: bool = True) -> None:
     container.set("command", list(LAUNCHER), COMMAND_WHY if explain else None)
-    container.set("args", [k8s_literal(part) for part in job.target], ARGS_WHY if explain else None)
+    container.set("args", [k8s_literal(torchrun_literal(part)) for part in job.target], ARGS_WHY if explain else None)
 
 
 def add_env(container: Block, job: K8sJob, explain: bool = True, operator_sets_unbuffered: bool = False) -> None:
@@ -75,8 +79,8 @@ def header(job: K8sJob, kind: str, needs: str) -> str:
         "per node, torchrun in each, one rank per GPU.",
         needs,
         "Check: kubectl apply --dry-run=server -f FILE    Run: kubectl apply -f FILE",
-        "Logs for `mgtutor diagnose`: see `mgtutor k8s --explain` (kubectl logs with --prefix).",
-        "Every $ in command, args and env values is written $$: Kubernetes expands $(VAR) there.",
+        f"Logs: kubectl logs -l {pod_selector(job)} --tail=-1 > {job.name}.log; mgtutor diagnose {job.name}.log",
+        "Every $ in env values is written $$ (Kubernetes expands $(VAR) there), in args $$$$ (torchrun does too).",
     ]
     if not job.claims:
         lines.append("No --pvc: nothing the job writes outlives its pods; give --pvc CLAIM:/ckpt for checkpoints.")

@@ -63,8 +63,9 @@ def walkthrough(job: K8sJob) -> str:
         f"RANK = node rank x {job.gpus_per_node} + LOCAL_RANK, WORLD_SIZE = {world}.",
         f"/dev/shm is a memory-backed emptyDir of {job.shm}: the container default of 64 MB kills DataLoader "
         "workers with 'bus error' as soon as batches are large.",
-        "The arguments are a list, passed to torchrun untouched: no shell runs in between, and every $ is "
-        "written $$ because Kubernetes expands $(VAR) in command, args and env values.",
+        "The arguments are a list: no shell splits or expands them. Every $ in them "
+        "is written $$$$, because Kubernetes expands $(VAR) in command, args and env values and torchrun "
+        "fills in ${local_rank}, and each reads $$ as one $ (env values: $$).",
         "A failed pod fails the job: no restart, because a new pod cannot join collectives already under way. "
         "Resume from the last checkpoint with a new job.",
         (f"Checkpoints: {', '.join(c.claim + ' at ' + c.path for c in job.claims)} (persistent volume claims). "

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from string import Template
 
 NODES, GPUS = 2, 8
 IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"
@@ -33,8 +34,9 @@ def mgtutor_k8s(api, *extra):
 
 
 def unescape(text):
-    """Kubernetes reads $$ in command, args and env values as one $ (and expands $(VAR))."""
-    return text.replace("$$", "$")
+    """What the script gets for an argument: Kubernetes reads $$ in args as one $ (and expands
+    $(VAR)), then torchrun does the same with string.Template (and fills in ${local_rank})."""
+    return Template(text.replace("$$", "$")).safe_substitute(local_rank="0")
 
 
 def pods(obj):
