@@ -1,0 +1,134 @@
+"""Does being watched cost anything? The same rank under plain torchrun and under `mgtutor run`.
+
+    python tests/bench/overhead.py [--pairs 9] [--nproc 1] [--work 30000000]        # CPU-bound rank, gloo
+    python tests/bench/overhead.py --gpu [--pairs 9] [--nproc 2] [--work 3000]      # launch-bound GPU loop, NCCL
+
+Each pair runs both launchers back to back, in alternating order (plain first in even pairs,
+mgtutor first in odd ones) so a drift of the machine's load falls on both sides alike. The rate is
+each rank's own, timed inside the rank over fixed work (tests/bench/overhead_worker.py), summed
+over the ranks; the result is the median of the per-pair ratios mgtutor ÷ plain, with its range
+and quartiles. Wall times (start-up included) are reported beside it, not used in the ratio.
+Prints a table, then one JSON line; --out FILE also writes the JSON there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORKER = Path(__file__).with_name("overhead_worker.py")
+NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def launch_argv(launcher: str, nproc: int, backend: str, worker_args: list[str]) -> list[str]:
+    if launcher == "plain":
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                str(WORKER), *worker_args]
+    return [sys.executable, "-m", "mgtutor.tui", "run", "--nproc", str(nproc), "--backend", backend, "--",
+            str(WORKER), *worker_args]
+
+
+def one_run(launcher: str, args: argparse.Namespace, scratch: Path, index: int) -> dict[str, float]:
+    report = scratch / f"{launcher}-{index}"
+    worker_args = ["--mode", "gpu" if args.gpu else "cpu", "--work", str(args.work), "--report-dir", str(report)]
+    argv = launch_argv(launcher, args.nproc, "nccl" if args.gpu else "gloo", worker_args)
+    env = {**os.environ, **NO_NVLS, "PYTHONUNBUFFERED": "1"}
+    if not args.gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # CPU ranks: mgtutor must not pick NCCL on a GPU machine
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                          timeout=args.timeout, start_new_session=True)
+    wall = time.perf_counter() - began
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU time of every process the launch made (launcher, torchrun, wrappers, ranks), start-up included
+    cpu_total = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    ranks = [json.loads(p.read_text()) for p in sorted(report.glob("rank*.json"))]
+    if proc.returncode != 0 or len(ranks) != args.nproc:
+        raise RuntimeError(f"{launcher} run {index} failed (exit {proc.returncode}, {len(ranks)} rank reports):\n"
+                           f"{' '.join(argv)}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return {"rate": sum(r["rate"] for r in ranks), "wall_s": wall, "cpu_total_s": cpu_total,
+            "cpu_share": sum(r["cpu_seconds"] / r["seconds"] for r in ranks) / len(ranks)}
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    quartiles = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
+    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1],
+            "q1": quartiles[0], "q3": quartiles[2]}
+
+
+def measure(args: argparse.Namespace) -> dict[str, object]:
+    pairs: list[dict[str, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="mgtutor-overhead-") as tmp:
+        scratch = Path(tmp)
+        for i in range(args.warmup_pairs + args.pairs):
+            order = ("plain", "mgtutor") if i % 2 == 0 else ("mgtutor", "plain")
+            pair = {launcher: one_run(launcher, args, scratch, i) for launcher in order}
+            if i < args.warmup_pairs:
+                continue
+            pairs.append(pair)
+            ratio = pair["mgtutor"]["rate"] / pair["plain"]["rate"]
+            print(f"pair {len(pairs):>2} ({order[0]} first): plain {pair['plain']['rate']:>14,.1f}/s  "
+                  f"mgtutor {pair['mgtutor']['rate']:>14,.1f}/s  ratio {ratio:.4f}  "
+                  f"wall {pair['plain']['wall_s']:.1f} / {pair['mgtutor']['wall_s']:.1f} s  "
+                  f"all CPU {pair['plain']['cpu_total_s']:.1f} / {pair['mgtutor']['cpu_total_s']:.1f} s", flush=True)
+    ratios = [p["mgtutor"]["rate"] / p["plain"]["rate"] for p in pairs]
+    return {
+        "mode": "gpu" if args.gpu else "cpu", "nproc": args.nproc, "work": args.work, "pairs": len(pairs),
+        "ratio": spread(ratios), "ratios": [round(r, 5) for r in ratios],
+        "plain_rate": spread([p["plain"]["rate"] for p in pairs]),
+        "mgtutor_rate": spread([p["mgtutor"]["rate"] for p in pairs]),
+        "plain_wall_s": spread([p["plain"]["wall_s"] for p in pairs]),
+        "mgtutor_wall_s": spread([p["mgtutor"]["wall_s"] for p in pairs]),
+        "plain_cpu_total_s": spread([p["plain"]["cpu_total_s"] for p in pairs]),
+        "mgtutor_cpu_total_s": spread([p["mgtutor"]["cpu_total_s"] for p in pairs]),
+        "plain_rank_cpu_share": spread([p["plain"]["cpu_share"] for p in pairs]),
+        "mgtutor_rank_cpu_share": spread([p["mgtutor"]["cpu_share"] for p in pairs]),
+        "load_after": os.getloadavg()[0], "cpus": os.cpu_count(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu", action="store_true", help="launch-bound GPU loop on NCCL (default: CPU-bound, gloo)")
+    parser.add_argument("--pairs", type=int, default=9)
+    parser.add_argument("--warmup-pairs", type=int, default=1, help="pairs run first and not counted (file caches)")
+    parser.add_argument("--nproc", type=int, default=None, help="ranks per run (default: 1 on CPU, 2 on GPUs)")
+    parser.add_argument("--work", type=int, default=None,
+                        help="per rank: loop iterations (CPU, default 30M) or timed steps (GPU, default 3000)")
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    args.nproc = args.nproc or (2 if args.gpu else 1)
+    args.work = args.work or (3000 if args.gpu else 30_000_000)
+    load = os.getloadavg()[0]
+    print(f"overhead: {'GPU launch-bound loop' if args.gpu else 'CPU-bound loop'}, {args.nproc} rank(s), "
+          f"{args.pairs} pairs (+{args.warmup_pairs} warm-up), load average {load:.2f} on {os.cpu_count()} CPUs",
+          flush=True)
+    try:
+        result = measure(args)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"overhead: {exc}", file=sys.stderr)
+        return 1
+    result["load_before"] = load
+    r = result["ratio"]
+    print(f"mgtutor run ÷ plain torchrun: median {r['median']:.4f} (range {r['min']:.4f}–{r['max']:.4f}, "
+          f"quartiles {r['q1']:.4f}–{r['q3']:.4f}) over {result['pairs']} pairs; load average now "
+          f"{os.getloadavg()[0]:.2f}")
+    line = json.dumps(result)
+    print(line)
+    if args.out:
+        args.out.write_text(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
