@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from string import Template
 
 import pytest
 
@@ -47,18 +48,20 @@ def test_every_command_and_directive_has_its_explanation_above_it() -> None:
     assert "export NCCL_SOCKET_IFNAME=ib0" in text and "export GLOO_SOCKET_IFNAME=eth0" in text
 
 
+@pytest.mark.integration
 @needs_bash
-@pytest.mark.parametrize("target", [["train.py", "--name", "it's a \"test\" $HOME"], ["-m", "pkg.train", "--lr", "0.1"]])
+@pytest.mark.parametrize("target", [["train.py", "--name", "it's a \"test\" $HOME $$ ${local_rank}"],
+                                    ["-m", "pkg.train", "--lr", "0.1"]])
 def test_script_passes_bash_n_and_quotes_arguments(tmp_path: Path, target: list[str]) -> None:
     path = tmp_path / "job.sbatch"
     path.write_text(sbatch_script(SlurmJob(target=target, nodes=2, gpus_per_node=2, cpus_per_node=8,
                                            extra_env={"NCCL_DEBUG": "INFO"}, gloo_ifname="^docker,lo")))
     checked = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    # the last line, as bash splits it, gives back exactly the target's arguments
+    # the last line, as bash splits it and torchrun substitutes ${local_rank} in it, gives back exactly the target
     last = path.read_text().rstrip().splitlines()[-1]
     words = subprocess.run(["bash", "-c", f'printf "%s\\n" {last}'], capture_output=True, text=True, env={})
-    assert words.stdout.splitlines() == target
+    assert [Template(word).safe_substitute(local_rank="0") for word in words.stdout.splitlines()] == target
 
 
 @pytest.mark.parametrize("job, message", [
@@ -74,6 +77,7 @@ def test_bad_input_is_refused_with_the_fix(job: SlurmJob, message: str) -> None:
         sbatch_script(job)
 
 
+@pytest.mark.integration
 def test_cli_writes_the_file_and_refuses_bad_input(tmp_path: Path) -> None:
     done = cli("--nodes", "2", "--gpus-per-node", "4", "-o", str(tmp_path / "job.sbatch"), "--", "train.py")
     assert done.returncode == 0, done.stderr
@@ -84,6 +88,7 @@ def test_cli_writes_the_file_and_refuses_bad_input(tmp_path: Path) -> None:
     assert bad.stderr.strip().splitlines() == ["mgtutor slurm: error: --time 'soon' is not a Slurm time: use MM, HH:MM:SS or D-HH:MM:SS"]
 
 
+@pytest.mark.integration
 def test_submit_without_sbatch_says_so_and_keeps_the_script(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=str(tmp_path / "empty-bin"))  # no sbatch anywhere on PATH
     done = cli("--nodes", "2", "--submit", "--", "train.py", cwd=tmp_path, env=env)

@@ -20,6 +20,12 @@ def after_dashdash(argv: list[str]) -> list[str]:
     return argv[1:] if argv[:1] == ["--"] else argv
 
 
+def torchrun_literal(text: str) -> str:
+    """torchrun passes the script and its arguments through string.Template (to fill in
+    ${local_rank}), which reads $$ as one $: every $ is doubled so the script gets it as given."""
+    return text.replace("$", "$$")
+
+
 def check_target(target: list[str], command: str) -> None:
     if not target:
         raise ClusterJobError(f"nothing to run: give a script after --, e.g. mgtutor {command} --nodes 2 -- train.py")

@@ -11,9 +11,8 @@ from __future__ import annotations
 from ruamel.yaml.comments import CommentedMap
 
 from mgtutor.diagnostics.cluster.k8s_explain import pod_selector
-from mgtutor.diagnostics.cluster.k8s_job import (
-    LAUNCHER, SHM_PATH, K8sError, K8sJob, env_vars, k8s_literal, torchrun_literal,
-)
+from mgtutor.diagnostics.cluster.common import torchrun_literal
+from mgtutor.diagnostics.cluster.k8s_job import LAUNCHER, SHM_PATH, K8sError, K8sJob, env_vars, k8s_literal
 from mgtutor.diagnostics.cluster.k8s_yaml import Block, dump
 
 __all__ = ["K8sError", "K8sJob", "manifest", "manifest_yaml"]

@@ -83,12 +83,6 @@ class K8sJob:
             raise K8sError(str(exc)) from None
 
 
-def torchrun_literal(text: str) -> str:
-    """torchrun passes the script and its arguments through string.Template (to fill in
-    ${local_rank}), which reads $$ as one $: every $ is doubled so the script gets it as given."""
-    return text.replace("$", "$$")
-
-
 def k8s_literal(text: str) -> str:
     """Kubernetes expands $(VAR) in command, args and env values, and reads $$ as one $: every $
     is doubled so the container gets the text exactly as given."""

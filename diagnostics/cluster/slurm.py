@@ -11,7 +11,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from mgtutor.diagnostics.cluster.common import ClusterJobError, check_counts, check_ifname, check_target
+from mgtutor.diagnostics.cluster.common import (
+    ClusterJobError, check_counts, check_ifname, check_target, torchrun_literal,
+)
 
 DEFAULT_PORT = 29500
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
@@ -101,12 +103,13 @@ def sbatch_script(job: SlurmJob) -> str:
     lines += _line('echo "rendezvous on ${head_node}:${rdzv_port}, job ${SLURM_JOB_ID}, ${SLURM_JOB_NUM_NODES} node(s)"',
                    "Say where the nodes meet: the first thing to check when a node never joins.")
     lines += [""]
-    target = " ".join(q(part) for part in job.target)
+    target = " ".join(q(torchrun_literal(part)) for part in job.target)
     lines += [
         "# srun starts one task per node (--ntasks-per-node=1); each runs torchrun, which starts",
         f"# --nproc-per-node={job.gpus_per_node} ranks and gives them RANK, LOCAL_RANK, WORLD_SIZE.",
         "# c10d rendezvous: all nodes meet at head_node:rdzv_port; the job id keeps jobs apart;",
         "# ranks are numbered once every node has joined. --max-restarts 0: a failure ends the job.",
+        "# A $ in the arguments is written $$: torchrun reads $$ as $ (it fills in ${local_rank}).",
         f"srun --kill-on-bad-exit=1 {q(job.python)} -m torch.distributed.run \\",
         '    --nnodes "$SLURM_JOB_NUM_NODES" \\',
         f"    --nproc-per-node {job.gpus_per_node} \\",
