@@ -18,6 +18,7 @@ from typing import Any
 
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
+from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
 from mgtutor.training.runs.stacks import load_index
 
@@ -135,8 +136,9 @@ def rank_wheres(procs: list[ProcessDump]) -> RankWhere | None:
     return where
 
 
-def analyse_capture(capture: Path, world_size: int, flight: list[str] | None = None) -> HangReport:
-    """The report for one saved capture (stacks/<id>/): read every rank file, compare, explain."""
+def analyse_capture(capture: Path, world_size: int, flight: dict[int, FlightRank] | None = None) -> HangReport:
+    """The report for one saved capture (stacks/<id>/): read every rank file, compare, explain.
+    `flight`: the Flight Recorder dumps (NCCL), whose pending collectives say who waits where."""
     index = load_index(capture)
     wheres: dict[int, RankWhere] = {}
     stacks: dict[int, str] = {}
@@ -151,10 +153,28 @@ def analyse_capture(capture: Path, world_size: int, flight: list[str] | None = N
             stacks[where.rank] = str(path)
     missing = [str(m) for m in index.get("missing", [])]
     exited = {int(m.split()[1].rstrip(":")) for m in missing if m.startswith("rank ") and " exited " in m}
+    if flight:
+        _apply_flight(wheres, flight)
     report = explain(wheres, world_size, exited, index.get("rank_env") or {})
     report.capture, report.stacks, report.missing = str(capture), stacks, missing
-    report.flight = list(flight or [])
+    if flight:
+        report.flight = flight_lines(flight)
+        divergence = first_divergence(flight)
+        if divergence is not None and report.kind in ("collective_mismatch", "rank_outside_collective"):
+            report.summary += f" Flight Recorder: {divergence.text()}."
     return report
+
+
+def _apply_flight(wheres: dict[int, RankWhere], flight: dict[int, FlightRank]) -> None:
+    """On NCCL a collective returns at once and the rank waits later (synchronize, .item()): the
+    Flight Recorder's entered-but-not-completed collective says what it really waits for."""
+    for rank, entry in pending(flight).items():
+        where = wheres.get(rank)
+        if where is None or where.where.category in ("collective", "backward", "init"):
+            continue
+        site = f", called at {entry.where}" if entry.where else ""
+        w = where.where
+        where.where = Where("collective", f"{entry.op} #{entry.seq}{site}", w.frame, w.source, w.args, w.inner)
 
 
 def _ranks_text(ranks: list[int]) -> str:
