@@ -118,22 +118,28 @@ def test_folder_text_report_groups_by_file_and_shows_caveats(tmp_path, capsys):
     (project / "notes.py").write_text("def helper():\n    return 1\n")
     assert cli_main(["check", str(project)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == f"{project}: 1 file(s) checked, 2 advice"
-    assert f"{project / 'train.py'}: 2 advice" in out and "notes.py" not in out
+    assert out.splitlines()[0] == f"{project}: 2 file(s) checked, 2 advice"
+    assert f"{project / 'train.py'}: 2 advice" in out and f"{project / 'notes.py'}: no findings" in out
     assert "may not apply: the distributed setup happens in training_toolkit.dist.init_distributed_mode()" in out
     assert cli_main(["check", str(project), "--brief"]) == 0
-    assert "(may not apply)" in capsys.readouterr().out
+    brief = capsys.readouterr().out
+    assert "(may not apply)" in brief and "notes.py" not in brief
 
 
 def test_folder_with_an_unreadable_module_checks_the_rest(tmp_path, capsys):
     project = tmp_path / "proj"
     project.mkdir()
-    (project / "train.py").write_text("import helpers\nif __name__ == '__main__':\n    helpers.go()\n")
-    (project / "helpers.py").write_bytes(b"def go(:\n")
+    (project / "train.py").write_text("import lib.helpers\nif __name__ == '__main__':\n    lib.helpers.go()\n")
+    (project / "lib").mkdir()
+    (project / "lib" / "helpers.py").write_bytes(b"def go(:\n")
     assert cli_main(["check", str(project), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["files"] == [str(project / "train.py")]
-    assert data["skipped"][0]["file"] == str(project / "helpers.py") and "syntax error" in data["skipped"][0]["reason"]
+    assert data["skipped"][0]["file"] == str(project / "lib" / "helpers.py")
+    assert "syntax error" in data["skipped"][0]["reason"]
+    (project / "train.py").write_bytes(b"def broken(:\n")
+    assert cli_main(["check", str(project)]) == 2
+    assert "no file could be checked" in capsys.readouterr().err
 
 
 def test_folder_without_scripts_exits_2(tmp_path, capsys):

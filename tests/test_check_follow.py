@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.check.rules import RULES_BY_ID
-from mgtutor.diagnostics.check.script import check_file
+from mgtutor.diagnostics.check.script import check_file, check_source
 
 FOLLOW = Path(__file__).parent / "data" / "check" / "follow"
 
@@ -96,3 +96,31 @@ def test_the_new_rules_on_their_snippets_name_the_line():
     assert [(f.severity, f.code) for f in load] == [("warning", "snapshot = torch.load(snapshot_path)")]
     download = [f for f in check_file(snippets / "download-every-rank.bad.py") if f.rule == "download-every-rank"]
     assert [f.severity for f in download] == ["warning"] and "download=True" in download[0].code
+
+
+def test_set_epoch_in_the_engine_module_counts():
+    findings = check_file(FOLLOW / "engine_set_epoch" / "main.py")
+    assert "sampler-no-set-epoch" not in {f.rule for f in findings}
+
+
+def test_a_loader_factory_without_set_epoch_only_advises():
+    hit = [f for f in check_file(FOLLOW / "loader_factory.py") if f.rule == "sampler-no-set-epoch"]
+    assert [(f.severity, f.confidence) for f in hit] == [("advice", "low")]
+    assert "create_loader() hands what it builds to its caller" in hit[0].caveat
+
+
+@pytest.mark.parametrize("source, rule", [
+    ('import torch\ndef f():\n    """run with python -m torch.distributed.launch ..."""\n', "torch-distributed-launch"),
+    ("import torch\ntry:\n    s = torch.amp.GradScaler('cuda')\nexcept AttributeError:\n"
+     "    s = torch.cuda.amp.GradScaler()\n", "deprecated-cuda-amp"),
+    ("from lightning.fabric import Fabric\nfrom torchvision.datasets import CelebA\n"
+     "fabric = Fabric(devices=1)\nfabric.launch()\nds = CelebA('data', download=True)\n", "download-every-rank"),
+])
+def test_what_looks_like_a_mistake_but_is_not(source, rule):
+    assert rule not in {f.rule for f in check_source(source, "t.py")}
+
+
+def test_fabric_on_every_device_downloading_is_flagged():
+    source = ("import lightning as L\nfrom torchvision.datasets import CelebA\n"
+              "fabric = L.Fabric()\nfabric.launch()\nds = CelebA('data', download=True)\n")
+    assert [f.line for f in check_source(source, "t.py") if f.rule == "download-every-rank"] == [5]

@@ -24,7 +24,8 @@ class FolderReport:
 
 
 def check_folder(folder: str | Path) -> FolderReport:
-    """Raises CheckError when the folder is missing or holds no Python script."""
+    """Raises CheckError when the folder is missing, holds no Python script, or none can be read; a
+    file that cannot be read is listed in `skipped` and the others are checked."""
     given = Path(folder)
     if not given.is_dir():
         raise CheckError(f"no such folder: {given}" if not given.exists() else f"{given} is not a folder")
@@ -38,12 +39,12 @@ def check_folder(folder: str | Path) -> FolderReport:
         try:
             findings = check_file(shown, project)
         except CheckError as exc:
-            if path in [s.resolve() for s in scripts]:
-                raise
             report.skipped.append((str(shown), str(exc)))
             continue
         report.files.append(str(shown))
         report.findings.extend(findings)
+    if not report.files:
+        raise CheckError(f"{given}: no file could be checked ({report.skipped[0][1]})")
     return report
 
 

@@ -4,8 +4,6 @@ replaced for every rank but rank 0. Each answers True, False, or None for "could
 from __future__ import annotations
 
 import ast
-from typing import Iterator
-
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, RANK_ENV_VARS, ScriptModel, constant, dotted, identifier_parts, last_name,
 )
@@ -32,25 +30,37 @@ def resolve_function(m: ScriptModel, call: ast.Call) -> Target | None:
     return m.project.function(full)
 
 
-def calls_in(fn: ast.AST) -> Iterator[ast.Call]:
-    return (n for n in ast.walk(fn) if isinstance(n, ast.Call))
-
-
 def _reach(m: ScriptModel, fn: ast.AST, test, depth: int, seen: set) -> bool:
     """Whether `test(model, node)` holds for a node of `fn` or of a helper it calls (bounded)."""
     key = (m.filename, getattr(fn, "lineno", 0))
     if key in seen:
         return False
     seen.add(key)
-    if any(test(m, node) for node in ast.walk(fn)):
+    own, calls = _own_answer(m, fn, test)
+    if own:
         return True
     if depth >= MAX_DEPTH:
         return False
-    for call in calls_in(fn):
+    for call in calls:
         target = resolve_function(m, call)
         if target and _reach(target[0], target[1], test, depth + 1, seen):
             return True
     return False
+
+
+def _own_answer(m: ScriptModel, fn: ast.AST, test) -> tuple[bool, list[ast.Call]]:
+    """One walk of a function: does it hold the node itself, and which calls does it make.
+    Remembered per project, since every file of a folder asks about the same helpers."""
+    memo = m.project.memo if m.project is not None else {}
+    key = (test.__name__, m.filename, getattr(fn, "lineno", 0))
+    if key not in memo:
+        calls, own = [], False
+        for node in ast.walk(fn):
+            own = own or test(m, node)
+            if isinstance(node, ast.Call):
+                calls.append(node)
+        memo[key] = (own, calls)
+    return memo[key]  # type: ignore[return-value]
 
 
 def _reads_rank_env(m: ScriptModel, node: ast.AST) -> bool:
@@ -99,6 +109,17 @@ def print_replaced(m: ScriptModel) -> bool:
                     for n in m.tree.body)
         m.facts[key] = local or any(_replaces_print(m, n) for n in m.nodes) or calls_reaching(m, _replaces_print)
     return bool(m.facts[key])
+
+
+def project_calls(m: ScriptModel, method: str) -> bool:
+    """A call of `.method(...)` in a helper this file calls, or in any project file read so far (in
+    a folder check: every file of the project)."""
+    def calls_method(model: ScriptModel, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+    calls_method.__name__ = f"calls_{method}"
+    if calls_reaching(m, calls_method):
+        return True
+    return m.project is not None and any(model.method_calls(method) for model in m.project.loaded())
 
 
 def unread_setup_calls(m: ScriptModel) -> list[ast.Call]:

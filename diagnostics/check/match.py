@@ -9,7 +9,7 @@ from typing import Iterator
 
 from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.model import (
-    DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name,
+    DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name, walk_local,
 )
 
 # (node, message or None for the rule's title[, caveat]): a caveat says why the finding may not apply;
@@ -147,12 +147,20 @@ def sampler_with_shuffle(m: ScriptModel) -> Hits:
 
 
 def sampler_without_set_epoch(m: ScriptModel) -> Hits:
-    if m.method_calls("set_epoch"):
+    """set_epoch may be called by a helper (an engine's train_one_epoch) or, for a loader factory, by
+    the script that asked for the loader: both are looked for in the project files read."""
+    if m.method_calls("set_epoch") or follow.project_calls(m, "set_epoch"):
         return
     for call in m.calls_to(*DIST_SAMPLER):
         shuffle = keyword(call, "shuffle") if keyword(call, "shuffle") is not None else \
             (call.args[3] if len(call.args) > 3 else None)
-        if constant(shuffle, True) is not False and not has_star_kwargs(call):
+        if constant(shuffle, True) is False or has_star_kwargs(call):
+            continue
+        fn = m.enclosing(call, DEF_NODES)
+        if fn is not None and any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)):
+            yield call, None, (f"{getattr(fn, 'name', 'this function')}() hands what it builds to its caller, which "
+                               "may call set_epoch; no caller that does was found in the files read")
+        else:
             yield call, None
 
 
@@ -215,7 +223,10 @@ def distributed_launch(m: ScriptModel) -> Hits:
                 yield node, None
                 return
     for s in m.strings():
-        if "torch.distributed.launch" in s.value:
+        # a string statement inside the code is a note about something else; the module's own
+        # docstring is how this script says it is launched
+        note = isinstance(m.parent.get(s), ast.Expr) and not (m.tree.body and m.tree.body[0] is m.parent.get(s))
+        if "torch.distributed.launch" in s.value and not note:
             yield s, None
             return
 
@@ -223,12 +234,12 @@ def distributed_launch(m: ScriptModel) -> Hits:
 def local_rank_argument(m: ScriptModel) -> Hits:
     """Silent when this file, or a helper it calls (here or in a project module), reads the rank
     from the environment; advice when the setup happens in code that was not read."""
-    if any(s.value in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m):
+    arguments = [c for c in m.method_calls("add_argument")
+                 if any(constant(a) in ("--local_rank", "--local-rank") for a in c.args)]
+    if not arguments or any(s.value in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m):
         return
     unread = follow.unread_setup_calls(m)
-    for call in m.method_calls("add_argument"):
-        if not any(constant(a) in ("--local_rank", "--local-rank") for a in call.args):
-            continue
+    for call in arguments:
         if unread:
             yield call, None, (f"the distributed setup happens in {follow.describe_call(m, unread[0])}, which was not "
                                "read; helpers like it often read LOCAL_RANK from the environment, and then the "

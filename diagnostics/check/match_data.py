@@ -85,7 +85,7 @@ def reads_from_disk(m: ScriptModel) -> bool:
 
 # -- download=True on every rank -------------------------------------------------------------------
 def download_every_rank(m: ScriptModel) -> Hits:
-    if not (distributed(m) or m.mentions("lightning.fabric", "lightning", "lightning_fabric")):
+    if not (distributed(m) or _fabric_on_several_devices(m)):
         return
     for call in m.calls:
         flag = keyword(call, "download")
@@ -94,6 +94,12 @@ def download_every_rank(m: ScriptModel) -> Hits:
         if m.runs_on_all_ranks(call) is not True or _in_first_context(m, call) or _after_barrier(m, call):
             continue
         yield call, None
+
+
+def _fabric_on_several_devices(m: ScriptModel) -> bool:
+    """Lightning Fabric runs the script once per device, unless it is told devices=1."""
+    return any(last_name(c.func) == "Fabric" and constant(keyword(c, "devices")) != 1
+               for c in m.calls if (m.resolve(c.func) or "").startswith(("lightning", "L.")))
 
 
 def _in_first_context(m: ScriptModel, node: ast.AST) -> bool:

@@ -17,7 +17,7 @@ def deprecated_cuda_amp(m: ScriptModel) -> Hits:
         hit = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.cuda.amp") or \
             isinstance(node, ast.Attribute) and (m.resolve(node) or "").startswith("torch.cuda.amp.") \
             and not isinstance(m.parent.get(node), ast.Attribute)
-        if hit and node.lineno not in seen:
+        if hit and node.lineno not in seen and not m.enclosing(node, (ast.ExceptHandler,)):  # an old-torch fallback
             seen.add(node.lineno)
             yield node, None
 

@@ -24,12 +24,23 @@ class Project:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self._models: dict[Path, ScriptModel | None] = {}
+        self.memo: dict[tuple, object] = {}   # follow's answers per (question, file, function)
 
     def load(self, path: Path, source: str | None = None) -> ScriptModel | None:
         path = path.resolve()
         if path not in self._models:
             self._models[path] = _parse(path, source, self)
         return self._models[path]
+
+    def cached(self, path: Path) -> ScriptModel | None:
+        return self._models.get(path.resolve())
+
+    def remember(self, model: ScriptModel, path: Path) -> None:
+        self.attach(model, path)
+        self._models[path.resolve()] = model
+
+    def loaded(self) -> list[ScriptModel]:
+        return [m for m in self._models.values() if m is not None]
 
     def attach(self, model: ScriptModel, path: Path) -> None:
         """Let a model's rules follow calls into this project; its relative imports become names."""
@@ -119,19 +130,9 @@ class Project:
 
 
 def entry_scripts(folder: Path) -> list[Path]:
-    """The runnable scripts of a project folder: top-level files with a `__main__` guard (or, when
-    none has one, every top-level .py file)."""
-    files = sorted(p for p in folder.glob("*.py") if p.is_file())
-    runnable = [p for p in files if _has_main_guard(p)]
-    return runnable or files
-
-
-def _has_main_guard(path: Path) -> bool:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return "__name__" in text and "__main__" in text
+    """The scripts of a project folder: its top-level .py files (any may be the one that is run;
+    modules in sub-folders are checked when a script imports them)."""
+    return sorted(p for p in folder.glob("*.py") if p.is_file())
 
 
 def _parse(path: Path, source: str | None, project: Project) -> ScriptModel | None:

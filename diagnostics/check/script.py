@@ -104,12 +104,15 @@ def decode_source(data: bytes, filename: str = "<script>") -> str:
 def check_source(text: str, filename: str = "<script>", project: Project | None = None) -> list[CheckFinding]:
     if len(text) > MAX_BYTES:
         raise CheckError(f"{filename} is too large to check ({len(text)} characters)")
-    tree = parse(text, filename)
+    model = project.cached(Path(filename)) if project is not None else None
+    if model is None or model.source != text:
+        tree = parse(text, filename)
     try:
-        model = ScriptModel(tree, text, filename)
-        if project is not None:
-            project.attach(model, Path(filename))
-        findings = [f for rule in RULES for f in run_rule(rule, model)]
+        if model is None or model.source != text:
+            model = ScriptModel(tree, text, filename)
+            if project is not None:
+                project.remember(model, Path(filename))
+        findings = [f for rule in RULES for f in run_rule(rule, model, filename)]
     except RecursionError:
         raise CheckError(f"{filename}: nested too deeply to analyse") from None
     order = {s: i for i, s in enumerate(SEVERITIES)}
@@ -147,7 +150,7 @@ def looks_like_python2(text: str, exc: SyntaxError) -> bool:
     return False
 
 
-def run_rule(rule: Rule, model: ScriptModel) -> list[CheckFinding]:
+def run_rule(rule: Rule, model: ScriptModel, filename: str | None = None) -> list[CheckFinding]:
     found, seen = [], set()
     for node, message, *caveat in rule.find(model):
         line = getattr(node, "lineno", 1)
@@ -156,7 +159,7 @@ def run_rule(rule: Rule, model: ScriptModel) -> list[CheckFinding]:
         seen.add((line, message))
         unsure = caveat[0] if caveat else ""
         found.append(CheckFinding(
-            rule=rule.id, severity="advice" if unsure else rule.severity, file=model.filename, line=line,
+            rule=rule.id, severity="advice" if unsure else rule.severity, file=filename or model.filename, line=line,
             confidence="low" if unsure else rule.confidence, caveat=unsure,
             column=getattr(node, "col_offset", 0), message=message or rule.title, fix=rule.fix,
             lesson=rule.lesson, code=model.line(line).strip(), why=rule.why,
