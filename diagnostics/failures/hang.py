@@ -22,7 +22,7 @@ from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, f
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
 from mgtutor.training.runs.stacks import load_index
 
-WAITING = ("collective", "backward")
+WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
 
 
 @dataclass
@@ -39,7 +39,7 @@ class RankWhere:
         if w.category == "no stack":
             return f"no stack ({self.problem or 'unknown'})"
         text = {"init": f"waits in {w.op}", "collective": f"waits in {w.op}", "backward": f"waits in {w.op}",
-                "data": "waits for its DataLoader", "sleep": "sleeps",
+                "data": "waits for its DataLoader", "gpu": "waits for the GPU", "sleep": "sleeps",
                 "user code": "runs its own code"}.get(w.category, w.category)
         text += f" at {w.place()}"
         if self.worker is not None:
@@ -139,24 +139,34 @@ def rank_wheres(procs: list[ProcessDump]) -> RankWhere | None:
 def analyse_capture(capture: Path, world_size: int, flight: dict[int, FlightRank] | None = None) -> HangReport:
     """The report for one saved capture (stacks/<id>/): read every rank file, compare, explain.
     `flight`: the Flight Recorder dumps (NCCL), whose pending collectives say who waits where."""
-    index = load_index(capture)
-    wheres: dict[int, RankWhere] = {}
-    stacks: dict[int, str] = {}
+    texts: dict[int, str] = {}
     for path in sorted(capture.glob("rank*.txt")):
-        try:
-            procs = parse_rank_file(path.read_text(errors="replace"))
-        except OSError:
-            continue
-        where = rank_wheres(procs)
+        suffix = path.stem.removeprefix("rank")
+        if suffix.isdigit():
+            try:
+                texts[int(suffix)] = path.read_text(errors="replace")
+            except OSError:
+                continue
+    report = analyse_texts(texts, load_index(capture), world_size, flight)
+    report.capture = str(capture)
+    report.stacks = {rank: str(capture / f"rank{rank}.txt") for rank in report.where if rank in texts}
+    return report
+
+
+def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
+                  flight: dict[int, FlightRank] | None = None) -> HangReport:
+    """The same from a capture in memory: rank → its rank<R>.txt text, and the capture's index."""
+    wheres: dict[int, RankWhere] = {}
+    for text in texts.values():
+        where = rank_wheres(parse_rank_file(text))
         if where is not None:
             wheres[where.rank] = where
-            stacks[where.rank] = str(path)
     missing = [str(m) for m in index.get("missing", [])]
     exited = {int(m.split()[1].rstrip(":")) for m in missing if m.startswith("rank ") and " exited " in m}
     if flight:
         _apply_flight(wheres, flight)
     report = explain(wheres, world_size, exited, index.get("rank_env") or {})
-    report.capture, report.stacks, report.missing = str(capture), stacks, missing
+    report.missing = missing
     if flight:
         report.flight = flight_lines(flight)
         divergence = first_divergence(flight)
@@ -170,7 +180,7 @@ def _apply_flight(wheres: dict[int, RankWhere], flight: dict[int, FlightRank]) -
     Flight Recorder's entered-but-not-completed collective says what it really waits for."""
     for rank, entry in pending(flight).items():
         where = wheres.get(rank)
-        if where is None or where.where.category in ("collective", "backward", "init"):
+        if where is None or where.where.category in ("collective", "backward", "init", "no stack"):
             continue
         site = f", called at {entry.where}" if entry.where else ""
         w = where.where

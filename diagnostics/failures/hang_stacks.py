@@ -132,7 +132,7 @@ def is_user_file(path: str) -> bool:
 @dataclass
 class Where:
     """Where one process waits: the user's frame, and the library call below it."""
-    category: str  # init | collective | backward | data | sleep | user code | no stack
+    category: str  # init | collective | backward | data | gpu | sleep | user code | no stack
     op: str | None  # init_process_group, all_reduce, DataLoader, sleep …
     frame: Frame | None  # innermost frame in the user's code
     source: str = ""  # that line's text, when the file is readable here
@@ -169,6 +169,9 @@ def locate(thread: Thread | None) -> Where:
         return Where("backward", "backward (DDP's gradient all-reduce)", user, source)
     if any(n in DATA_CALLS for n in names) and any("/torch/utils/data/" in f.file for f in below):
         return Where("data", "DataLoader", user, source)
+    if any(f.short_name == "synchronize" and "/torch/cuda/" in f.file for f in below) or \
+            any(call in source for call in (".item()", ".cpu()", ".tolist()", "synchronize(")):
+        return Where("gpu", "the GPU (a pending NCCL collective?)", user, source)
     if "sleep(" in source or any(n == "sleep" for n in names):
         return Where("sleep", "sleep", user, source)
     return Where("user code", None, user, source)

@@ -61,6 +61,10 @@ class Capture:
     def for_rank(self, rank: int) -> list[ProcessStack]:
         return [p for p in self.processes if p.rank == rank]
 
+    def texts(self) -> dict[int, str]:
+        """rank → the text of its rank<R>.txt."""
+        return {rank: rank_text(self.for_rank(rank)) for rank in sorted({p.rank for p in self.processes})}
+
     def index(self) -> dict[str, Any]:
         procs = [{k: v for k, v in asdict(p).items() if k != "text"} | {"file": f"rank{p.rank}.txt"}
                  for p in self.processes]
@@ -112,8 +116,10 @@ def rank_processes(record: RunRecord) -> tuple[list[tuple[int, int, str]], list[
     return found, missing
 
 
-def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | None = None) -> Capture:
-    """Every rank process's stack, taken in parallel, saved under stacks/<id>/ when the dir allows."""
+def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | None = None,
+                   save: bool = True) -> Capture:
+    """Every rank process's stack, taken in parallel, saved under stacks/<id>/ when the dir allows
+    (`save=False`: kept in memory; `save_capture` writes it later, e.g. only when it shows a hang)."""
     method = method or os.environ.get(METHOD_ENV, "auto")
     started = time.time()
     t0 = time.monotonic()
@@ -129,7 +135,8 @@ def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | N
             capture.missing.append(f"rank {proc.rank} {proc.role} process {proc.pid}: {proc.problem}")
     capture.rank_env = _rank_env(capture.processes)
     capture.seconds = time.monotonic() - t0
-    _save(record, capture)
+    if save:
+        save_capture(record, capture)
     return capture
 
 
@@ -257,12 +264,12 @@ def _captures_dir(record: RunRecord) -> Path:
     return record.path / "stacks"
 
 
-def _save(record: RunRecord, capture: Capture) -> None:
+def save_capture(record: RunRecord, capture: Capture) -> None:
     path = _captures_dir(record) / capture.capture_id
     try:
         path.mkdir(parents=True, exist_ok=True)
-        for rank in sorted({p.rank for p in capture.processes}):
-            (path / f"rank{rank}.txt").write_text(rank_text(capture.for_rank(rank)))
+        for rank, text in capture.texts().items():
+            (path / f"rank{rank}.txt").write_text(text)
         capture.path = path
         write_json_atomic(path / "index.json", capture.index())
     except OSError as exc:

@@ -1,0 +1,117 @@
+"""The hang detector for RunSession: when the ranks stop moving, take their stacks, explain, alert.
+
+    session = RunSession(record, run, detectors=[RunWatch(record), HangWatch(record)])
+    ... update.new_alerts → a HangAlert whose `.report` is the HangReport (kind, ranks, where, fix)
+
+The clock (training/runs/stall.py) says when to look; looking costs one stack capture (well under
+a second for 8 ranks). A look that finds every rank busy in its own code (still importing torch,
+a long evaluation on every rank) is no hang: nothing is saved or shown, and it looks again later.
+A hang is saved under stacks/<id>/ with report.json beside the stacks, so `mgtutor diagnose` and the
+Monitor read the same report after the fact. On NCCL it first asks every rank for a Flight Recorder
+dump (training/runs/flight.py) and reads it into the report.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgtutor.diagnostics.failures.hang import HangReport, analyse_capture, analyse_texts
+from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
+from mgtutor.training.runs.event_types import Event
+from mgtutor.training.runs.flight import fr_dir, request_dump
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.stacks import capture_stacks, list_captures, save_capture
+from mgtutor.training.runs.stall import QUIET_S, StallClock
+from mgtutor.training.runs.watch import Alert
+
+STUCK = {"init", "collective", "backward", "gpu", "data"}  # places where a rank waits on someone else
+REPORT_FILE = "report.json"
+
+
+@dataclass(frozen=True)
+class HangAlert(Alert):
+    report: HangReport | None = None
+
+
+def is_hang(report: HangReport) -> bool:
+    """A kind was found, or every rank waits on something: worth telling. Else the run just computes."""
+    if report.kind is not None:
+        return True
+    categories = {w.where.category for w in report.where.values()}
+    return bool(categories) and categories <= STUCK
+
+
+def take_report(record: RunRecord, reason: str, save: bool | None = None) -> tuple[HangReport, Any]:
+    """Capture now and explain; saved when `save` (None: only when it shows a hang)."""
+    meta = record.meta()
+    capture = capture_stacks(record, reason=reason, save=bool(save))
+    flight, problems = _flight(record, sorted({p.rank for p in capture.processes})) if meta.backend == "nccl" \
+        else (None, [])
+    report = analyse_texts(capture.texts(), capture.index(), meta.world_size, flight)
+    if save or (save is None and is_hang(report)):
+        save_capture(record, capture)
+    report.capture = str(capture.path) if capture.path else None
+    report.missing = list(capture.missing) + problems
+    if capture.path is not None:
+        report.stacks = {r: str(capture.path / f"rank{r}.txt") for r in report.where}
+        _write_report(capture.path, report)
+    return report, capture
+
+
+def _flight(record: RunRecord, ranks: list[int]) -> tuple[dict[int, FlightRank] | None, list[str]]:
+    """Ask for a fresh dump, then read whatever dumps there are (a fresh one, or one from a timeout)."""
+    request = request_dump(record, ranks)
+    dumps = read_dumps(fr_dir(record))
+    problems = [f"Flight Recorder: {p}" for p in request.problems]
+    if not dumps:
+        problems.append("Flight Recorder: no dump in the run's fr/ folder (a torch without it, or no NCCL group yet)")
+    return dumps or None, problems
+
+
+def _write_report(path: Path, report: HangReport) -> None:
+    try:
+        (path / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    except OSError:
+        report.missing.append(f"report not saved: cannot write {path / REPORT_FILE}")
+
+
+def latest_report(record: RunRecord) -> HangReport | None:
+    """The hang report of the newest saved capture (re-read from its stacks), or None."""
+    captures = list_captures(record)
+    if not captures:
+        return None
+    meta = record.meta()
+    flight = read_dumps(fr_dir(record)) if meta.backend == "nccl" else None
+    return analyse_capture(captures[-1], meta.world_size, flight or None)
+
+
+class HangWatch:
+    """A Detector (training/runs/watch.py): observe(events), poll(state, now) → alerts that hold now."""
+
+    def __init__(self, record: RunRecord, quiet_s: float = QUIET_S) -> None:
+        self.record = record
+        self.clock = StallClock(record, quiet_s=quiet_s)
+        self.reports: list[HangReport] = []
+        self._held: HangAlert | None = None
+        self._spell: float | None = None
+
+    def observe(self, events: Sequence[Event]) -> None:
+        self.clock.observe(events)
+
+    def poll(self, state: Any, now: float) -> list[Alert]:
+        why = self.clock.check(state, now)
+        if self.clock.spell != self._spell:  # the ranks moved since the last report
+            self._spell, self._held = self.clock.spell, None
+        if why is None:
+            return [self._held] if self._held else []
+        report, _capture = take_report(self.record, reason="stall")
+        if not is_hang(report):
+            self.clock.not_stuck(now)
+            return []
+        self.reports.append(report)
+        message = f"{why}. {report.text()}"
+        self._held = HangAlert("hang", tuple(report.ranks), message, report=report)
+        return [self._held]

@@ -1,0 +1,111 @@
+"""When have the ranks stopped moving? The cheap part of hang detection, polled once a second.
+
+    stall = StallClock(record)
+    stall.observe(events)                    # every new event (RunSession feeds them)
+    if (why := stall.check(state, now)): ... # a sentence, once per quiet spell; None while the run moves
+
+Two rules (issue: hang forensics):
+- before any step event (and for scripts that emit none): no new log line and no event from any rank
+  for `quiet_s` seconds, once every rank has started;
+- once steps arrive: some rank's last step is older than max(`min_step_gap_s`, `step_factor` × its
+  median time between steps).
+While the run moves this costs one stat() per rank log per poll. A check that turns out to be no
+hang (the caller looked at the stacks: still importing, computing) calls `not_stuck()`, and the
+clock asks again `quiet_s` later while the silence lasts.
+Headless and torch-free.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from mgtutor.training.runs.event_types import Event, StepEvent
+from mgtutor.training.runs.records import RunRecord
+
+QUIET_S = 5.0
+MIN_STEP_GAP_S = 20.0
+STEP_FACTOR = 10.0
+RECENT = 50
+
+
+class StallClock:
+    def __init__(self, record: RunRecord, quiet_s: float = QUIET_S, min_step_gap_s: float = MIN_STEP_GAP_S,
+                 step_factor: float = STEP_FACTOR) -> None:
+        self.record = record
+        self.quiet_s = quiet_s
+        self.min_step_gap_s = min_step_gap_s
+        self.step_factor = step_factor
+        self._steps: dict[int, deque[float]] = {}  # rank → times of its recent step events
+        self._last_event = 0.0
+        self._spell_start: float | None = None  # the activity time the current quiet spell began after
+        self._reported = False
+        self._next_check = 0.0
+
+    def observe(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self._last_event = max(self._last_event, event.t)
+            if isinstance(event, StepEvent):
+                self._steps.setdefault(event.rank, deque(maxlen=RECENT)).append(event.t)
+
+    @property
+    def spell(self) -> float | None:
+        """When the current quiet spell began (the last activity seen); changes when the ranks move."""
+        return self._spell_start
+
+    def last_activity(self) -> float:
+        mtimes = [_mtime(path) for _rank, _stream, path in self.record.rank_logs()]
+        return max([m for m in mtimes if m] + [self._last_event, 0.0])
+
+    def check(self, state: Any, now: float) -> str | None:
+        """A sentence saying why the ranks look stuck, or None. Once per quiet spell unless `not_stuck()`."""
+        activity = self.last_activity()
+        if self._spell_start is None or activity > self._spell_start:
+            self._spell_start, self._reported, self._next_check = activity, False, 0.0  # it moved: a new spell
+        if self._reported or now < self._next_check or not self._all_started(state):
+            return None
+        why = self._step_gap(now) if self._steps else self._silence(now, activity)
+        if why is not None:
+            self._reported = True
+        return why
+
+    def not_stuck(self, now: float) -> None:
+        """The caller found no hang in this spell (yet): look again `quiet_s` from now if it stays quiet."""
+        self._reported = False
+        self._next_check = now + self.quiet_s
+
+    def _silence(self, now: float, activity: float) -> str | None:
+        quiet = now - activity if activity else 0.0
+        if quiet < self.quiet_s:
+            return None
+        return f"no output and no event from any rank for {quiet:.0f} s"
+
+    def _step_gap(self, now: float) -> str | None:
+        late = []
+        for rank, times in sorted(self._steps.items()):
+            gaps = [b - a for a, b in zip(times, list(times)[1:]) if b > a]
+            limit = max(self.min_step_gap_s, self.step_factor * statistics.median(gaps)) if gaps else self.min_step_gap_s
+            if now - times[-1] >= limit:
+                late.append((rank, now - times[-1], limit))
+        if not late:
+            return None
+        rank, gap, limit = max(late, key=lambda item: item[1])
+        names = ", ".join(str(r) for r, _g, _l in late)
+        return (f"no step from rank{'s' if len(late) > 1 else ''} {names} for {gap:.0f} s "
+                f"(limit {limit:.0f} s: 10 × the median step time, at least {self.min_step_gap_s:.0f} s)")
+
+    @staticmethod
+    def _all_started(state: Any) -> bool:
+        ranks = getattr(state, "ranks", None) or {}
+        world = int(getattr(state, "world_size", 0) or 0)
+        started = [r for r, s in ranks.items() if getattr(s, "pid", None) or getattr(s, "started", None)]
+        return bool(started) and len(started) >= max(world, 1)
+
+
+def _mtime(path: os.PathLike[str]) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
