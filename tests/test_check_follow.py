@@ -124,3 +124,22 @@ def test_fabric_on_every_device_downloading_is_flagged():
     source = ("import lightning as L\nfrom torchvision.datasets import CelebA\n"
               "fabric = L.Fabric()\nfabric.launch()\nds = CelebA('data', download=True)\n")
     assert [f.line for f in check_source(source, "t.py") if f.rule == "download-every-rank"] == [5]
+
+
+def test_a_loader_factory_called_in_the_same_file_keeps_the_warning():
+    source = ("from torch.utils.data import DataLoader, DistributedSampler\nimport torch.distributed as dist\n"
+              "def prepare(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"
+              "dist.init_process_group('gloo')\nfor epoch in range(2):\n    for x in prepare(ds):\n        pass\n")
+    assert [(f.severity, f.line) for f in check_source(source, "t.py") if f.rule == "sampler-no-set-epoch"] == \
+        [("warning", 4)]
+
+
+@pytest.mark.parametrize("source, rule", [
+    ("import torch\ndef train_one_epoch(model, x, opt, loss_scaler):\n    with torch.autocast('cuda'):\n"
+     "        loss = model(x)\n    if loss_scaler is None:\n        loss.backward()\n    else:\n"
+     "        loss_scaler(loss, opt)\n", "fp16-no-scaler"),
+    ("import torch.distributed as dist\nimport cherry\ndist.init_process_group('gloo')\n"
+     "opt = cherry.optim.Distributed(model.parameters(), opt=base)\nloss.backward()\nopt.step()\n", "no-ddp-wrap"),
+])
+def test_work_done_by_an_object_handed_in_is_not_missing(source, rule):
+    assert rule not in {f.rule for f in check_source(source, "t.py")}

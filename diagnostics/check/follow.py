@@ -122,6 +122,12 @@ def project_calls(m: ScriptModel, method: str) -> bool:
     return m.project is not None and any(model.method_calls(method) for model in m.project.loaded())
 
 
+def called_in_files_read(m: ScriptModel, name: str) -> bool:
+    """Whether some file read (this one, or a project module) calls `name`: its callers are known."""
+    models = m.project.loaded() if m.project is not None else []
+    return any(last_name(c.func) == name for model in [m, *models] for c in model.calls)
+
+
 def unread_setup_calls(m: ScriptModel) -> list[ast.Call]:
     """Calls to a distributed-setup helper whose code was not read (an installed package, a module
     outside the folder): what happens there — env reads, print replaced — is unknown."""

@@ -136,7 +136,9 @@ def no_ddp_wrap(m: ScriptModel) -> Hits:
              "all_reduce", "reduce_scatter", "all_gather", "all_gather_into_tensor", "deepspeed", "horovod")
     names = {last_name(n) for n in m.nodes if isinstance(n, (ast.Name, ast.Attribute))}
     names |= {a.split(".")[-1] for a in m.aliases.values()} | {a.split(".")[0] for a in m.aliases.values()}
-    if not names & set(syncs):
+    # an optimizer that averages for you: horovod's DistributedOptimizer, cherry.optim.Distributed
+    wrappers = {n for n in names if n and n.startswith("Distributed") and n not in ("DistributedSampler",)}
+    if not names & set(syncs) and not wrappers:
         yield inits[0], None
 
 
@@ -157,7 +159,8 @@ def sampler_without_set_epoch(m: ScriptModel) -> Hits:
         if constant(shuffle, True) is False or has_star_kwargs(call):
             continue
         fn = m.enclosing(call, DEF_NODES)
-        if fn is not None and any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)):
+        if fn is not None and any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)) \
+                and not follow.called_in_files_read(m, getattr(fn, "name", "")):
             yield call, None, (f"{getattr(fn, 'name', 'this function')}() hands what it builds to its caller, which "
                                "may call set_epoch; no caller that does was found in the files read")
         else:

@@ -24,7 +24,7 @@ def deprecated_cuda_amp(m: ScriptModel) -> Hits:
 
 def fp16_without_scaler(m: ScriptModel) -> Hits:
     if uses_accelerate(m) or not any(last_name(c.func) == "backward" for c in m.calls) \
-            or any(last_name(c.func) in ("GradScaler", "ShardedGradScaler") for c in m.calls):
+            or any(last_name(c.func) in ("GradScaler", "ShardedGradScaler") for c in m.calls) or _scaler_in_hand(m):
         return
     for call in m.calls:
         if last_name(call.func) == "autocast" and _autocast_is_fp16(m, call):
@@ -34,6 +34,12 @@ def fp16_without_scaler(m: ScriptModel) -> Hits:
         if not call.args:
             yield call, "the model trains in float16 (.half()) with no GradScaler: small gradients underflow to zero"
             return
+
+
+def _scaler_in_hand(m: ScriptModel) -> bool:
+    """A scaler made elsewhere and handed in (`def train_one_epoch(…, loss_scaler)`, timm's NativeScaler)."""
+    return any(isinstance(n, ast.arg) and "scaler" in n.arg.lower() for n in m.nodes) or \
+        any(last_name(c.func) and "Scaler" in last_name(c.func) for c in m.calls)
 
 
 def _autocast_is_fp16(m: ScriptModel, call: ast.Call) -> bool:
