@@ -143,3 +143,10 @@ def test_a_loader_factory_called_in_the_same_file_keeps_the_warning():
 ])
 def test_work_done_by_an_object_handed_in_is_not_missing(source, rule):
     assert rule not in {f.rule for f in check_source(source, "t.py")}
+
+
+def test_a_download_inside_a_project_helper_is_found_at_the_call_every_rank_makes():
+    hits = [f for f in check_file(FOLLOW / "dataset_helper" / "main.py") if f.rule == "download-every-rank"]
+    assert [(f.severity, f.line) for f in hits] == [("warning", 12)]
+    assert "data_sets.build_dataset() (line 12) downloads a data set with download=True (data_sets.py, line 7)" \
+        in hits[0].message

@@ -63,6 +63,22 @@ def _own_answer(m: ScriptModel, fn: ast.AST, test) -> tuple[bool, list[ast.Call]
     return memo[key]  # type: ignore[return-value]
 
 
+def find_in_helper(m: ScriptModel, call: ast.Call, test, depth: int = 1) -> tuple[ScriptModel, ast.AST] | None:
+    """The first node `test` accepts inside the function this call runs (or a helper it calls)."""
+    target = resolve_function(m, call)
+    if target is None or depth > MAX_DEPTH:
+        return None
+    model, fn = target
+    own, calls = _own_answer(model, fn, test)
+    if own:
+        return next(((model, n) for n in ast.walk(fn) if test(model, n)), None)
+    for inner in calls:
+        found = find_in_helper(model, inner, test, depth + 1)
+        if found:
+            return found
+    return None
+
+
 def _reads_rank_env(m: ScriptModel, node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value in RANK_ENV_VARS
 

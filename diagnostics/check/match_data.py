@@ -4,6 +4,7 @@ Same contract as check_match.py: yield (node, message-or-None[, caveat]), nothin
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.match import Hits, distributed, manual_ddp, uses_cuda
@@ -85,15 +86,28 @@ def reads_from_disk(m: ScriptModel) -> bool:
 
 # -- download=True on every rank -------------------------------------------------------------------
 def download_every_rank(m: ScriptModel) -> Hits:
+    """download=True on every rank, here or in a helper every rank calls (a project's build_dataset)."""
     if not (distributed(m) or _fabric_on_several_devices(m)):
         return
+    helpers_seen = set()
     for call in m.calls:
-        flag = keyword(call, "download")
-        if constant(flag) is not True or follow.in_spawn_parent(m, call):
+        if m.runs_on_all_ranks(call) is not True or follow.in_spawn_parent(m, call) or _in_first_context(m, call) \
+                or _after_barrier(m, call):
             continue
-        if m.runs_on_all_ranks(call) is not True or _in_first_context(m, call) or _after_barrier(m, call):
+        if constant(keyword(call, "download")) is True:
+            yield call, None
             continue
-        yield call, None
+        found = follow.find_in_helper(m, call, _downloads_unguarded)
+        if found and found[0] is not m and id(found[1]) not in helpers_seen:  # this file's own: found directly
+            helpers_seen.add(id(found[1]))
+            model, node = found
+            yield call, (f"{follow.describe_call(m, call)} downloads a data set with download=True "
+                         f"({Path(model.filename).name}, line {node.lineno}), and every rank calls it")
+
+
+def _downloads_unguarded(model: ScriptModel, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and constant(keyword(node, "download")) is True and \
+        model.rank_guard(node) is None and not _in_first_context(model, node) and not _after_barrier(model, node)
 
 
 def _fabric_on_several_devices(m: ScriptModel) -> bool:
