@@ -150,3 +150,15 @@ def test_a_download_inside_a_project_helper_is_found_at_the_call_every_rank_make
     assert [(f.severity, f.line) for f in hits] == [("warning", 12)]
     assert "data_sets.build_dataset() (line 12) downloads a data set with download=True (data_sets.py, line 7)" \
         in hits[0].message
+
+
+def test_the_single_process_branch_is_not_every_rank():
+    source = ("import os, torch, torch.distributed as dist\nfrom torchvision import datasets\n"
+              "ddp = int(os.environ.get('RANK', -1)) != -1\n"
+              "if ddp:\n    dist.init_process_group('nccl')\n    device = f'cuda:{int(os.environ[\"LOCAL_RANK\"])}'\n"
+              "else:\n    device = 'cuda'\n    print(f'using device: {device}')\n"
+              "    data = datasets.MNIST('d', download=True)\n    state = torch.load('c.pt')\n"
+              "if not ddp:\n    print('single process')\nprint('every rank')\n")
+    found = [(f.rule, f.line) for f in check_source(source, "t.py")
+             if f.rule in ("unguarded-print", "download-every-rank", "torch-load-no-map-location")]
+    assert found == [("unguarded-print", 14)]

@@ -230,6 +230,27 @@ def _under_main_guard(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
+def rank_tagged_names(m: ScriptModel) -> set[str]:
+    """Names holding text built from the rank — `device = f"cuda:{local_rank}"` — so a print of
+    them says which rank speaks."""
+    key = "rank_tagged_names"
+    if key not in m.facts:
+        names = set()
+        for node in m.nodes:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr) and any(
+                    isinstance(v, ast.FormattedValue) and m.is_rank_test(v.value) for v in node.value.values):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        m.facts[key] = names
+    return m.facts[key]  # type: ignore[return-value]
+
+
 def mentions_pid(nodes: list[ast.AST]) -> bool:
     """`print(f"[{os.getpid()}] …")` tags each process's lines: they can be told apart."""
     return any(isinstance(n, ast.Call) and last_name(n.func) == "getpid" for node in nodes for n in ast.walk(node))
+
+
+def tagged_output(m: ScriptModel, nodes: list[ast.AST]) -> bool:
+    """The printed text names its process: a pid, or text built from the rank."""
+    tagged = rank_tagged_names(m)
+    return mentions_pid(nodes) or any(isinstance(n, ast.Name) and n.id in tagged
+                                      for node in nodes for n in ast.walk(node))

@@ -98,6 +98,18 @@ def in_distribution_branch(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
+def in_single_process_branch(m: ScriptModel, node: ast.AST) -> bool:
+    """The `else` of `if ddp:` (or the body of `if not ddp:`): the path taken when not distributed."""
+    child, current = node, m.parent.get(node)
+    while current is not None and not isinstance(current, DEF_NODES):
+        if isinstance(current, ast.If) and mentions_distribution(m, current.test) and not m.is_rank_test(current.test):
+            negated = isinstance(current.test, ast.UnaryOp) and isinstance(current.test.op, ast.Not)
+            if child in (current.body if negated else current.orelse):
+                return True
+        child, current = current, m.parent.get(current)
+    return False
+
+
 def mentions_rank(m: ScriptModel, nodes: list[ast.AST]) -> bool:
     return any(m.is_rank_test(n) for node in nodes for n in ast.walk(node)
                if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)))

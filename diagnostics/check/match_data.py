@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from mgtutor.diagnostics.check import follow
-from mgtutor.diagnostics.check.match import Hits, distributed, manual_ddp, uses_cuda
+from mgtutor.diagnostics.check.match import Hits, distributed, in_single_process_branch, manual_ddp, uses_cuda
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, keyword, last_name, walk_local,
 )
@@ -92,7 +92,7 @@ def download_every_rank(m: ScriptModel) -> Hits:
     helpers_seen = set()
     for call in m.calls:
         if m.runs_on_all_ranks(call) is not True or follow.in_spawn_parent(m, call) or _in_first_context(m, call) \
-                or _after_barrier(m, call):
+                or _after_barrier(m, call) or in_single_process_branch(m, call):
             continue
         if constant(keyword(call, "download")) is True:
             yield call, None
@@ -143,7 +143,8 @@ def load_without_map_location(m: ScriptModel) -> Hits:
         return
     loads = m.calls_to("torch.load", bare=False)
     for call in loads:
-        if _has_map_location(call) or has_star_kwargs(call) or follow.in_spawn_parent(m, call):
+        if _has_map_location(call) or has_star_kwargs(call) or follow.in_spawn_parent(m, call) \
+                or in_single_process_branch(m, call):
             continue
         if m.runs_on_all_ranks(call) is False or _sibling_chooses_location(m, call, loads):
             continue

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 
 from mgtutor.diagnostics.check import follow
-from mgtutor.diagnostics.check.match import COLLECTIVES, Hits, distributed, manual_ddp, mentions_rank
+from mgtutor.diagnostics.check.match import (
+    COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
+)
 from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, dotted, keyword, last_name
 
 
@@ -35,7 +37,7 @@ def unguarded_print(m: ScriptModel) -> Hits:
         c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
     unguarded = [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
                  and not _called_with_rank(m, c) and not follow.in_spawn_parent(m, c)
-                 and not follow.mentions_pid(c.args)]
+                 and not follow.tagged_output(m, c.args) and not in_single_process_branch(m, c)]
     if not unguarded:
         return
     first = min(unguarded, key=lambda c: c.lineno)
