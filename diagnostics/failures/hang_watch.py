@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang import HangReport, analyse_capture, analyse_texts
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
 from mgtutor.training.runs.event_types import Event
 from mgtutor.training.runs.flight import fr_dir, request_dump
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.stacks import capture_stacks, list_captures, save_capture
 from mgtutor.training.runs.stall import QUIET_S, StallClock
 from mgtutor.training.runs.watch import Alert
@@ -86,6 +87,26 @@ def latest_report(record: RunRecord) -> HangReport | None:
     meta = record.meta()
     flight = read_dumps(fr_dir(record)) if meta.backend == "nccl" else None
     return analyse_capture(captures[-1], meta.world_size, flight or None)
+
+
+def with_hang_finding(record: RunRecord, findings: Sequence[Finding]) -> list[Finding]:
+    """The classifier's findings with the run's hang report first (a run that finished has none)."""
+    out = list(findings)
+    if record.status() == RunStatus.FINISHED:
+        return out
+    try:
+        report = latest_report(record)
+    except (OSError, ValueError):
+        return out
+    finding = report.finding() if report is not None else None
+    if finding is None:
+        return out
+    return [finding] + [f for f in out if f.kind != finding.kind]
+
+
+def diagnose_with_hangs(record: RunRecord) -> list[Finding]:
+    """diagnose_run, plus the hang report saved in the run's stacks/ (what `mgtutor diagnose` shows)."""
+    return with_hang_finding(record, diagnose_run(record))
 
 
 class HangWatch:
