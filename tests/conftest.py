@@ -2,7 +2,9 @@
 touch the user's files and tests never see each other's runs."""
 from __future__ import annotations
 
+import _posixsubprocess
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +32,63 @@ def write_script(tmp_path: Path):
         return path
 
     return write
+
+
+class ProcessInFastTest(RuntimeError):
+    """A test outside the integration tier tried to start a process."""
+
+
+# Every way a test (or the code under it) can start a process: Popen covers subprocess.run and
+# asyncio's subprocesses; fork_exec covers multiprocessing's spawn; fork/forkpty cover pty and os.spawn*.
+_SPAWNERS = (
+    (subprocess.Popen, "__init__"),
+    (_posixsubprocess, "fork_exec"),
+    (os, "fork"),
+    (os, "forkpty"),
+    (os, "posix_spawn"),
+    (os, "posix_spawnp"),
+    (os, "system"),
+)
+
+
+SPAWNS = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(autouse=True)
+def no_processes_in_fast_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the fast tier honest: a test not marked `integration` (or `gpu`) that starts a process
+    fails, even where the code under test catches the error, so slow tests cannot hide in it."""
+    node = request.node
+    if node.get_closest_marker("integration") or node.get_closest_marker("gpu"):
+        return
+    attempts = node.stash.setdefault(SPAWNS, [])
+
+    def refuse(owner: object, name: str):
+        def spawn(*args: object, **kwargs: object) -> None:
+            attempts.append(f"{getattr(owner, '__name__', owner)}.{name}")
+            raise ProcessInFastTest(f"{node.nodeid} starts a process ({attempts[-1]}): mark it integration")
+
+        return spawn
+
+    for owner, name in _SPAWNERS:
+        if hasattr(owner, name):
+            monkeypatch.setattr(owner, name, refuse(owner, name))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """A test that passed although the code under it swallowed the refused start still fails."""
+    outcome = yield
+    report = outcome.get_result()
+    attempts = item.stash.get(SPAWNS, [])
+    if report.when != "call" or not attempts:
+        return
+    message = f"{item.nodeid} starts a process ({', '.join(attempts)}): mark it integration"
+    if report.passed:
+        report.outcome = "failed"
+        report.longrepr = message
+    elif report.failed:  # e.g. a worker thread's refused start made the test wait and fail otherwise
+        report.sections.append(("processes refused", message))
 
 
 def mgtutor_argv(*args: str) -> list[str]:

@@ -91,6 +91,7 @@ def test_verdict_flags_wrong_results_and_cpu_runs():
     assert text.startswith("VALIDATION FAILED: 4") and "gloo on CPU" in text and link == "CPU (gloo)"
 
 
+@pytest.mark.integration
 def test_gloo_bench_runs_two_ranks_and_validates_sums():
     done = subprocess.run(mgtutor_argv("bench", "allreduce", "--nproc", "2", "--backend", "gloo", "-b", "8",
                                        "-e", "64K", "-f", "32", "--iters", "3", "--warmup", "1", "--check", "--json"),
@@ -105,6 +106,7 @@ def test_gloo_bench_runs_two_ranks_and_validates_sums():
     assert "gloo on CPU" in report["verdict"]
 
 
+@pytest.mark.integration
 def test_bench_bad_input_is_one_line():
     done = subprocess.run(mgtutor_argv("bench", "allreduce", "-e", "12Q"), capture_output=True, text=True,
                           env=no_gpu_env(), timeout=60)

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import psutil
 
+import pytest
 from conftest import mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.procs import run_processes
+
+pytestmark = pytest.mark.integration  # starts processes
 
 PRINTS = "import os\nprint('hello from', os.environ['RANK'])\n"
 EXITS_3 = "import os, sys, time\nif os.environ['RANK'] == '1': sys.exit(3)\ntime.sleep(60)\n"

@@ -9,7 +9,7 @@ import pytest
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from tests.conftest import mgtutor_argv, no_gpu_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)

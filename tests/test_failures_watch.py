@@ -14,6 +14,7 @@ from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.watch import RunWatch
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_missing_rank_is_named_while_the_other_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

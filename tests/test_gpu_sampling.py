@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 
 from mgtutor.diagnostics import gpu
@@ -91,6 +92,7 @@ def test_sampler_turns_nvlink_counters_into_throughput(monkeypatch):
     assert fourth.gpus[0].nvlink_tx_kbps == third.gpus[0].nvlink_tx_kbps  # the last rate is kept
 
 
+@pytest.mark.integration
 def test_host_sample_sees_a_busy_child_process():
     child = subprocess.Popen([sys.executable, "-c", "import time\nend=time.time()+3\nwhile time.time()<end: pass"])
     try:

@@ -6,10 +6,13 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
 import mgtutor.diagnostics
 import mgtutor.lessons
 import mgtutor.training
 import mgtutor.tui
+
+pytestmark = pytest.mark.integration  # starts processes
 
 HEADLESS = (mgtutor.training, mgtutor.diagnostics, mgtutor.lessons)
 

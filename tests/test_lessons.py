@@ -63,6 +63,7 @@ def dist_call(node, name) -> bool:
             and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == name)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
 def test_distributed_scripts_tear_down_cleanly(lesson):
     """A script that starts a process group destroys it in a `finally`, and the `try` ends with a
@@ -199,6 +200,7 @@ def cli(*args):
                           timeout=60)
 
 
+@pytest.mark.integration
 def test_cli_list_json_contract():
     Progress().record_check("02-single-gpu-baseline", "passed", [])
     done = cli("list", "--json")
@@ -213,6 +215,7 @@ def test_cli_list_json_contract():
     assert all(r["example"].endswith(".py") for r in rows)
 
 
+@pytest.mark.integration
 def test_cli_show_hint_and_bad_input():
     shown = cli("show", "05")
     assert shown.returncode == 0 and "DistributedSampler" in shown.stdout and "workspace" in shown.stdout

@@ -16,7 +16,7 @@ from mgtutor.lessons.runner import run_step
 from mgtutor.training.runs.records import RunRecord
 from tests.conftest import mgtutor_argv, no_gpu_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def describe(result) -> str:

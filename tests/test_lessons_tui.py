@@ -34,6 +34,7 @@ def text_of(screen: LessonsScreen, selector: str) -> str:
     return plain(screen.query_one(selector, Static).content)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

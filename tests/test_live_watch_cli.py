@@ -8,6 +8,8 @@ import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
 
+pytestmark = pytest.mark.integration  # starts processes
+
 # Rank 1 stays away from init_process_group until the test has seen the warning that names it (after 60 s it
 # gives up and fails the run), so a run that succeeds proves the warning came while rank 0 waited.
 LATE_RANK = """import os, sys, time

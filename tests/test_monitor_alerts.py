@@ -10,7 +10,7 @@ from mgtutor.tui.widgets.run_state import AlertBanner
 from tests.monitor_helpers import make_app, wait_for
 from tests.test_monitor_live import SIZE, launch_from_form, open_form
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LATE_RANK = r'''
 import os, sys, time

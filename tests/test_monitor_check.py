@@ -38,6 +38,7 @@ def no_nvml(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
 
 
+@pytest.mark.integration
 async def test_script_without_sampler_shows_the_finding_beside_the_run(write_script):
     script = write_script("no_sampler.py", NO_SAMPLER)
     app = make_app()

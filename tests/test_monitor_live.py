@@ -38,6 +38,7 @@ async def launch_from_form(pilot, form: LaunchForm) -> None:
     await pilot.press("enter")
 
 
+@pytest.mark.integration
 async def test_builtin_trainer_runs_to_finished_from_the_form():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -66,6 +67,7 @@ async def test_builtin_trainer_runs_to_finished_from_the_form():
         assert app.active_runs and not app.running_runs()
 
 
+@pytest.mark.integration
 async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -91,6 +93,7 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
         assert any("injected crash" in line for line in logs.log.lines)
 
 
+@pytest.mark.integration
 async def test_stop_asks_then_leaves_no_process(write_script):
     script = write_script("events.py", EVENT_SCRIPT)
     app = make_app()

@@ -112,6 +112,7 @@ def test_a_peer_with_a_skewed_clock_fails_the_clock_check() -> None:
     assert clock.status == "fail" and "+30" in clock.detail and "chrony" in clock.fix
 
 
+@pytest.mark.integration
 def test_cli_serve_and_peer_talk_to_each_other() -> None:
     port = free_port()
     server = subprocess.Popen(mgtutor_argv("doctor", "--serve", "--port", str(port), "--count", "1", "--json"),
@@ -132,6 +133,7 @@ def test_cli_serve_and_peer_talk_to_each_other() -> None:
         server.communicate()
 
 
+@pytest.mark.integration
 def test_cli_serve_on_a_busy_port_says_so() -> None:
     with socket.socket() as busy:
         busy.bind(("0.0.0.0", 0))
@@ -143,6 +145,7 @@ def test_cli_serve_on_a_busy_port_says_so() -> None:
     assert f"port {port} is in use here" in done.stderr
 
 
+@pytest.mark.integration
 def test_cli_peer_refused_exits_1_with_the_failing_check() -> None:
     port = free_port()
     done = subprocess.run(mgtutor_argv("doctor", "--peer", f"127.0.0.1:{port}"), capture_output=True, text=True, timeout=60)

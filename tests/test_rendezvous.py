@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from conftest import mgtutor_argv, no_gpu_env
+
+pytestmark = pytest.mark.integration  # starts processes
 
 
 def probe(*args: str) -> tuple[int, dict]:

@@ -49,6 +49,7 @@ async def test_a_past_run_opens_from_its_files():
         assert not any("\x1b" in line for line in logs.buffers["all"].lines)
 
 
+@pytest.mark.integration
 async def test_reattach_to_a_run_started_elsewhere_and_stop_it(write_script):
     script = write_script("events.py", EVENT_SCRIPT)
     run = launch(LaunchSpec(target=[str(script), "5000"], nproc=2, backend="gloo", label="elsewhere"))

@@ -8,6 +8,8 @@ import pytest
 from mgtutor.training.runs.records import exit_code_for
 from test_train import events, logs, train
 
+pytestmark = pytest.mark.integration  # starts processes
+
 FAILING = {
     # mode: (extra args, rank that fails first, exception in its error event, text in its error event)
     "hang-before-init": (["--init-timeout", "4"], 0, None, "imeout"),

@@ -49,6 +49,7 @@ async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch)
         assert cards and "cuda_oom" in str(cards[0].render()) and "14-when-it-goes-wrong" in str(cards[0].render())
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
