@@ -162,3 +162,13 @@ def test_the_single_process_branch_is_not_every_rank():
     found = [(f.rule, f.line) for f in check_source(source, "t.py")
              if f.rule in ("unguarded-print", "download-every-rank", "torch-load-no-map-location")]
     assert found == [("unguarded-print", 14)]
+
+
+def test_a_file_per_rank_named_through_a_variable_is_saved_and_loaded_by_every_rank():
+    """SwAV keeps each rank's queue in queue{rank}.pth: every rank saves and loads its own."""
+    source = ("import os, torch, torch.distributed as dist\ndist.init_process_group('nccl')\n"
+              "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n"
+              "queue_path = os.path.join('out', 'queue' + str(rank) + '.pth')\n"
+              "queue = torch.load(queue_path)['queue']\ntorch.save({'queue': queue.cuda()}, queue_path)\n")
+    rules = {f.rule for f in check_source(source, "t.py")}
+    assert not rules & {"torch-load-no-map-location", "unguarded-checkpoint"}

@@ -230,6 +230,29 @@ def _under_main_guard(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
+def assigned_before(m: ScriptModel, name: ast.Name) -> ast.AST | None:
+    """The value last assigned to this name before its line, in the same function."""
+    scope = m.enclosing(name, DEF_NODES)
+    best = None
+    for node in (ast.walk(scope) if scope is not None else m.nodes):
+        if isinstance(node, ast.Assign) and node.lineno < name.lineno and (best is None or node.lineno > best.lineno):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == name.id or isinstance(target, ast.Tuple) and any(
+                        isinstance(e, ast.Name) and e.id == name.id for e in target.elts):
+                    best = node
+    return best.value if best is not None else None
+
+
+def per_rank_path(m: ScriptModel, exprs: list[ast.AST]) -> bool:
+    """A file name built from the rank (`f"queue{rank}.pth"`, or a name assigned one): each rank
+    has its own file, so saving or loading it on every rank is the point."""
+    def ranked(node: ast.AST | None) -> bool:
+        return node is not None and any(m.is_rank_test(n) for n in ast.walk(node)
+                                        if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)))
+    return any(ranked(e) or any(isinstance(n, ast.Name) and ranked(assigned_before(m, n)) for n in ast.walk(e))
+               for e in exprs)
+
+
 def rank_tagged_names(m: ScriptModel) -> set[str]:
     """Names holding text built from the rank — `device = f"cuda:{local_rank}"` — so a print of
     them says which rank speaks."""

@@ -31,7 +31,7 @@ def dataset_source(m: ScriptModel, node: ast.AST, depth: int = 0) -> str | None:
     if isinstance(node, ast.Subscript):
         return dataset_source(m, node.value, depth + 1)
     if isinstance(node, ast.Name):
-        return dataset_source(m, _assigned_before(m, node), depth + 1)
+        return dataset_source(m, follow.assigned_before(m, node), depth + 1)
     if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
         return "memory"
     if not isinstance(node, ast.Call):
@@ -50,21 +50,6 @@ def dataset_source(m: ScriptModel, node: ast.AST, depth: int = 0) -> str | None:
             else (node.args[0] if node.args else None)
         return dataset_source(m, inner, depth + 1)
     return _class_source(m, node)
-
-
-def _assigned_before(m: ScriptModel, name: ast.Name) -> ast.AST | None:
-    """The value last assigned to this name before this line, in the same function."""
-    scope = m.enclosing(name, DEF_NODES)
-    best = None
-    for node in (walk_local(scope) if scope is not None else m.nodes):
-        if isinstance(node, ast.Assign) and node.lineno < name.lineno and (best is None or node.lineno > best.lineno):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id == name.id:
-                    best = node
-                elif isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name.id
-                                                          for e in target.elts):
-                    best = node
-    return best.value if best is not None else None
 
 
 def _class_source(m: ScriptModel, call: ast.Call) -> str | None:
@@ -146,7 +131,8 @@ def load_without_map_location(m: ScriptModel) -> Hits:
         if _has_map_location(call) or has_star_kwargs(call) or follow.in_spawn_parent(m, call) \
                 or in_single_process_branch(m, call):
             continue
-        if m.runs_on_all_ranks(call) is False or _sibling_chooses_location(m, call, loads):
+        if m.runs_on_all_ranks(call) is False or _sibling_chooses_location(m, call, loads) \
+                or follow.per_rank_path(m, call.args[:1] + [k.value for k in call.keywords if k.arg == "f"]):
             continue
         if not (_on_gpus(m) and _saves_device_tensors(m)):
             yield call, None, ("whether it matters depends on where the checkpoint's tensors were saved from: "

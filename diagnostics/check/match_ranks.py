@@ -22,7 +22,7 @@ def unguarded_checkpoint(m: ScriptModel) -> Hits:
         if any("buf" in (dotted(t) or "").lower() or "BytesIO" in (dotted(getattr(t, "func", t)) or "")
                for t in target):
             continue
-        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target):
+        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target) and not follow.per_rank_path(m, target):
             yield call, None
 
 
