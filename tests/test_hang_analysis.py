@@ -117,3 +117,4 @@ def test_user_files_exclude_python_and_packages():
     assert not is_user_file("/usr/lib/python3.11/threading.py")
     assert not is_user_file("/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py")
     assert not is_user_file("<frozen importlib._bootstrap>")
+    assert is_user_file("/opt/venv/lib/python3.11/site-packages/mgtutor/diagnostics/failures/demo_workers.py")

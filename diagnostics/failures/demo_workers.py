@@ -1,8 +1,11 @@
 """Tiny rank programs for the failure demos that the trainer cannot produce: a port already in use,
-and a rank that skips an all-reduce. Each makes the real failure happen (run under torchrun).
+a rank that skips an all-reduce, a world size the script sets itself, a rank whose data loader never
+returns. Each makes the real failure happen (run under torchrun).
 
     python -m mgtutor.diagnostics.failures.demo_workers port-in-use    (MGTUTOR_DEMO_PORT = a port someone holds)
     python -m mgtutor.diagnostics.failures.demo_workers skip-allreduce [--timeout S] [--skip-rank R]
+    python -m mgtutor.diagnostics.failures.demo_workers world-size     (asks for one rank more than started)
+    python -m mgtutor.diagnostics.failures.demo_workers stuck-loader [--skip-rank R]   (R's Dataset sleeps)
 """
 from __future__ import annotations
 
@@ -62,14 +65,61 @@ def skip_allreduce(timeout: float, skip_rank: int) -> int:
     return 0
 
 
+def world_size(timeout: float) -> int:
+    """A script that sets WORLD_SIZE itself, one more than torchrun started: every rank waits in
+    init_process_group for a peer that never comes."""
+    import torch.distributed as dist
+
+    os.environ["WORLD_SIZE"] = str(int(os.environ.get("WORLD_SIZE", "1")) + 1)
+    dist.init_process_group(_backend(), timeout=datetime.timedelta(seconds=timeout))
+    return 0
+
+
+class _SlowOnOneRank:
+    """A map-style data set whose items never come on one rank (a dead network disk, a lock)."""
+
+    def __init__(self, stuck_rank: int) -> None:
+        self.stuck = int(os.environ.get("RANK", "0")) == stuck_rank
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> float:
+        if self.stuck:
+            time.sleep(3600)
+        return float(index)
+
+
+def stuck_loader(timeout: float, stuck_rank: int) -> int:
+    """Rank `stuck_rank` waits for its DataLoader workers; the others wait for it in all_reduce."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader
+
+    backend = _backend()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    for batch in DataLoader(_SlowOnOneRank(stuck_rank), batch_size=8, num_workers=2):
+        total = batch.sum().to(device)
+        dist.all_reduce(total)
+        print(f"rank {dist.get_rank()}: batch sum {total.item():g}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mgtutor.diagnostics.failures.demo_workers")
-    parser.add_argument("mode", choices=["port-in-use", "skip-allreduce"])
+    parser.add_argument("mode", choices=["port-in-use", "skip-allreduce", "world-size", "stuck-loader"])
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--skip-rank", type=int, default=1)
     args = parser.parse_args(argv)
     if args.mode == "port-in-use":
         return port_in_use(args.timeout)
+    if args.mode == "world-size":
+        return world_size(args.timeout)
+    if args.mode == "stuck-loader":
+        return stuck_loader(args.timeout, args.skip_rank)
     return skip_allreduce(args.timeout, args.skip_rank)
 
 

@@ -29,6 +29,8 @@ COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_i
 BACKWARD_CALLS = {"backward", "_engine_run_backward", "run_backward"}
 DATA_CALLS = {"_next_data", "__next__", "_get_data", "_try_get_data"}
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "<frozen ", "/training/runs/")
+# mgtutor's own rank programs stand in for the user's script (a demo, a lesson), wherever installed
+USER_MARKERS = ("/mgtutor/lessons/", "/diagnostics/failures/demo_workers.py")
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,8 @@ def _close(procs: list[ProcessDump], body: list[str]) -> None:
 
 
 def is_user_file(path: str) -> bool:
+    if any(marker in path for marker in USER_MARKERS):
+        return True
     if any(marker in path for marker in LIBRARY_MARKERS) or path.startswith("<"):
         return False
     return not re.search(r"/lib/python3\.\d+/", path)
