@@ -2,7 +2,9 @@
 
 The catalogue is data so that a new message text is one line in the JSON, not a new `if`. Each
 pattern gets a lowercase "needle" (its longest literal run) so a line is searched with a regex only
-when the needle occurs in it; that keeps a 200 MB log fast enough to read.
+when the needle occurs in it, and "triggers": short pieces of the needle (or, where the regex has
+no usable literal, the JSON's own `triggers` / `trigger_re`) that prefilter.py looks for in whole
+blocks of a file, so that only the few lines that can match are read line by line.
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ class Pattern:
     needle: str | None  # lowercase; None: always try the regex
     evidence_only: bool = False
     summary: str | None = None  # overrides the kind's summary when this pattern matched first
+    fix: str | None = None  # overrides the kind's fix the same way
+    triggers: tuple[str, ...] = ()  # lowercase literals: a line that matches contains one of them
+    trigger_res: tuple[str, ...] = ()  # regexes over the lowercased line, for what no literal pins down
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,15 @@ def needle_of(source: str) -> str | None:
 def _pattern(entry: Any, evidence_only: bool) -> Pattern:
     if isinstance(entry, str):
         entry = {"re": entry}
-    return Pattern(re.compile(entry["re"]), needle_of(entry["re"]), evidence_only, entry.get("summary"))
+    needle = needle_of(entry["re"])
+    triggers = tuple(t.lower() for t in entry.get("triggers", ()))
+    trigger_res = tuple(entry.get("trigger_re", ()))
+    if not triggers and not trigger_res:
+        if needle is None:
+            raise ValueError(f"pattern {entry['re']!r} has no literal to look for: give it triggers or trigger_re")
+        triggers = (needle,)  # the prefilter looks for its rarest piece
+    return Pattern(re.compile(entry["re"]), needle, evidence_only, entry.get("summary"), entry.get("fix"),
+                   triggers, trigger_res)
 
 
 def parse_catalogue(data: dict[str, Any]) -> dict[str, KindSpec]:
@@ -109,6 +122,6 @@ KINDS = (
     "host_oom_killed", "nccl_error", "duplicate_gpu", "collective_timeout", "watchdog_stuck",
     "ddp_unused_parameters", "process_group_not_initialized", "invalid_device_ordinal", "collective_mismatch",
     "cuda_driver_too_old", "no_cuda_driver", "nccl_without_gpu", "shm_exhausted", "dataloader_worker_killed",
-    "no_distributed_sampler", "nan_loss", "straggler", "child_failed",
+    "no_distributed_sampler", "nan_loss", "straggler", "child_failed", "dataset_download_failed",
     "world_size_mismatch", "rank_outside_collective",
 )

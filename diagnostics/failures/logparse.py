@@ -79,16 +79,21 @@ def raw_lines(handle: BinaryIO, chunk: int = CHUNK) -> Iterator[tuple[int, bytes
         yield lineno, piece.rstrip(b"\r\n")
 
 
+def lines_of(data: bytes, name: str, lineno: int, default_rank: int | None = None) -> Iterator[LogLine]:
+    """One raw line (no line ending) as LogLines; `\\r` redraws (progress bars) become separate pieces."""
+    text = data.decode("utf-8", "replace")
+    for part in text.split("\r") if "\r" in text else (text,):
+        part = clean(part)
+        if not part.strip():
+            continue
+        rank, rest = split_prefix(part)
+        yield LogLine(name, lineno, rank if rank is not None else default_rank, rest)
+
+
 def read_log(handle: BinaryIO, name: str, default_rank: int | None = None) -> Iterator[LogLine]:
-    """Every line of one log as LogLine; `\\r` redraws (progress bars) become separate pieces."""
+    """Every line of one log as LogLine."""
     for lineno, data in raw_lines(handle):
-        text = data.decode("utf-8", "replace")
-        for part in text.split("\r") if "\r" in text else (text,):
-            part = clean(part)
-            if not part.strip():
-                continue
-            rank, rest = split_prefix(part)
-            yield LogLine(name, lineno, rank if rank is not None else default_rank, rest)
+        yield from lines_of(data, name, lineno, default_rank)
 
 
 def read_log_file(path: str | Path, default_rank: int | None = None, name: str | None = None) -> Iterator[LogLine]:

@@ -1,6 +1,8 @@
 """One pass over log lines: catalogue matches, each rank's first exception, and torchrun's exit report.
 
-Only the first few hits per kind are kept, so memory does not grow with the log.
+Only the first few hits per kind are kept, so memory does not grow with the log. blockscan.py feeds
+the scanner only the lines its prefilter (`Scanner.prefilter`) points at, and every line while
+`wants_every_line` (an open traceback whose exception line is still to come).
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 
 from mgtutor.diagnostics.failures.catalogue import KindSpec, Pattern
 from mgtutor.diagnostics.failures.logparse import LogLine
+from mgtutor.diagnostics.failures.prefilter import Prefilter
+from mgtutor.diagnostics.failures.samedata import SAME_DATA_TRIGGERS, SameData
 
 MAX_HITS = 12
 MATCH_CHARS = 8192
@@ -20,6 +24,24 @@ _BLOCK_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+) \(pid: \d+\)\s*(?:\((SIG\w
 _BLOCK_SIGNAL = re.compile(r"traceback\s*:\s*Signal (\d+) \((SIG\w+)\) received by PID")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?::|$)")
 _NOT_ROOT = ("ChildFailedError", "KeyboardInterrupt", "SystemExit")
+_TRACEBACK = "Traceback (most recent call last)"
+# what _track_traceback and _track_exits look at, lowercased: the prefilter must hand these lines over
+SCANNER_TRIGGERS = ("traceback (most recent call last)", "exitcode", "root cause", "local_rank",
+                    "received by pid", "=" * 20)
+MAX_EXCEPTIONS = 1024
+TRACEBACK_LINES = 20_000  # a traceback still open after this many lines is given up (its rank died mid-way)
+_PREFILTERS: dict[int, tuple[dict[str, KindSpec], Prefilter]] = {}
+
+
+def prefilter_for(catalogue: dict[str, KindSpec]) -> Prefilter:
+    """One Prefilter per catalogue object (building the trie regex costs a few milliseconds)."""
+    cached = _PREFILTERS.get(id(catalogue))
+    if cached is None or cached[0] is not catalogue:
+        patterns = [p for spec in catalogue.values() for p in spec.patterns]
+        literals = [t for p in patterns for t in p.triggers] + list(SCANNER_TRIGGERS) + list(SAME_DATA_TRIGGERS)
+        cached = (catalogue, Prefilter(literals, [r for p in patterns for r in p.trigger_res]))
+        _PREFILTERS[id(catalogue)] = cached
+    return cached[1]
 
 
 @dataclass(frozen=True)
@@ -30,6 +52,7 @@ class Hit:
     order: int
     evidence_only: bool
     summary: str | None = None
+    fix: str | None = None
 
 
 def signal_name(code: int) -> str | None:
@@ -49,17 +72,28 @@ class Scanner:
         self.log_root: int | None = None
         self.agent_first: int | None = None
         self._order = 0
-        self._in_traceback: dict[tuple[str, int | None], bool] = {}
+        self._open_tracebacks: dict[tuple[str, int | None], int] = {}  # (file, rank) -> order it opened at
         self._block_rank: int | None = None
         self._in_root = False
         self._patterns: list[tuple[str, Pattern]] = [(s.kind, p) for s in catalogue.values() for p in s.patterns]
+        self.prefilter = prefilter_for(catalogue)
+        self.same_data = SameData()
+
+    @property
+    def wants_every_line(self) -> bool:
+        return bool(self._open_tracebacks)
+
+    def note_rank(self, rank: int | None) -> None:
+        if rank is not None and 0 <= rank < 1 << 20:
+            self.seen_ranks.add(rank)
 
     def feed(self, line: LogLine) -> None:
         self._order += 1
-        if line.rank is not None and 0 <= line.rank < 1 << 20:
-            self.seen_ranks.add(line.rank)
+        self.note_rank(line.rank)
         text = line.text
         self._track_traceback(line)
+        if line.rank is not None and (found := self.same_data.feed(line)):
+            self._same_data_hits(found)
         if "exitcode" in text or "Root Cause" in text or "rank" in text or "Signal" in text or text.startswith("="):
             self._track_exits(line)
         text = text[:MATCH_CHARS]  # messages sit at the start of a line; keeps the cost linear in the file size
@@ -76,22 +110,35 @@ class Scanner:
             groups = match.groupdict()
             rank = _as_int(groups.get("rank"))
             hits.append(Hit(line, groups, rank if rank is not None else line.rank, self._order,
-                            pattern.evidence_only, pattern.summary))
+                            pattern.evidence_only, pattern.summary, pattern.fix))
+
+    def _same_data_hits(self, found: tuple[LogLine, LogLine, str]) -> None:
+        """Two ranks printed the same batch: the missing-sampler finding, both lines as its evidence."""
+        first, second, how = found
+        hits = self.hits.setdefault("no_distributed_sampler", [])
+        if len(hits) >= MAX_HITS:
+            return
+        for line in (first, second):
+            hits.append(Hit(line, {"how_text": how}, line.rank, self._order, False))
 
     def _track_traceback(self, line: LogLine) -> None:
+        """Each rank's first exception: the first unindented line after its first real traceback."""
         key = (line.file, line.rank)
         text = line.text
-        if text.startswith("Traceback (most recent call last)"):
-            self._in_traceback[key] = True
+        if text.startswith(_TRACEBACK):
+            if line.rank not in self.exceptions and len(self.exceptions) < MAX_EXCEPTIONS:
+                self._open_tracebacks[key] = self._order
             return
-        if not self._in_traceback.get(key):
+        if not self._open_tracebacks:
             return
-        if text[:1] in (" ", "\t", "^", "~") or not text.strip():
+        for other, opened in list(self._open_tracebacks.items()):
+            if self._order - opened > TRACEBACK_LINES:
+                del self._open_tracebacks[other]
+        if key not in self._open_tracebacks or text[:1] in (" ", "\t", "^", "~") or not text.strip():
             return
-        self._in_traceback[key] = False
+        del self._open_tracebacks[key]
         if _EXCEPTION.match(text) and not any(word in text for word in _NOT_ROOT):
-            if len(self.exceptions) < 1024:
-                self.exceptions.setdefault(line.rank, line)
+            self.exceptions.setdefault(line.rank, line)
 
     def _track_exits(self, line: LogLine) -> None:
         text = line.text
