@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mgtutor.diagnostics.check.folder import check_folder
 from mgtutor.diagnostics.check.rules import RULES_BY_ID
 from mgtutor.diagnostics.check.script import check_file, check_source
 
@@ -172,3 +173,27 @@ def test_a_file_per_rank_named_through_a_variable_is_saved_and_loaded_by_every_r
               "queue = torch.load(queue_path)['queue']\ntorch.save({'queue': queue.cuda()}, queue_path)\n")
     rules = {f.rule for f in check_source(source, "t.py")}
     assert not rules & {"torch-load-no-map-location", "unguarded-checkpoint"}
+
+
+def test_an_early_exit_that_also_needs_another_condition_is_not_a_sure_hang():
+    """open_clip's evaluate(): non-zero ranks leave only when not evaluating with FSDP; the broadcast
+    sits under `if use_fsdp_eval:`, where every rank is still there."""
+    base = ("import torch.distributed as dist\n"
+            "def evaluate(args, is_rank0, use_fsdp_eval):\n"
+            "    if not use_fsdp_eval and not is_rank0:\n        return {}\n")
+    safe = base + "    if use_fsdp_eval:\n        dist.broadcast(signal, src=0)\n"
+    unsure = base + "    dist.broadcast(signal, src=0)\n"
+    plain = ("import torch.distributed as dist\ndef evaluate(is_rank0):\n    if not is_rank0:\n        return {}\n"
+             "    dist.broadcast(signal, src=0)\n")
+    assert "collective-in-rank-branch" not in {f.rule for f in check_source(safe, "t.py")}
+    hit = next(f for f in check_source(unsure, "t.py") if f.rule == "collective-in-rank-branch")
+    assert hit.severity == "advice" and "only when use_fsdp_eval also holds" in hit.caveat
+    assert [f.severity for f in check_source(plain, "t.py") if f.rule == "collective-in-rank-branch"] == ["error"]
+
+
+def test_a_package_folder_resolves_its_own_absolute_imports():
+    pkg = FOLLOW / "src_layout" / "trainpkg"
+    assert not {"local-rank-argument", "unguarded-print"} & {f.rule for f in check_file(pkg / "main.py")}
+    report = check_folder(pkg)
+    assert report.files == [str(pkg / "__init__.py"), str(pkg / "distributed.py"), str(pkg / "main.py")]
+    assert not {"local-rank-argument", "unguarded-print"} & {f.rule for f in report.findings}

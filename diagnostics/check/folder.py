@@ -34,8 +34,8 @@ def check_folder(folder: str | Path) -> FolderReport:
         raise CheckError(f"{given}: no Python script in this folder (mgtutor check reads *.py files)")
     project = Project(given)
     report = FolderReport(folder=str(given))
-    for path in project.closure(scripts)[:MAX_FILES]:
-        shown = _shown(given, project, path)
+    for path in project.closure(scripts, given)[:MAX_FILES]:
+        shown = _shown(given, path)
         try:
             findings = check_file(shown, project)
         except CheckError as exc:
@@ -48,9 +48,9 @@ def check_folder(folder: str | Path) -> FolderReport:
     return report
 
 
-def _shown(given: Path, project: Project, path: Path) -> Path:
+def _shown(given: Path, path: Path) -> Path:
     """The file as the user would spell it: under the folder they named, not resolved."""
     try:
-        return given / path.relative_to(project.root)
+        return given / path.relative_to(given.resolve())
     except ValueError:
         return path

@@ -83,8 +83,47 @@ def collective_in_rank_branch(m: ScriptModel) -> Hits:
         if any(m.rank_guard(o) is not None and _branch(m, o, m.rank_guard(o)) != _branch(m, call, guard)
                for o in same):
             continue  # "rank 0 first, then the others" on purpose: both sides meet at a barrier
-        yield call, f"{last_name(call.func)}() runs only on the ranks that pass line {guard.lineno}: " \
-                    "the other ranks never join it, so the job hangs"
+        message = f"{last_name(call.func)}() runs only on the ranks that pass line {guard.lineno}: " \
+                  "the other ranks never join it, so the job hangs"
+        condition = _other_condition(m, call, guard)
+        if condition is None:
+            yield call, message
+        elif not _under_same_condition(m, call, condition):
+            yield call, message, (f"the ranks leave at line {guard.lineno} only when {condition} also holds; if it "
+                                  "never does when this collective runs, every rank joins it")
+
+
+def _other_condition(m: ScriptModel, call: ast.AST, guard: ast.AST) -> str | None:
+    """`if not fsdp_eval and not is_rank0: return` — an early exit that also needs a condition
+    unrelated to the rank: the names in that condition, or None for a plain rank guard."""
+    if not isinstance(guard, ast.If) or _inside(m, call, guard) or not isinstance(guard.test, ast.BoolOp) \
+            or not isinstance(guard.test.op, ast.And):
+        return None
+    others = [v for v in guard.test.values if not m.is_rank_test(v)]
+    names = sorted({n.id for v in others for n in ast.walk(v) if isinstance(n, ast.Name)})
+    return " and ".join(names) if others and names else None
+
+
+def _under_same_condition(m: ScriptModel, call: ast.AST, condition: str) -> bool:
+    """The collective itself sits under an `if` on the same names (`if fsdp_eval: … broadcast`):
+    exactly the case in which the early exit is not taken."""
+    wanted = set(condition.split(" and "))
+    current = m.parent.get(call)
+    while current is not None and not isinstance(current, DEF_NODES):
+        if isinstance(current, (ast.If, ast.While)) and wanted & {n.id for n in ast.walk(current.test)
+                                                                   if isinstance(n, ast.Name)}:
+            return True
+        current = m.parent.get(current)
+    return False
+
+
+def _inside(m: ScriptModel, node: ast.AST, ancestor: ast.AST) -> bool:
+    current = m.parent.get(node)
+    while current is not None:
+        if current is ancestor:
+            return True
+        current = m.parent.get(current)
+    return False
 
 
 def _branch(m: ScriptModel, node: ast.AST, guard: ast.AST) -> tuple[int, str]:

@@ -21,8 +21,11 @@ SKIP_DIRS = {".git", ".venv", "venv", "env", "__pycache__", "node_modules", "bui
 class Project:
     """One root folder; parsed modules cached by path. `load` is the only place files are read."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
+    def __init__(self, folder: Path) -> None:
+        root = folder.resolve()
+        while (root / "__init__.py").is_file() and root.parent != root:
+            root = root.parent  # a package's modules import each other by its name, from its parent up
+        self.root = root
         self._models: dict[Path, ScriptModel | None] = {}
         self.memo: dict[tuple, object] = {}   # follow's answers per (question, file, function)
 
@@ -114,13 +117,14 @@ class Project:
                     found.append(path)
         return found
 
-    def closure(self, scripts: list[Path]) -> list[Path]:
-        """The scripts and every project module they import, transitively (bounded)."""
+    def closure(self, scripts: list[Path], within: Path) -> list[Path]:
+        """The scripts and every module under `within` they import, transitively (bounded)."""
         order: list[Path] = []
         queue = [p.resolve() for p in scripts]
+        within = within.resolve()
         while queue and len(order) < MAX_FILES:
             path = queue.pop(0)
-            if path in order:
+            if path in order or not path.is_relative_to(within):
                 continue
             order.append(path)
             model = self.load(path)
