@@ -23,7 +23,7 @@ from collections.abc import Iterable
 # logs plus a synthetic 200 MB DDP log. Upper case letters never occur in a lowercased block.
 RARITY = "$&?@\\{}~+j!;'`qz^\">x)(_wv*y%bf<gkhm=|[5]8u6937p-dl/,c2:#4ani.os1rte0 "
 TRIGGER_CHARS = 12  # longer triggers match fewer noise lines; the needle bounds it anyway
-MIN_TRIGGER = 8
+MIN_TRIGGER = 5
 
 
 def _rarity(char: str) -> int:
@@ -34,7 +34,7 @@ def _rarity(char: str) -> int:
 def trigger_of(needle: str) -> str:
     """The piece of a (lowercase) needle to look for: up to TRIGGER_CHARS from its rarest character
     (among the starts that leave MIN_TRIGGER characters). Any piece of a needle is a valid trigger."""
-    shortest = min(MIN_TRIGGER, max(4, len(needle) - 4), len(needle))  # a short needle may lose its head
+    shortest = min(MIN_TRIGGER, len(needle))
     starts = range(0, len(needle) - shortest + 1)
     best = min(starts, key=lambda i: (_rarity(needle[i]), i))
     return needle[best:best + TRIGGER_CHARS]

@@ -1,0 +1,46 @@
+"""A DDP script that downloads CIFAR-10 on every rank with no way out to the internet, run for real.
+
+The data set's URL is pointed at a host under `.invalid` (a top-level domain that never resolves,
+RFC 2606), so the download fails exactly as it does without network — socket.gaierror "Name or
+service not known" inside torchvision's download, URLError on every rank — on any machine, also
+one that does have internet, and nothing is downloaded.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import mgtutor_argv, no_gpu_env
+
+pytestmark = pytest.mark.integration  # starts torchrun and its ranks
+
+SCRIPT = """\
+import os, socket, tempfile
+import torch.distributed as dist
+import torchvision
+
+socket.setdefaulttimeout(20)
+torchvision.datasets.CIFAR10.url = "https://cifar-10.data.invalid/cifar-10-python.tar.gz"
+dist.init_process_group("gloo")
+train = torchvision.datasets.CIFAR10(root=tempfile.mkdtemp(), train=True, download=True)
+print(len(train))
+dist.destroy_process_group()
+"""
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=240, env=no_gpu_env())
+
+
+def test_download_without_network_is_diagnosed_as_such(write_script) -> None:
+    run = _cli("run", "--nproc", "2", "--", str(write_script("train_cifar.py", SCRIPT)))
+    assert run.returncode != 0
+    assert "URLError" in run.stdout + run.stderr  # the real failure happened
+    diagnosis = _cli("diagnose", "--json")
+    assert diagnosis.returncode == 0, diagnosis.stderr
+    findings = json.loads(diagnosis.stdout)["findings"]
+    assert findings[0]["kind"] == "dataset_download_failed", [f["kind"] for f in findings]
+    assert "child_failed" not in [f["kind"] for f in findings]
+    assert "dist.barrier()" in findings[0]["fix"] and "root=" in findings[0]["fix"]
+    assert any("URLError" in ev["text"] for ev in findings[0]["evidence"])
