@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgtutor.lessons.loader import Check
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records import FirstFailure, RunRecord, RunResult, RunStatus
 
 REPORT_PREFIX = "REPORT "
 
@@ -23,7 +23,7 @@ REPORT_PREFIX = "REPORT "
 class Outcome:
     """What one run did: its result and every rank's reports and output."""
 
-    result: dict[str, Any]
+    result: RunResult
     world_size: int
     reports: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     stdout: dict[int, str] = field(default_factory=dict)
@@ -72,7 +72,7 @@ def parse_reports(text: str) -> list[dict[str, Any]]:
 
 def outcome_of(record: RunRecord) -> Outcome:
     result = record.result()
-    world = int(result.get("world_size") or record.meta().get("world_size") or 0)
+    world = result.world_size or record.meta().world_size
     outcome = Outcome(result=result, world_size=world)
     for rank in range(world):
         for stream, store in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
@@ -96,16 +96,17 @@ def _head(value: Any, n: int = 5) -> str:
 
 
 def check_exit_ok(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
-    failed = [r for r in o.result.get("ranks", []) if r.get("outcome") != "ok"]
-    if o.result.get("status") == "finished" and not failed:
-        return True, f"all {o.world_size} rank(s) exited 0 in {o.result.get('duration_s')} s"
-    if o.result.get("status") == "stopped" and not o.result.get("first_failure"):
+    failed = [r for r in o.result.ranks if r.outcome != "ok"]
+    if o.result.status == RunStatus.FINISHED and not failed:
+        return True, f"all {o.world_size} rank(s) exited 0 in {o.result.duration_s} s"
+    if o.result.status == RunStatus.STOPPED and not o.result.first_failure:
         return False, "the run did not finish in time and was stopped: a rank was waiting for the others (a hang)"
-    first = o.result.get("first_failure") or (failed[0] if failed else {"rank": "?"})
-    rank = first.get("rank")
-    error = o.last_error(rank) if isinstance(rank, int) else ""
-    how = f"signal {first['signal']}" if first.get("signal") else f"exit code {first.get('exit_code')}"
-    return False, f"rank {rank} failed ({how})" + (f": {error}" if error else "")
+    first = o.result.first_failure
+    if first is None:
+        first = FirstFailure(failed[0].rank, failed[0].exit_code, failed[0].signal) if failed else FirstFailure()
+    error = o.last_error(first.rank) if isinstance(first.rank, int) else ""
+    rank = "?" if first.rank is None else first.rank
+    return False, f"rank {rank} failed ({first.how()})" + (f": {error}" if error else "")
 
 
 def check_every_rank_reports(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -203,13 +204,13 @@ def check_value_range(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
 
 def check_run_fails(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     """A failure demo must fail, and fail where the lesson says (the first failing rank)."""
-    first = o.result.get("first_failure")
+    first = o.result.first_failure
     if not first:
-        return False, f"the run was meant to fail on rank {p.get('rank')} but ended {o.result.get('status')}"
-    if "rank" in p and first.get("rank") != p["rank"]:
-        return False, f"rank {first.get('rank')} failed first, not rank {p['rank']}"
-    error = o.last_error(first["rank"])
-    return True, f"rank {first['rank']} failed first (exit {first.get('exit_code')}): {error[:120]}"
+        return False, f"the run was meant to fail on rank {p.get('rank')} but ended {o.result.status}"
+    if "rank" in p and first.rank != p["rank"]:
+        return False, f"rank {first.rank} failed first, not rank {p['rank']}"
+    error = o.last_error(first.rank) if first.rank is not None else ""
+    return True, f"rank {first.rank} failed first (exit {first.exit_code}): {error[:120]}"
 
 
 CHECKS: dict[str, Callable[[Outcome, dict[str, Any]], tuple[bool, str]]] = {

@@ -9,7 +9,6 @@ The TUI uses the two halves, `start_step` (returns the Run, which the App then o
 from __future__ import annotations
 
 import importlib.util
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ from mgtutor.lessons.checks import CheckResult, evaluate, outcome_of
 from mgtutor.lessons.loader import Lesson, Step
 from mgtutor.lessons.progress import Progress, ensure_workspace
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records import RunStatus
+from mgtutor.training.runs.session import RunSession
 
 LineCallback = Callable[[int | None, str, str], None]
 INSTALL_HINTS = {"accelerate": "pip install accelerate"}
@@ -84,33 +85,21 @@ def start_step(lesson: Lesson, step: Step, script: Path | None = None, backend: 
     return launch(spec)
 
 
-def follow(run: Run, timeout_s: float, on_line: LineCallback | None = None, interval: float = 0.05) -> bool:
+def follow(run: Run, timeout_s: float, on_line: LineCallback | None = None) -> bool:
     """Pass every line to on_line until the run ends; stop it after timeout_s. True if it was stopped."""
-    deadline = time.monotonic() + timeout_s
-    while run.running():
-        batch = run.tail.poll()
-        for rank, stream, line in batch:
-            if on_line:
-                on_line(rank, stream, line)
-        if time.monotonic() > deadline:
-            run.stop(grace=5.0)
-            for rank, stream, line in run.tail.drain():
-                if on_line:
-                    on_line(rank, stream, line)
-            return True
-        if not batch:
-            time.sleep(interval)
-    for rank, stream, line in run.tail.drain():
+    for update in RunSession(run.record, run, timeout_s=timeout_s).updates():
         if on_line:
-            on_line(rank, stream, line)
-    run.wait()
+            for rank, stream, line in update.lines:
+                on_line(rank, stream, line)
+        if update.final:
+            return update.timed_out
     return False
 
 
 def finish_step(lesson: Lesson, step: Step, run: Run, script: Path | None = None, stopped: bool = False) -> StepResult:
     outcome = outcome_of(run.record)
     checks = evaluate(step.checks, outcome)
-    passed = all(c.passed for c in checks) and outcome.result.get("status") in ("finished", "failed")
+    passed = all(c.passed for c in checks) and outcome.result.status in (RunStatus.FINISHED, RunStatus.FAILED)
     measures = {key: outcome.last(0, key) for key in step.measures if outcome.last(0, key) is not None}
     reason = f"stopped after {step.timeout_s:g} s without finishing" if stopped else ""
     return StepResult(lesson.id, step.name, step.title, str(script or step.script),

@@ -23,7 +23,6 @@ async def wait_for_machine(pilot, app) -> str:
     raise AssertionError("the machine summary never appeared")
 
 
-@pytest.mark.integration
 async def test_home_then_every_mode_by_key():
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -60,7 +59,6 @@ async def test_home_lists_gpus_from_nvml(monkeypatch):
 SLEEPS = "import time\ntime.sleep(600)\n"
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("choice, still_running", [("s", False), ("k", True)])
 async def test_quit_asks_before_stopping_runs(choice, still_running, write_script):
     run = launch(LaunchSpec(target=[str(write_script("sleep.py", SLEEPS))], nproc=2, backend="gloo"))
@@ -75,6 +73,6 @@ async def test_quit_asks_before_stopping_runs(choice, still_running, write_scrip
             await pilot.pause()
         assert run.running() is still_running
         if not still_running:
-            assert run.record.result()["stop"]["clean"] and not run_processes(run.record.run_id)
+            assert run.record.result().stop.clean and not run_processes(run.record.run_id)
     finally:
         run.stop(grace=2)

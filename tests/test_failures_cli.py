@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+from mgtutor.training.runs.record_types import RunMeta, RunResult
 from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.training.runs.records import RunRecord
 from tests.conftest import mgtutor_argv, no_gpu_env
@@ -18,7 +18,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(mgtutor_argv("diagnose", *args), capture_output=True, text=True, env=no_gpu_env(), timeout=60)
 
 
-@pytest.mark.integration
 def test_diagnose_log_files_json_and_exit_codes(tmp_path: Path) -> None:
     proc = _cli(str(LOGS / "nccl_init_timeout.log"), str(LOGS / "healthy.log"), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -36,8 +35,8 @@ def test_diagnose_log_files_json_and_exit_codes(tmp_path: Path) -> None:
 
 def _run_with_events(tmp_path: Path, events: list[dict]) -> RunRecord:
     record = RunRecord.create("events", tmp_path)
-    record.write_meta({"world_size": 2, "started": time.time()})
-    record.write_result({"status": "finished", "world_size": 2, "ranks": [], "first_failure": None})
+    record.write_meta(RunMeta.from_json({"world_size": 2, "started": time.time()}))
+    record.write_result(RunResult.from_json({"status": "finished", "world_size": 2, "ranks": [], "first_failure": None}))
     record.events_path.write_text("".join(json.dumps(e) + "\n" for e in events) + "{torn\n")
     return record
 

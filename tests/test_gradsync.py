@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from mgtutor.training.runs.launcher import LaunchSpec, launch
-
-pytestmark = pytest.mark.integration  # starts processes
 
 COMPARE = r'''
 import json, os, sys
@@ -51,7 +48,7 @@ dist.destroy_process_group()
 def test_bucketed_average_matches_ddp_gradients(write_script) -> None:
     run = launch(LaunchSpec(target=[str(write_script("compare.py", COMPARE))], nproc=2, backend="gloo",
                             label="gradsync"))
-    result = run.wait(timeout=180)
+    result = run.wait(timeout=180).to_json()
     logs = {r: p.read_text() for r, s, p in run.record.rank_logs() if s == "stdout"}
     assert result["status"] == "finished", {r: p.read_text()[-2000:] for r, _s, p in run.record.rank_logs()}
     reports = [json.loads(logs[r].strip().splitlines()[-1]) for r in (0, 1)]

@@ -10,6 +10,7 @@ import pytest
 
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, launch, plan
 from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.session import RunSession
 
 ALLREDUCE = """
 import os, torch, torch.distributed as dist
@@ -49,16 +50,16 @@ sys.stdout.write("no newline at the end")
 
 def collect(run):
     lines = {}
-    for rank, stream, line in run.lines():
-        lines.setdefault((rank, stream), []).append(line)
+    for update in RunSession(run.record, run).updates():
+        for rank, stream, line in update.lines:
+            lines.setdefault((rank, stream), []).append(line)
     return lines
 
 
-@pytest.mark.integration
 def test_two_ranks_allreduce_and_print(write_script):
     run = launch(LaunchSpec(target=[str(write_script("ar.py", ALLREDUCE))], nproc=2, backend="gloo", label="ar"))
     lines = collect(run)
-    result = run.wait()
+    result = run.wait().to_json()  # the documented shape of result.json
     assert lines[(0, "stdout")] == ["rank 0 of 2 sum 3"]
     assert lines[(1, "stdout")] == ["rank 1 of 2 sum 3"]
     assert result["status"] == "finished"
@@ -66,17 +67,16 @@ def test_two_ranks_allreduce_and_print(write_script):
     assert result["first_failure"] is None
     assert [(r["rank"], r["exit_code"], r["signal"]) for r in result["ranks"]] == [(0, 0, None), (1, 0, None)]
     meta = run.record.meta()
-    assert meta["world_size"] == 2 and meta["backend"] == "gloo" and meta["ended"]
-    assert "127.0.0.1:" in " ".join(meta["torchrun_argv"])
+    assert meta.world_size == 2 and meta.backend == "gloo" and meta.ended and meta.problem is None
+    assert "127.0.0.1:" in " ".join(meta.torchrun_argv)
     assert oct(run.record.path.stat().st_mode & 0o777) == "0o700"
     on_disk = json.loads((run.record.path / "result.json").read_text())
     assert on_disk["first_failure"] is None
 
 
-@pytest.mark.integration
 def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
     run = launch(LaunchSpec(target=[str(write_script("fail.py", RANK1_EXITS_3))], nproc=2, backend="gloo"))
-    result = run.wait(timeout=120)
+    result = run.wait(timeout=120).to_json()
     assert result["status"] == "failed"
     assert result["first_failure"] == {"rank": 1, "exit_code": 3, "signal": None}
     rank0 = result["ranks"][0]
@@ -84,15 +84,14 @@ def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
     assert not run_processes(run.record.run_id)
 
 
-@pytest.mark.integration
 def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
     run = launch(LaunchSpec(target=[str(write_script("hang.py", HANGS))], nproc=2, backend="gloo"))
     deadline = time.monotonic() + 60
-    while sum(1 for r in run.record.ranks() if r.get("pid")) < 2 and time.monotonic() < deadline:
+    while sum(1 for r in run.record.ranks() if r.pid) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    rank_pids = [r["pid"] for r in run.record.ranks()]
+    rank_pids = [r.pid for r in run.record.ranks()]
     assert len(rank_pids) == 2 and all(psutil.pid_exists(p) for p in rank_pids)
-    result = run.stop(grace=5)
+    result = run.stop(grace=5).to_json()
     assert result["status"] == "stopped"
     assert result["stop"]["clean"] is True and result["stop"]["survivors"] == []
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in rank_pids)
@@ -100,7 +99,6 @@ def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
     assert json.loads((run.record.path / "result.json").read_text())["status"] == "stopped"
 
 
-@pytest.mark.integration
 def test_long_lines_and_carriage_returns_are_not_lost(write_script):
     run = launch(LaunchSpec(target=[str(write_script("noisy.py", NOISY))], nproc=2, backend="gloo"))
     lines = collect(run)

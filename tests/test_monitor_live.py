@@ -76,14 +76,14 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
         await launch_from_form(pilot, form)
         await wait_for(pilot, lambda: screen.state is not None and screen.state.done, 180, "the run to end")
         await pilot.pause(0.3)
-        first = screen.record.result()["first_failure"]
-        assert first["rank"] == 1 and first["exit_code"] not in (0, None)
+        first = screen.record.result().first_failure
+        assert first is not None and first.rank == 1 and first.exit_code not in (0, None)
         banner = screen.query_one("#failure-banner")
         assert banner.has_class("-visible")
-        assert re.search(rf"rank 1 failed first: exit code {first['exit_code']}\b", banner.plain), banner.plain
+        assert re.search(rf"rank 1 failed first: exit code {first.exit_code}\b", banner.plain), banner.plain
         if screen.finding is not None:  # the classifier's top finding, with its fix and lesson key
-            assert screen.finding["fix"] in banner.plain.replace("\n", " ") or "fix:" in banner.plain
-            assert f"o: open lesson {screen.finding['lesson']}" in banner.plain
+            assert screen.finding.fix in banner.plain.replace("\n", " ") or "fix:" in banner.plain
+            assert f"o: open lesson {screen.finding.lesson}" in banner.plain
         logs = screen.query_one(RankLogs)
         await pilot.press("right_square_bracket", "right_square_bracket")  # all → rank 0 → rank 1
         assert logs.active == "rank1"
@@ -114,7 +114,7 @@ async def test_stop_asks_then_leaves_no_process(write_script):
         await wait_for(pilot, lambda: screen.state.done, 60, "the run to stop")
         assert screen.state.phase == "stopped"
         result = screen.record.result()
-        assert result["status"] == "stopped" and result["stop"]["clean"] is True
+        assert result.status == "stopped" and result.stop is not None and result.stop.clean is True
         assert run_processes(screen.record.run_id) == []
         assert "stopped" in screen.query_one("#run-state").plain
 

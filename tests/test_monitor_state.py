@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mgtutor.training.runs.record_types import RunMeta, RunResult
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.runstate import RunStateFolder, describe_failure
 from mgtutor.tui.widgets.launch_form import FormError, FormValues, build_launch
@@ -39,7 +40,7 @@ def test_fixture_run_folds_to_training_with_series_and_straggler(fixture_run):
 
 def test_phases_follow_the_events_as_they_arrive(tmp_path):
     record = RunRecord.create("phases", tmp_path)
-    record.write_meta({"world_size": 2, "backend": "gloo", "started": T0})
+    record.write_meta(RunMeta.from_json({"world_size": 2, "backend": "gloo", "started": T0}))
     folder = RunStateFolder(record, alive=lambda: True)
     assert folder.refresh(T0).phase == "starting"
     events = record.events_path.open("a")
@@ -60,7 +61,7 @@ def test_phases_follow_the_events_as_they_arrive(tmp_path):
     events.close()
     state = folder.refresh(T0 + 8)
     assert state.ranks[1].last_step == 1 and state.ranks[1].loss[0][0] == 1
-    record.write_result({"status": "finished", "ranks": [], "first_failure": None, "duration_s": 9.0})
+    record.write_result(RunResult.from_json({"status": "finished", "ranks": [], "first_failure": None, "duration_s": 9.0}))
     state = folder.refresh(T0 + 9)
     assert state.phases_seen == ["starting", "rendezvous", "training", "finished"]
     assert state.done and describe_failure(state) is None
@@ -68,10 +69,10 @@ def test_phases_follow_the_events_as_they_arrive(tmp_path):
 
 def test_failure_sentence_names_the_first_rank_and_signal(tmp_path):
     record = RunRecord.create("fail", tmp_path)
-    record.write_meta({"world_size": 2, "backend": "gloo", "started": T0})
-    record.write_result({"status": "failed", "first_failure": {"rank": 1, "exit_code": None, "signal": "SIGKILL"},
+    record.write_meta(RunMeta.from_json({"world_size": 2, "backend": "gloo", "started": T0}))
+    record.write_result(RunResult.from_json({"status": "failed", "first_failure": {"rank": 1, "exit_code": None, "signal": "SIGKILL"},
                          "ranks": [{"rank": 0, "outcome": "stopped after the first failure"},
-                                   {"rank": 1, "outcome": "failed"}]})
+                                   {"rank": 1, "outcome": "failed"}]}))
     state = RunStateFolder(record).refresh()
     text = describe_failure(state)
     assert text.startswith("rank 1 was killed by SIGKILL — likely the host OOM killer")
@@ -80,7 +81,7 @@ def test_failure_sentence_names_the_first_rank_and_signal(tmp_path):
 
 def test_a_run_without_result_or_process_is_lost(tmp_path):
     record = RunRecord.create("lost", tmp_path)
-    record.write_meta({"world_size": 1, "started": T0, "supervisor_pid": 0})
+    record.write_meta(RunMeta.from_json({"world_size": 1, "started": T0, "supervisor_pid": 0}))
     state = RunStateFolder(record).refresh()
     assert state.phase == "lost" and "without a result" in describe_failure(state)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.failures.classify import diagnose_run
-from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.events import ResultEvent, read_events
 from mgtutor.training.runs.records import RunRecord, list_runs
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 PORT = 29411
 TIMEOUT_S = 6  # --rdzv-timeout in the failure cases: how long a node waits for the other / the store
@@ -124,7 +124,7 @@ def test_two_nodes_train_to_identical_parameters(two_hosts: list[Host]) -> None:
     digests: dict[int, str] = {}
     for i, host in enumerate(two_hosts):
         record = host.record()
-        meta, result = record.meta(), record.result()
+        meta, result = record.meta().to_json(), record.result().to_json()
         assert result["status"] == "finished"
         assert (meta["nnodes"], meta["node_rank"], meta["world_size"]) == (2, i, 4)
         assert meta["local_addr"] == host.addr and meta["env"]["GLOO_SOCKET_IFNAME"] == host.iface
@@ -132,8 +132,8 @@ def test_two_nodes_train_to_identical_parameters(two_hosts: list[Host]) -> None:
         assert len(ranks) == 2 and all(r["outcome"] == "ok" for r in result["ranks"])
         hosted += ranks
         for event in read_events(record.events_path):
-            if event["type"] == "result":
-                digests[event["rank"]] = event["params_sha256"]
+            if isinstance(event, ResultEvent):
+                digests[event.rank] = event.params_sha256
     assert sorted(hosted) == [0, 1, 2, 3]  # each node lists only the global ranks it hosts
     assert sorted(digests) == [0, 1, 2, 3]
     assert len(set(digests.values())) == 1, digests
@@ -162,7 +162,7 @@ def test_blocked_store_port_is_diagnosed_not_a_hang(two_hosts: list[Host]) -> No
     assert "packets dropped" in err1 and f"port {PORT}" in err1
     assert "diagnosis (rendezvous_timeout)" in err0 and f"did not join rendezvous 'netns-test' within {TIMEOUT_S} s" in err0
     for host in two_hosts:
-        result = host.record().result()
+        result = host.record().result().to_json()
         assert result["status"] == "failed"
         assert all(r["outcome"] == "never started" for r in result["ranks"])
     # the failure classifier reads the same records to the same conclusion

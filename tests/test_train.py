@@ -14,8 +14,6 @@ from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.training.runs.records import RunRecord
 
-pytestmark = pytest.mark.integration  # starts processes
-
 BASE = ["--model", "tinycnn", "--batch-size", "16", "--dataset-size", "512", "--log-every", "1", "--seed", "7"]
 
 
@@ -27,7 +25,8 @@ def train(*args: str, nproc: int = 2) -> RunRecord:
 
 
 def events(record: RunRecord, kind: str, rank: int | None = None) -> list[dict]:
-    return [e for e in read_events(record.events_path) if e["type"] == kind and (rank is None or e["rank"] == rank)]
+    """The events of one type as they are on disk."""
+    return [e.to_json() for e in read_events(record.events_path) if e.type == kind and (rank is None or e.rank == rank)]
 
 
 def losses(record: RunRecord, rank: int = 0) -> dict[int, float]:
@@ -54,7 +53,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
 
 
 def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
-    assert full_run.result()["status"] == "finished", logs(full_run)
+    assert full_run.result().status == "finished", logs(full_run)
     curve = losses(full_run)
     assert sorted(curve) == list(range(1, 13))
     first, last = sum(curve[s] for s in (1, 2, 3)) / 3, sum(curve[s] for s in (10, 11, 12)) / 3
@@ -62,7 +61,7 @@ def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
     results = events(full_run, "result")
     assert sorted(r["rank"] for r in results) == [0, 1]
     assert all(r["samples_per_s"] > 0 and r["final_loss"] == pytest.approx(curve[12]) for r in results if r["rank"] == 0)
-    assert {e["type"] for e in read_events(full_run.events_path)} >= {"start", "rendezvous", "step", "result"}
+    assert {e.type for e in read_events(full_run.events_path)} >= {"start", "rendezvous", "step", "result"}
     # --cuda-graphs auto stays off on CPU ranks, and the run says so at its start
     assert all(s["cuda_graphs"] is False and "CPU" in s["cuda_graphs_why"] for s in events(full_run, "start"))
     assert "cuda graphs: off (auto: the ranks run on the CPU" in full_run.rank_log(0, "stdout").read_text()
@@ -84,10 +83,10 @@ def test_distributed_sampler_gives_disjoint_indices(full_run: RunRecord) -> None
 def test_resume_continues_the_same_loss_curve(full_run: RunRecord, tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ckpt")
     first = train("--steps", "6", "--checkpoint-dir", ckpt)
-    assert first.result()["status"] == "finished", logs(first)
+    assert first.result().status == "finished", logs(first)
     assert [e["step"] for e in events(first, "checkpoint")] == [6]
     second = train("--steps", "12", "--checkpoint-dir", ckpt, "--resume")
-    assert second.result()["status"] == "finished", logs(second)
+    assert second.result().status == "finished", logs(second)
     assert [e["step"] for e in events(second, "checkpoint") if e.get("action") == "resumed"] == [6, 6]
     resumed, uninterrupted = losses(second), losses(full_run)
     assert sorted(resumed) == list(range(7, 13))

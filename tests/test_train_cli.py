@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import REPO, mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.events import encode
-from mgtutor.training.runs.follow import EventFollower, summarize
+from mgtutor.training.runs.events import EventReader, read_events
+from mgtutor.training.runs.summary import summarize
 from mgtutor.training.runs.train_options import add_train_options, worker_argv
 from mgtutor.diagnostics.bench.scaling import Point, rate_points
 
@@ -22,7 +22,6 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=timeout, env=no_gpu_env())
 
 
-@pytest.mark.integration
 def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None:
     """The real input pipeline (pickle → PIL → transforms → DataLoader workers) on 2 ranks; without
     DistributedSampler both ranks train on the very same samples."""
@@ -41,7 +40,6 @@ def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None
     assert seen[0] == seen[1] and len(seen[0]) == 3 * 8 and max(seen[0]) < 128
 
 
-@pytest.mark.integration
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     for args in (["--data", "cifar10"], ["--data", "imagefolder", "--data-dir", str(tmp_path / "nope")],
                  ["--strategy", "single", "--nproc", "2"], ["--resume"], ["--bucket-mb", "0"],
@@ -53,7 +51,6 @@ def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.integration
 def test_bench_scaling_json_measures_one_and_two_ranks() -> None:
     proc = cli("bench", "scaling", *SMALL, "--steps", "4", "--dataset-size", "256", "--max-gpus", "2", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -88,13 +85,13 @@ def test_follower_and_summary_read_whole_events_only(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     step = encode("step", 0, step=1, loss=2.0, samples_per_s=10.0)
     path.write_bytes(step + encode("step", 1, step=1, loss=2.1)[:10])
-    follower = EventFollower(path)
-    assert [e["type"] for e in follower.poll()] == ["step"]
+    follower = EventReader(path)
+    assert [e.type for e in follower.poll()] == ["step"]
     with path.open("ab") as handle:
         handle.write(encode("step", 1, step=1, loss=2.1)[10:])
         handle.write(encode("result", 0, steps=1, samples_per_s=10.0, final_loss=1.5, mem_peak_mib=3.0))
         handle.write(encode("error", 1, error="RuntimeError: boom"))
-    assert [(e["rank"], e["type"]) for e in follower.poll()] == [(1, "step"), (0, "result"), (1, "error")]
-    summary = summarize(path, 2)
-    assert not summary["complete"] and summary["samples_per_s"] is None
-    assert summary["ranks"][0]["loss"] == 1.5 and summary["ranks"][1]["error"] == "RuntimeError: boom"
+    assert [(e.rank, e.type) for e in follower.poll()] == [(1, "step"), (0, "result"), (1, "error")]
+    summary = summarize(read_events(path), 2)
+    assert not summary.complete and summary.samples_per_s is None
+    assert summary.ranks[0].loss == 1.5 and summary.ranks[1].error == "RuntimeError: boom"

@@ -24,9 +24,10 @@ FAILING = {
 def test_inject_produces_the_real_failure(mode: str) -> None:
     extra, first_rank, exception, text = FAILING[mode]
     record = train("--steps", "6", "--inject", mode, *extra)
-    result = record.result()
+    typed = record.result()
+    result = typed.to_json()
     assert result["status"] == "failed", logs(record)
-    assert exit_code_for(result) != 0
+    assert exit_code_for(typed) != 0
     errors = {e["rank"]: e for e in events(record, "error")}
     culprit = first_rank if first_rank is not None else result["first_failure"]["rank"]
     if first_rank is not None:
@@ -46,7 +47,7 @@ def test_inject_produces_the_real_failure(mode: str) -> None:
 
 def test_slow_rank_is_a_straggler_that_slows_everyone() -> None:
     record = train("--steps", "4", "--inject", "slow-rank", "--slow-seconds", "0.3", "--timing-skip", "1")
-    assert record.result()["status"] == "finished", logs(record)
+    assert record.result().status == "finished", logs(record)
     slow = [e["data_wait_s"] for e in events(record, "step", 1)]
     assert slow and min(slow) >= 0.3
     # rank 0 has no sleep of its own, yet its steps take as long: it waits in the all-reduce

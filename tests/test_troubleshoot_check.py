@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, OptionList, Static
 
+from mgtutor.training.runs.record_types import RunMeta
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.tui.app import MgTutorApp
@@ -70,9 +71,9 @@ async def test_same_data_shows_the_missing_sampler_in_the_users_script(tmp_path:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     script = tmp_path / "train_ddp.py"
     script.write_text(NO_SAMPLER)
-    RunRecord.create("train_ddp.py").write_meta({"target": ["train_ddp.py", "--epochs", "2"], "cwd": str(tmp_path)})
+    RunRecord.create("train_ddp.py").write_meta(RunMeta.from_json({"target": ["train_ddp.py", "--epochs", "2"], "cwd": str(tmp_path)}))
     # a newer run of a module (ids sort by time, then label): skipped, it has no script to read
-    RunRecord.create("zz-module").write_meta({"target": ["-m", "mgtutor.training.worker.train"], "cwd": "/"})
+    RunRecord.create("zz-module").write_meta(RunMeta.from_json({"target": ["-m", "mgtutor.training.worker.train"], "cwd": "/"}))
     app = MgTutorApp()
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("t")

@@ -4,17 +4,17 @@ Headless and torch-free (the worker is the only part that imports torch)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs import nvml
 from mgtutor.diagnostics.bench.sizes import format_size, sweep
 from mgtutor.diagnostics.doctor.topology import Topology, describe_link, link_gbps, read_topology
-from mgtutor.training.runs.events import parse_line
+from mgtutor.training.runs.event_types import BenchResultEvent, BenchRowsEvent
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch, plan
+from mgtutor.training.runs.records import RunStatus
+from mgtutor.training.runs.session import RunSession
 
 GOOD_SHARE, LOW_SHARE = 0.6, 0.3  # busbw / nominal one-way link rate
 PEAK_MIN_BYTES = 64 << 20         # below this even NVLink does not reach its peak
@@ -45,19 +45,6 @@ class BenchOptions:
         return argv + (["--check"] if self.check else [])
 
 
-def follow_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Whole new event lines after `offset` (a torn last line waits for the next call)."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    events = [e for e in (parse_line(line) for line in data[:end].splitlines()) if e is not None]
-    return events, offset + end
-
-
 def start(options: BenchOptions) -> Run:
     """Launch the worker (raises LaunchError for bad input, with the fix)."""
     spec = LaunchSpec(target=[], nproc=options.nproc, backend=options.backend, label="allreduce")
@@ -66,38 +53,38 @@ def start(options: BenchOptions) -> Run:
 
 
 def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
-            poll: float = 0.1, topology: Topology | None = None) -> dict[str, Any]:
+            topology: Topology | None = None) -> dict[str, Any]:
     """Follow `run` to its end; `on_rows` gets each size's [out-of-place, in-place] rows live."""
     rows: list[dict[str, Any]] = []
-    offset, info = 0, {}
-    while True:
-        alive = run.running()
-        events, offset = follow_events(run.record.events_path, offset)
-        for event in events:
-            if event["type"] == "step" and event.get("kind") == "allreduce":
-                rows.extend(event["rows"])
+    info: BenchResultEvent | None = None
+    final = None
+    for update in RunSession(run.record, run).updates():
+        for event in update.events:
+            if isinstance(event, BenchRowsEvent):
+                size_rows = [row.to_json() for row in event.rows]
+                rows.extend(size_rows)
                 if on_rows:
-                    on_rows(event["rows"])
-            elif event["type"] == "result" and event.get("kind") == "allreduce":
+                    on_rows(size_rows)
+            elif isinstance(event, BenchResultEvent):
                 info = event
-        if not alive:
-            break
-        time.sleep(poll)
-    result = run.wait()
+        if update.final:
+            final = update
+    assert final is not None and final.result is not None
+    result = final.result
     meta = run.record.meta()
-    backend, world = meta["backend"], meta["world_size"]
+    backend, world = meta.backend, meta.world_size
     topo = topology if topology is not None else (read_topology() if backend == "nccl" else Topology())
     text, link = verdict(backend, world, rows, topo)
     error = None
-    if result.get("status") != "finished" or not rows:
-        first = result.get("first_failure") or {}
-        error = f"the bench did not finish (status {result.get('status')}" + \
-                (f", rank {first['rank']} failed first" if first else "") + f"); logs: {run.record.path}"
+    if result.status != RunStatus.FINISHED or not rows:
+        first = result.first_failure
+        error = f"the bench did not finish (status {result.status}" + \
+                (f", rank {first.rank} failed first" if first else "") + f"); logs: {run.record.path}"
         text = error if not rows else f"{error}. {text}"
     busbws = [r["busbw_gbps"] for r in rows]
-    return {"backend": backend, "world_size": world, "device": info.get("device", meta.get("device_note", "")),
-            "dtype": rows[0]["dtype"] if rows else None, "graph": info.get("graph"),
-            "oop_method": info.get("oop_method"), "rows": rows, "link": link,
+    return {"backend": backend, "world_size": world, "device": info.device if info and info.device else meta.device_note,
+            "dtype": rows[0]["dtype"] if rows else None, "graph": info.graph if info else None,
+            "oop_method": info.oop_method if info else None, "rows": rows, "link": link,
             "avg_busbw_gbps": round(sum(busbws) / len(busbws), 2) if busbws else None,
             "verdict": text, "run_id": run.record.run_id, "error": error}
 

@@ -11,8 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mgtutor.training.runs.follow import summarize
+from mgtutor.training.runs.event_types import Event
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records import RunStatus
+from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.summary import summarize
 
 WORKER = ["-m", "mgtutor.training.worker.train"]
 
@@ -50,21 +53,28 @@ def measure(train_argv: list[str], world_size: int, strategy: str, backend: str,
     target = [*WORKER, *train_argv, "--strategy", strategy]
     run: Run = launch(LaunchSpec(target=target, nproc=world_size, backend=backend, env=dict(env or {}),
                                  label=f"scaling-{strategy}-{world_size}"))
+    session = RunSession(run.record, run)
+    events: list[Event] = []
+    final = None
     try:
-        for rank, _stream, line in run.lines():
+        for update in session.updates():
+            events += update.events
             if on_line:
-                on_line(rank, line)
-        result = run.wait()
+                for rank, _stream, line in update.lines:
+                    on_line(rank, line)
+            if update.final:
+                final = update
     except BaseException:
-        run.stop()
+        session.stop()
         raise
-    summary = summarize(run.record.events_path, world_size)
-    if result.get("status") != "finished" or not summary["complete"]:
-        errors = "; ".join(f"rank {r['rank']}: {r['error']}" for r in summary["ranks"] if r.get("error"))
-        raise ScalingError(f"the {world_size}-rank {strategy} run failed ({errors or result.get('status')}); "
+    assert final is not None and final.result is not None
+    summary = summarize(events, world_size)
+    if final.result.status != RunStatus.FINISHED or not summary.complete or summary.samples_per_s is None:
+        errors = "; ".join(f"rank {r.rank}: {r.error}" for r in summary.ranks if r.error)
+        raise ScalingError(f"the {world_size}-rank {strategy} run failed ({errors or final.result.status}); "
                            f"see its record: {run.record.path}")
-    return Point(world_size, strategy, summary["samples_per_s"], summary["step_s"], summary["data_wait_s"],
-                 summary["compute_s"], str(run.record.path))
+    return Point(world_size, strategy, summary.samples_per_s, summary.mean("step_s"), summary.mean("data_wait_s"),
+                 summary.mean("compute_s"), str(run.record.path))
 
 
 def rate_points(points: list[Point], baseline: float) -> list[Point]:

@@ -2,13 +2,14 @@
 when — or which ranks never joined and what to check. Headless and torch-free."""
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.event_types import ErrorEvent, Event, RendezvousEvent
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records import RunResult
+from mgtutor.training.runs.session import RunSession
 
 ADVICE = [
     "MASTER_ADDR and MASTER_PORT: the same on every node, and the address reachable from every node",
@@ -40,46 +41,46 @@ def start(options: ProbeOptions) -> Run:
 
 def wait(run: Run, options: ProbeOptions, tick: Callable[[], None] | None = None) -> dict[str, Any]:
     """Wait for the probe (stopping it if it overruns its own timeout badly) and build the report."""
-    deadline = time.monotonic() + options.timeout * 2 + 120  # imports + init + the probe's own timeout
-    while run.running():
-        if time.monotonic() > deadline:
-            run.stop()
-            break
+    limit = options.timeout * 2 + 120  # imports + init + the probe's own timeout
+    events: list[Event] = []
+    for update in RunSession(run.record, run, timeout_s=limit).updates():
+        events += update.events
+        if update.final:
+            assert update.result is not None
+            return report(run, options, update.result, events)
         if tick:
             tick()
-        time.sleep(0.1)
-    result = run.wait()
-    return report(run, options, result)
+    raise AssertionError("a session always ends with a final update")
 
 
-def report(run: Run, options: ProbeOptions, result: dict[str, Any]) -> dict[str, Any]:
+def report(run: Run, options: ProbeOptions, result: RunResult, events: list[Event]) -> dict[str, Any]:
     meta = run.record.meta()
-    started, world = meta["started"], meta["world_size"]
+    started, world = meta.started or 0.0, meta.world_size
     ranks: dict[int, dict[str, Any]] = {r: {"rank": r, "status": "missing", "joined_s": None, "init_s": None,
                                             "barrier_s": None, "allreduce_s": None, "error": None}
                                         for r in range(world)}
     reported_missing: set[int] = set()
     last: dict[int, float] = {}  # when each rank finished its previous phase
-    for event in read_events(run.record.events_path):
-        entry = ranks.get(event.get("rank"))
-        if entry is None:
+    for event in events:
+        entry = ranks.get(event.rank)
+        if entry is None or not isinstance(event, (RendezvousEvent, ErrorEvent)):
             continue
-        since = round(event["t"] - started, 3)
-        phase = event.get("phase")
-        if event["type"] == "error":
-            entry["error"] = f"{phase}: {event.get('message')}"
+        since = round(event.t - started, 3)
+        phase = event.phase
+        if isinstance(event, ErrorEvent):
+            entry["error"] = f"{phase}: {event.message}"
         elif phase == "skipped":
             entry["status"] = "skipped"
         elif phase == "arrived":
             entry.update(status="waiting", joined_s=since)
             last[entry["rank"]] = since
         elif phase == "timeout":
-            reported_missing.update(event.get("missing") or [])
+            reported_missing.update(event.missing or [])
         elif phase in ("init", "barrier", "allreduce"):
             entry[f"{phase}_s"] = round(since - last.get(entry["rank"], since), 3)
             last[entry["rank"]] = since
             if phase == "allreduce":
-                entry["status"] = "joined" if event.get("value") == event.get("expected") else "wrong sum"
+                entry["status"] = "joined" if event.value == event.expected else "wrong sum"
     # A rank that wrote its arrival is not missing, even if an earlier waiter gave up before it came.
     arrived = {r for r, e in ranks.items() if e["joined_s"] is not None}
     missing = sorted((reported_missing | (set(ranks) - arrived)) - arrived)
@@ -95,8 +96,8 @@ def report(run: Run, options: ProbeOptions, result: dict[str, Any]) -> dict[str,
     elif failed:
         message = f"rank {failed[0]['rank']} failed at {failed[0]['error']}"
     else:
-        message = f"the probe did not finish (status {result.get('status')})"
-    return {"ok": ok, "backend": meta["backend"], "world_size": world, "timeout_s": options.timeout,
+        message = f"the probe did not finish (status {result.status})"
+    return {"ok": ok, "backend": meta.backend, "world_size": world, "timeout_s": options.timeout,
             "ranks": list(ranks.values()), "missing": missing, "message": message,
             "advice": [] if ok else ADVICE, "run_id": run.record.run_id, "run_dir": str(run.record.path)}
 

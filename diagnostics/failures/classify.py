@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs import eventcheck
+from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.logparse import LogLine, read_log_file
 from mgtutor.diagnostics.failures.scan import Hit, Scanner
@@ -124,7 +125,7 @@ def _exit_how(code: Any, signal: Any) -> str:
 
 
 def build_findings(scanner: Scanner, run: dict[str, Any] | None = None,
-                   events: list[tuple[int, dict[str, Any]]] | None = None, events_file: str = "events.jsonl") -> list[Finding]:
+                   events: Sequence[Event] | None = None, events_file: str = "events.jsonl") -> list[Finding]:
     """Findings from one scan plus (optionally) a run's exits and events, ranked."""
     catalogue = scanner.catalogue
     run = run or {}
@@ -300,8 +301,8 @@ def diagnose_run(record: Any) -> list[Finding]:
             scanner.feed(line)
     for line in _safe_lines(record.torchrun_log, None, "torchrun.log"):
         scanner.feed(line)
-    events = list(eventcheck.numbered_events(record.events_path))
-    result = record.result() if hasattr(record, "result") else {}
+    events = eventcheck.run_events(record.events_path)
+    result = record.result().to_json() if hasattr(record, "result") else {}
     return build_findings(scanner, result, events)
 
 

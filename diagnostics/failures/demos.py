@@ -9,14 +9,14 @@ tiny rank program (demo_workers) make the failure happen, never a printed imitat
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records import RunResult
+from mgtutor.training.runs.session import RunSession
 
 TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--batch-size", "16", "--dataset-size", "2048",
          "--log-every", "1", "--init-timeout", "20"]
@@ -81,12 +81,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
 class DemoOutcome:
     scenario: Scenario
     run: Run
-    result: dict[str, Any]
+    result: RunResult
     findings: list[Finding] = field(default_factory=list)
 
     @property
     def backend(self) -> str:
-        return str(self.run.record.meta().get("backend") or "gloo")
+        return self.run.record.meta().backend or "gloo"
 
     @property
     def diagnosed(self) -> bool:
@@ -115,16 +115,19 @@ def run_demo(name: str, nproc: int = 2, backend: str = "auto", on_line: Callable
                                 label=f"demo-{name}", env=env), root)
         if on_start:
             on_start(run)
-        deadline = time.monotonic() + scenario.limit_s
+        session = RunSession(run.record, run, timeout_s=scenario.limit_s, diagnose=diagnose_run)
+        final = None
         try:
-            for rank, stream, line in run.lines():
+            for update in session.updates():
                 if on_line:
-                    on_line(rank, stream, line)
-                if time.monotonic() > deadline:
-                    break
+                    for rank, stream, line in update.lines:
+                        on_line(rank, stream, line)
+                if update.final:
+                    final = update
         finally:
-            result = run.stop() if run.running() else run.wait()
+            final = final or session.stop()
     finally:
         if holder is not None:
             holder.close()
-    return DemoOutcome(scenario, run, result, diagnose_run(run.record))
+    assert final.result is not None
+    return DemoOutcome(scenario, run, final.result, list(final.findings))

@@ -6,6 +6,7 @@ import sys
 
 from textual.widgets import Static
 
+from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
 
@@ -25,12 +26,13 @@ dist.destroy_process_group()
 
 def test_launcher_runs_nccl_on_both_gpus(two_gpus, write_script):
     run = launch(LaunchSpec(target=[str(write_script("nccl_ar.py", NCCL_ALLREDUCE))], label="nccl-ar"))
-    lines = [(rank, line) for rank, stream, line in run.lines() if stream == "stdout"]
-    result = run.wait()
+    lines = [(rank, line) for update in RunSession(run.record, run).updates()
+             for rank, stream, line in update.lines if stream == "stdout"]
+    result = run.wait().to_json()
     print("\n".join(f"[rank {r}] {line}" for r, line in lines))
     assert result["status"] == "finished", result
     assert result["backend"] == "nccl" and result["world_size"] == 2
-    assert len(run.record.meta()["devices"]) == 2
+    assert len(run.record.meta().devices) == 2
     assert {(r, "sum 3" in line) for r, line in lines} == {(0, True), (1, True)}
     assert any("cuda:1" in line for r, line in lines if r == 1)
 

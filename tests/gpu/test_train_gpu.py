@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.events import StepEvent, read_events
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.training.runs.records import RunRecord, exit_code_for
 
@@ -22,7 +22,7 @@ def train(*args: str) -> RunRecord:
 
 
 def of(record: RunRecord, kind: str) -> dict[int, dict]:
-    return {e["rank"]: e for e in read_events(record.events_path) if e["type"] == kind}
+    return {e.rank: e.to_json() for e in read_events(record.events_path) if e.type == kind}
 
 
 def logs(record: RunRecord) -> str:
@@ -36,7 +36,7 @@ def test_mgtutor_train_resnet18_on_two_gpus(two_gpus) -> None:
     print(proc.stdout[-4000:], proc.stderr[-2000:])
     assert proc.returncode == 0
     record = RunRecord(proc.stdout.strip().splitlines()[-1].removeprefix("run record: "))
-    assert record.meta()["backend"] == "nccl"
+    assert record.meta().backend == "nccl"
     starts, results = of(record, "start"), of(record, "result")
     assert {starts[0]["device"], starts[1]["device"]} == {"cuda:0", "cuda:1"}
     # no flag: --cuda-graphs auto turns the graphed step on for this fixed-shape GPU run, and says so
@@ -52,11 +52,11 @@ def test_mgtutor_train_resnet18_on_two_gpus(two_gpus) -> None:
 def test_fast_paths_train_correctly(two_gpus, extra: list[str]) -> None:
     # every step logged: the synthetic classes are learnt within ten steps, so the first loss must be seen
     record = train("--model", "resnet18", "--batch-size", "256", "--steps", "40", "--log-every", "1", *extra)
-    assert record.result()["status"] == "finished", logs(record)
+    assert record.result().status == "finished", logs(record)
     results = of(record, "result")
     assert results[0]["params_sha256"] == results[1]["params_sha256"]
     assert of(record, "start")[0]["cuda_graphs"] is (extra == ["--cuda-graphs"])  # --compile: auto says off
-    losses = [e["loss"] for e in read_events(record.events_path) if e["type"] == "step" and e["rank"] == 0]
+    losses = [e.loss for e in read_events(record.events_path) if isinstance(e, StepEvent) and e.rank == 0]
     assert losses[-1] < losses[0] / 10, losses
 
 
@@ -83,5 +83,5 @@ def test_seed_recipe_through_the_real_data_path(two_gpus, tmp_path: Path) -> Non
                     "--per-batch", "2000"], check=True)
     record = train("--model", "resnet18", "--data", "cifar10", "--data-dir", str(tmp_path), "--workers", "4",
                    "--batch-size", "128", "--amp", "off", "--channels-last", "off", "--steps", "30")
-    assert record.result()["status"] == "finished", logs(record)
+    assert record.result().status == "finished", logs(record)
     print(json.dumps(of(record, "result"), indent=1))

@@ -3,6 +3,9 @@
 Each event is one JSON object on one line with at least `rank`, `t` (unix seconds) and `type`.
 Workers find the file through the `MGTUTOR_EVENTS` environment variable, which the launcher sets;
 without it (a plain `torchrun` outside mgtutor) `emit` does nothing, so workers run anywhere.
+
+Reading goes through `EventReader` (training/runs/event_reader.py); what each type carries is
+its dataclass in training/runs/event_types.py.
 """
 from __future__ import annotations
 
@@ -10,12 +13,30 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.event_reader import EventReader, parse_event, read_events
+from mgtutor.training.runs.event_types import (
+    AllReduceRow,
+    BenchResultEvent,
+    BenchRowsEvent,
+    CheckpointEvent,
+    EpochEvent,
+    ErrorEvent,
+    Event,
+    EventType,
+    RendezvousEvent,
+    ResultEvent,
+    StartEvent,
+    StepEvent,
+)
+
 EVENTS_ENV = "MGTUTOR_EVENTS"
-EVENT_TYPES = ("start", "rendezvous", "step", "epoch", "checkpoint", "result", "error")
+EVENT_TYPES = tuple(kind.value for kind in EventType)
+
+__all__ = ["EVENTS_ENV", "EVENT_TYPES", "AllReduceRow", "BenchResultEvent", "BenchRowsEvent", "CheckpointEvent",
+           "EpochEvent", "ErrorEvent", "Event", "EventReader", "EventType", "EventWriter", "RendezvousEvent",
+           "ResultEvent", "StartEvent", "StepEvent", "encode", "parse_event", "read_events"]
 
 
 def _clean(value: Any) -> Any:
@@ -55,27 +76,3 @@ class EventWriter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def parse_line(line: str | bytes) -> dict[str, Any] | None:
-    """One event from one line, or None for a torn, foreign or malformed line."""
-    try:
-        event = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(event, dict) or not {"rank", "t", "type"} <= event.keys():
-        return None
-    return event
-
-
-def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """All well-formed events of a file, in file order; a missing file has none."""
-    try:
-        handle = Path(path).open("rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        for line in handle:
-            event = parse_line(line)
-            if event is not None:
-                yield event

@@ -1,7 +1,7 @@
 """Start a distributed job with torchrun, follow its logs, stop it completely.
 
     run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", "--steps", "20"], nproc=2))
-    for rank, stream, line in run.lines(): ...
+    for update in RunSession(run.record, run).updates(): ...   # training/runs/session.py
     result = run.wait()           # or run.stop()
 
 Process tree: supervisor (own session) → torchrun → one rank wrapper per rank (torchrun gives
@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,16 @@ from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.events import EVENTS_ENV
 from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
 from mgtutor.training.runs.procs import describe, run_processes, signal_all
-from mgtutor.training.runs.records import RUN_DIR_ENV, RUN_ID_ENV, RunRecord, build_result
-from mgtutor.training.runs.tail import LineTuple, RunTail
+from mgtutor.training.runs.records import (
+    RUN_DIR_ENV,
+    RUN_ID_ENV,
+    RunMeta,
+    RunRecord,
+    RunResult,
+    RunStatus,
+    StopReport,
+    build_result,
+)
 
 BACKENDS = ("auto", "nccl", "gloo")
 BACKEND_ENV = "MGTUTOR_BACKEND"
@@ -156,14 +163,14 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
     argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
                          rendezvous_args(node) if node else None)
     env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)
-    record.write_meta({
+    record.write_meta(RunMeta.from_json({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
         "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
         "device_note": device_note(the_plan), **node_meta(node, the_plan.nproc),
         "env": recorded_env(env), "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
-        "started": time.time(), "ended": None, "status": "running",
-    })
+        "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
+    }))
     with record.torchrun_log.open("ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "mgtutor.training.runs.supervise", str(record.path)],
@@ -180,27 +187,17 @@ class Run:
     def __init__(self, record: RunRecord, supervisor: subprocess.Popen[bytes] | None = None) -> None:
         self.record = record
         self.supervisor = supervisor
-        self.tail = RunTail(record)
 
     @property
     def pid(self) -> int | None:
-        return self.supervisor.pid if self.supervisor else self.record.meta().get("supervisor_pid")
+        return self.supervisor.pid if self.supervisor else self.record.meta().supervisor_pid
 
     def running(self) -> bool:
         if self.supervisor is not None:
             return self.supervisor.poll() is None
-        return self.record.status() == "running"
+        return self.record.status() == RunStatus.RUNNING
 
-    def lines(self, interval: float = 0.05) -> Iterator[LineTuple]:
-        """Every log line as it is written, until the run has ended and its files are drained."""
-        while self.running():
-            batch = self.tail.poll()
-            yield from batch
-            if not batch:
-                time.sleep(interval)
-        yield from self.tail.drain()
-
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+    def wait(self, timeout: float | None = None) -> RunResult:
         if self.supervisor is not None:
             self.supervisor.wait(timeout)
         else:
@@ -211,17 +208,17 @@ class Run:
                 time.sleep(0.1)
         return self.record.result()
 
-    def stop(self, grace: float = 10.0) -> dict[str, Any]:
+    def stop(self, grace: float = 10.0) -> RunResult:
         """SIGTERM every process of the run, wait `grace` s, SIGKILL the rest, verify none is left."""
         run_id = self.record.run_id
         was_running = self.running()
         procs = run_processes(run_id, self.pid)
-        report: dict[str, Any] = {"requested": time.time(), "processes": len(procs), "killed": []}
+        report = StopReport(requested=time.time(), processes=len(procs))
         signal_all(procs, signal.SIGTERM)
         _, alive = psutil.wait_procs(procs, timeout=grace)
         alive = [p for p in alive if p.is_running()]
         if alive:
-            report["killed"] = describe(alive)
+            report.killed = describe(alive)
             signal_all(alive, signal.SIGKILL)
             psutil.wait_procs(alive, timeout=5)
         if self.supervisor is not None:
@@ -230,12 +227,12 @@ class Run:
             except subprocess.TimeoutExpired:
                 pass
         survivors = run_processes(run_id, None)
-        report["survivors"] = describe(survivors)
-        report["clean"] = not survivors
+        report.survivors = describe(survivors)
+        report.clean = not survivors
         result = self.record.saved_result() or build_result(self.record, stopped=True)
-        if was_running and result.get("first_failure") is None:
-            result["status"] = "stopped"
-        result["stop"] = report
+        if was_running and result.first_failure is None:
+            result.status = RunStatus.STOPPED
+        result.stop = report
         self.record.write_result(result)
-        self.record.update_meta(ended=self.record.meta().get("ended") or time.time(), status=result["status"])
+        self.record.update_meta(ended=self.record.meta().ended or time.time(), status=result.status)
         return result

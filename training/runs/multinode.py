@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mgtutor.training.runs.record_types import RankExit, RunMeta
 from mgtutor.training.runs.peer import is_local, parse_endpoint, resolve, route_to
 
 DEFAULT_RDZV_PORT = 29400
@@ -111,41 +112,55 @@ def node_meta(node: NodePlan | None, nproc: int) -> dict[str, Any]:
     }
 
 
-def hosted_ranks(meta: dict[str, Any], rank_infos: list[dict[str, Any]]) -> list[int]:
+def hosted_ranks(meta: RunMeta, rank_infos: list[RankExit]) -> list[int]:
     """The global ranks this node hosts: from the rank records once any rank started, else expected."""
-    nproc = int(meta.get("nproc_per_node") or meta.get("world_size") or 0)
-    bases = {int(i["rank"]) - int(i.get("local_rank", 0)) for i in rank_infos if isinstance(i.get("rank"), int)}
+    nproc = meta.nproc_per_node or meta.world_size
+    bases = {i.rank - i.local_rank for i in rank_infos}
     if len(bases) == 1:
         base = bases.pop()
         return list(range(base, base + nproc))
     if bases:  # ranks of two rendezvous rounds; list what was seen
-        return sorted({int(i["rank"]) for i in rank_infos})
-    return list(meta.get("global_ranks") or range(nproc))
+        return sorted({i.rank for i in rank_infos})
+    return list(meta.global_ranks or range(nproc))
 
 
-def node_state(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeState:
     """One node of a job as the Monitor shows it: which node, which ranks, how far it got."""
-    group_ranks = {i.get("node_rank") for i in rank_infos if i.get("node_rank") is not None}
-    started = [i for i in rank_infos if i.get("pid")]
+    node_rank: int
+    nnodes: int
+    group_rank: int | None
+    host: str
+    local_addr: str | None
+    iface: str | None
+    rdzv_endpoint: str | None
+    rdzv_id: str | None
+    global_ranks: list[int]
+    ranks_started: int
+    status: str
+    phase: str
+
+
+def node_state(meta: RunMeta, rank_infos: list[RankExit], status: str) -> NodeState:
+    group_ranks = {i.node_rank for i in rank_infos}
+    started = [i for i in rank_infos if i.pid]
     if status == "running":
         phase = "training" if started else "waiting for the other nodes (rendezvous)"
     else:
         phase = status if started or status != "failed" else "failed before its ranks started (rendezvous)"
-    return {
-        "node_rank": meta.get("node_rank", 0), "nnodes": meta.get("nnodes", 1),
-        "group_rank": group_ranks.pop() if len(group_ranks) == 1 else None,
-        "host": meta.get("host"), "local_addr": meta.get("local_addr"), "iface": meta.get("iface"),
-        "rdzv_endpoint": meta.get("rdzv_endpoint"), "rdzv_id": meta.get("rdzv_id"),
-        "global_ranks": hosted_ranks(meta, rank_infos), "ranks_started": len(started),
-        "status": status, "phase": phase,
-    }
+    return NodeState(node_rank=meta.node_rank, nnodes=meta.nnodes,
+                     group_rank=group_ranks.pop() if len(group_ranks) == 1 else None,
+                     host=meta.host, local_addr=meta.local_addr, iface=meta.iface,
+                     rdzv_endpoint=meta.rdzv_endpoint, rdzv_id=meta.rdzv_id,
+                     global_ranks=hosted_ranks(meta, rank_infos), ranks_started=len(started),
+                     status=str(status), phase=str(phase))
 
 
 _UNREACHABLE_MARKS = ("RendezvousConnectionError", "The client socket has timed out", "failed to connect")
 _TIMEOUT_MARKS = ("RendezvousTimeoutError", "did not complete on time")
 
 
-def diagnose_node(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status: str,
+def diagnose_node(meta: RunMeta, rank_infos: list[RankExit], status: str,
                   torchrun_log: str, probe_timeout: float = 5.0) -> dict[str, Any] | None:
     """Why this node of a multi-node run never trained, naming the endpoint and the check that fails.
 
@@ -154,13 +169,13 @@ def diagnose_node(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status
     """
     from mgtutor.training.runs.peer import check_peer
 
-    endpoint = meta.get("rdzv_endpoint")
-    if (meta.get("nnodes") or 1) < 2 or not endpoint or status not in ("failed", "lost"):
+    endpoint = meta.rdzv_endpoint
+    if meta.nnodes < 2 or not endpoint or status not in ("failed", "lost"):
         return None
-    if any(i.get("pid") for i in rank_infos):
+    if any(i.pid for i in rank_infos):
         return None
-    waited = meta.get("rdzv_timeout_s") or 600
-    if meta.get("rdzv_is_host"):  # the store was ours and is gone with torchrun: probing it says nothing
+    waited = meta.rdzv_timeout_s or 600
+    if meta.rdzv_is_host:  # the store was ours and is gone with torchrun: probing it says nothing
         checks: list[dict[str, Any]] = []
         failed, unreachable = None, False
     else:
@@ -171,21 +186,21 @@ def diagnose_node(meta: dict[str, Any], rank_infos: list[dict[str, Any]], status
     if failed is not None or unreachable:
         return {
             "kind": "rendezvous_unreachable", "rank": None, "endpoint": endpoint,
-            "evidence": (f"node {meta.get('node_rank')} could not reach the rendezvous store at {endpoint}: "
+            "evidence": (f"node {meta.node_rank} could not reach the rendezvous store at {endpoint}: "
                          + (failed.detail if failed else "torchrun: the connection to the store has failed")),
             "fix": (failed.fix if failed and failed.fix else
                     f"check that node 0 runs on {endpoint} and the port is open: mgtutor doctor --peer {endpoint}"),
             "checks": checks, "lesson": "multi-node",
         }
-    others = meta["nnodes"] - 1
+    others = meta.nnodes - 1
     timed_out = any(m in torchrun_log for m in _TIMEOUT_MARKS)
     return {
         "kind": "rendezvous_timeout", "rank": None, "endpoint": endpoint,
-        "evidence": (f"node {meta.get('node_rank')} {'hosted' if meta.get('rdzv_is_host') else 'reached'} the "
+        "evidence": (f"node {meta.node_rank} {'hosted' if meta.rdzv_is_host else 'reached'} the "
                      f"rendezvous store at {endpoint}, but the other {others} node(s) did not "
-                     f"join rendezvous '{meta.get('rdzv_id')}' within {waited} s"
+                     f"join rendezvous '{meta.rdzv_id}' within {waited} s"
                      + ("" if timed_out else " (no timeout message in torchrun's log)")),
-        "fix": (f"start every node with the same --rdzv-endpoint {endpoint} and --rdzv-id {meta.get('rdzv_id')}; "
+        "fix": (f"start every node with the same --rdzv-endpoint {endpoint} and --rdzv-id {meta.rdzv_id}; "
                 f"on each of them run `mgtutor doctor --peer {endpoint}` to find the check that fails"),
         "checks": checks, "lesson": "multi-node",
     }

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from mgtutor.training.runs.records import RUN_DIR_ENV, RunRecord
+from mgtutor.training.runs.records import RUN_DIR_ENV, RankExit, RunRecord
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
@@ -46,18 +46,9 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=stdout, stderr=stderr,
                              stdin=subprocess.DEVNULL, env=env)
-    info = {
-        "rank": rank,
-        "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
-        "node_rank": int(os.environ.get("GROUP_RANK", "0")),
-        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-        "pid": child.pid,
-        "wrapper_pid": os.getpid(),
-        "started": time.time(),
-        "exit_code": None,
-        "signal": None,
-        "ended": None,
-    }
+    info = RankExit(rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", rank)),
+                    node_rank=int(os.environ.get("GROUP_RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE", "1")),
+                    pid=child.pid, wrapper_pid=os.getpid(), started=time.time())
     if record:
         record.write_rank(info)
 
@@ -70,11 +61,11 @@ def main(argv: list[str]) -> int:
     for sig in _FORWARDED:
         signal.signal(sig, forward)
     returncode = child.wait()
-    info["ended"] = time.time()
+    info.ended = time.time()
     if returncode < 0:
-        info["signal"] = signal.Signals(-returncode).name
+        info.signal = signal.Signals(-returncode).name
     else:
-        info["exit_code"] = returncode
+        info.exit_code = returncode
     if record:
         record.write_rank(info)
     if returncode < 0:

@@ -23,6 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs.multinode import hosted_ranks
+from mgtutor.training.runs.record_types import (
+    FirstFailure,
+    RankExit,
+    RankOutcome,
+    RunMeta,
+    RunResult,
+    RunStatus,
+    StopReport,
+)
+
+__all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "RunResult", "RunStatus",
+           "StopReport", "build_result", "exit_code_for", "find_run", "list_runs", "runs_root"]
 
 RUN_DIR_ENV = "MGTUTOR_RUN_DIR"
 RUN_ID_ENV = "MGTUTOR_RUN_ID"
@@ -50,6 +62,23 @@ def read_json(path: Path) -> Any | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def read_json_why(path: Path) -> tuple[Any, str | None]:
+    """(data, None), or (None, why it could not be read): missing, unreadable, or not whole JSON."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, f"{path.name} is missing"
+    except OSError as exc:
+        return None, f"{path.name} is unreadable ({exc.strerror or exc})"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, f"{path.name} is truncated or not JSON ({len(text)} bytes)"
+    if not isinstance(data, dict):
+        return None, f"{path.name} holds no JSON object"
+    return data, None
 
 
 def new_run_id(label: str) -> str:
@@ -102,44 +131,51 @@ class RunRecord:
         return sorted(found)
 
     # meta.json
-    def meta(self) -> dict[str, Any]:
-        return read_json(self.path / "meta.json") or {}
+    def meta(self) -> RunMeta:
+        """The run's meta; when meta.json cannot be read, an empty one whose `problem` says why."""
+        data, problem = read_json_why(self.path / "meta.json")
+        meta = RunMeta.from_json(data)
+        meta.problem = problem
+        return meta
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        write_json_atomic(self.path / "meta.json", meta)
+    def write_meta(self, meta: RunMeta) -> None:
+        write_json_atomic(self.path / "meta.json", meta.to_json())
 
     def update_meta(self, **fields: Any) -> None:
-        meta = self.meta()
-        meta.update(fields)
-        self.write_meta(meta)
+        data = read_json(self.path / "meta.json")
+        data = data if isinstance(data, dict) else {}
+        data.update({k: v.value if isinstance(v, RunStatus) else v for k, v in fields.items()})
+        write_json_atomic(self.path / "meta.json", data)
 
     # ranks/rank<R>.json
-    def write_rank(self, info: dict[str, Any]) -> None:
-        write_json_atomic(self.path / "ranks" / f"rank{info['rank']}.json", info)
+    def write_rank(self, info: RankExit) -> None:
+        write_json_atomic(self.path / "ranks" / f"rank{info.rank}.json", info.to_json())
 
-    def ranks(self) -> list[dict[str, Any]]:
+    def ranks(self) -> list[RankExit]:
         infos = [read_json(p) for p in (self.path / "ranks").glob("rank*.json")]
-        return sorted((i for i in infos if isinstance(i, dict)), key=lambda i: i.get("rank", 0))
+        exits = [RankExit.from_json(i) for i in infos if isinstance(i, dict) and isinstance(i.get("rank", 0), int)]
+        return sorted(exits, key=lambda i: i.rank)
 
     # result.json
-    def saved_result(self) -> dict[str, Any] | None:
-        return read_json(self.path / "result.json")
+    def saved_result(self) -> RunResult | None:
+        data = read_json(self.path / "result.json")
+        return RunResult.from_json(data) if isinstance(data, dict) and data else None
 
-    def write_result(self, result: dict[str, Any]) -> None:
-        write_json_atomic(self.path / "result.json", result)
+    def write_result(self, result: RunResult) -> None:
+        write_json_atomic(self.path / "result.json", result.to_json())
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> RunResult:
         """The saved result, or one rebuilt from the rank files when the supervisor died."""
         return self.saved_result() or build_result(self)
 
-    def status(self) -> str:
+    def status(self) -> RunStatus:
         """running | finished | failed | stopped | lost (no result and no live process)."""
         result = self.saved_result()
         if result:
-            return result.get("status", "finished")
-        if _alive(self.meta().get("supervisor_pid")):
-            return "running"
-        return "lost"
+            return result.status
+        if _alive(self.meta().supervisor_pid):
+            return RunStatus.RUNNING
+        return RunStatus.LOST
 
 
 def _alive(pid: Any) -> bool:
@@ -154,79 +190,68 @@ def _alive(pid: Any) -> bool:
     return True
 
 
-def rank_outcome(info: dict[str, Any]) -> dict[str, Any]:
-    return {"rank": info.get("rank"), "exit_code": info.get("exit_code"), "signal": info.get("signal"),
-            "pid": info.get("pid"), "ended": info.get("ended")}
+def rank_outcome(info: RankExit) -> RankOutcome:
+    return RankOutcome(rank=info.rank, exit_code=info.exit_code, signal=info.signal, pid=info.pid, ended=info.ended)
 
 
-def _failed(entry: dict[str, Any]) -> bool:
-    return entry.get("signal") is not None or entry.get("exit_code") not in (0, None)
+def _outcome(entry: RankOutcome, first: RankOutcome | None, stopped: bool) -> str:
+    if entry.ended is None and entry.pid is None:
+        return "never started"
+    if entry.ended is None:
+        return "no exit recorded"
+    if not entry.failed:
+        return "ok"
+    if first is None or entry is first:
+        return "stopped" if stopped else "failed"
+    if entry.signal in ("SIGTERM", "SIGKILL") and (entry.ended or 0) >= (first.ended or 0):
+        return "stopped after the first failure"
+    return "failed"
 
 
-def build_result(record: RunRecord, torchrun_exit: int | None = None, stopped: bool = False) -> dict[str, Any]:
+def build_result(record: RunRecord, torchrun_exit: int | None = None, stopped: bool = False) -> RunResult:
     """result.json from the rank files: who failed first is the failing rank that ended first."""
     meta = record.meta()
-    world_size = meta.get("world_size") or 0
+    world_size = meta.world_size
     infos = record.ranks()
-    by_rank = {info.get("rank"): rank_outcome(info) for info in infos}
-    if (meta.get("nnodes") or 1) > 1:  # this node's record lists only the global ranks it hosts
-        rank_ids = sorted(set(hosted_ranks(meta, infos)) | {r for r in by_rank if isinstance(r, int)})
+    by_rank = {info.rank: rank_outcome(info) for info in infos}
+    if meta.nnodes > 1:  # this node's record lists only the global ranks it hosts
+        rank_ids = sorted(set(hosted_ranks(meta, infos)) | set(by_rank))
     else:
         rank_ids = list(range(max(world_size, len(by_rank))))
-    ranks = [by_rank.get(r, {"rank": r, "exit_code": None, "signal": None, "pid": None, "ended": None})
-             for r in rank_ids]
-    failures = sorted((r for r in ranks if _failed(r)), key=lambda r: r.get("ended") or float("inf"))
+    ranks = [by_rank.get(r) or RankOutcome(rank=r) for r in rank_ids]
+    failures = sorted((r for r in ranks if r.failed), key=lambda r: r.ended or float("inf"))
     first = failures[0] if failures and not stopped else None
     for entry in ranks:
-        if entry.get("ended") is None and entry.get("pid") is None:
-            entry["outcome"] = "never started"
-        elif entry.get("ended") is None:
-            entry["outcome"] = "no exit recorded"
-        elif not _failed(entry):
-            entry["outcome"] = "ok"
-        elif first is None or entry is first:
-            entry["outcome"] = "stopped" if stopped else "failed"
-        elif entry.get("signal") in ("SIGTERM", "SIGKILL") and (entry.get("ended") or 0) >= (first.get("ended") or 0):
-            entry["outcome"] = "stopped after the first failure"
-        else:
-            entry["outcome"] = "failed"
+        entry.outcome = _outcome(entry, first, stopped)
     if stopped:
-        status = "stopped"
+        status = RunStatus.STOPPED
     elif first is not None or (torchrun_exit not in (0, None)):
-        status = "failed"
-    elif not ranks or any(r["outcome"] != "ok" for r in ranks):
-        status = "failed" if torchrun_exit is not None else "lost"
+        status = RunStatus.FAILED
+    elif not ranks or any(r.outcome != "ok" for r in ranks):
+        status = RunStatus.FAILED if torchrun_exit is not None else RunStatus.LOST
     else:
-        status = "finished"
-    started = meta.get("started")
-    ended = max((r.get("ended") or 0 for r in ranks), default=0) or time.time()
-    return {
-        "run_id": record.run_id,
-        "status": status,
-        "backend": meta.get("backend"),
-        "world_size": world_size,
-        "nnodes": meta.get("nnodes") or 1,
-        "node_rank": meta.get("node_rank") or 0,
-        "ranks": ranks,
-        "first_failure": None if first is None else
-        {"rank": first["rank"], "exit_code": first["exit_code"], "signal": first["signal"]},
-        "torchrun_exit_code": torchrun_exit,
-        "duration_s": round(ended - started, 3) if started else None,
-    }
+        status = RunStatus.FINISHED
+    started = meta.started
+    ended = max((r.ended or 0 for r in ranks), default=0) or time.time()
+    return RunResult(
+        run_id=record.run_id, status=status, backend=meta.backend or None, world_size=world_size,
+        nnodes=meta.nnodes, node_rank=meta.node_rank, ranks=ranks,
+        first_failure=None if first is None else FirstFailure(first.rank, first.exit_code, first.signal),
+        torchrun_exit_code=torchrun_exit, duration_s=round(ended - started, 3) if started else None)
 
 
-def exit_code_for(result: dict[str, Any]) -> int:
+def exit_code_for(result: RunResult) -> int:
     """The shell exit code of a run: the first failing rank's code, 128+N for signal N."""
     import signal as _signal
 
-    first = result.get("first_failure")
+    first = result.first_failure
     if first:
-        if first.get("signal"):
-            return 128 + int(getattr(_signal, first["signal"], 1))
-        return int(first.get("exit_code") or 1)
-    if result.get("status") == "stopped":
+        if first.signal:
+            return 128 + int(getattr(_signal, first.signal, 1))
+        return int(first.exit_code or 1)
+    if result.status == RunStatus.STOPPED:
         return 130
-    return 0 if result.get("status") == "finished" else 1
+    return 0 if result.status == RunStatus.FINISHED else 1
 
 
 def list_runs(root: Path | None = None) -> Iterator[RunRecord]:

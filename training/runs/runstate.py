@@ -1,7 +1,8 @@
 """Fold a run directory into what a monitor shows: phase, per-rank progress, series, failure.
 
-    folder = RunStateFolder(record)         # keep one per run: it reads events.jsonl incrementally
-    state = folder.refresh()                # cheap; call it a few times a second
+    folder = RunStateFolder(record)         # keep one per run
+    state = folder.refresh(events=new)      # cheap; call it a few times a second with the new events
+                                            # (RunSession's reader), or without: it reads its own
 
 Phases: starting (no rank up yet) → rendezvous (ranks up, waiting in init_process_group) →
 training (steps arrive, or every rank joined) → finished | failed | stopped | lost. A script that
@@ -16,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgtutor.training.runs.events import parse_line
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.event_reader import EventReader
+from mgtutor.training.runs.event_types import ErrorEvent, Event, RendezvousEvent, StartEvent, StepEvent
+from mgtutor.training.runs.records import RankExit, RunMeta, RunRecord, RunResult, RunStatus
 
 SERIES_POINTS = 600  # per rank; the charts show the last few hundred steps
 STRAGGLER_RATIO = 0.8  # a rank below 80% of the others' median throughput is pointed out
-TERMINAL = ("finished", "failed", "stopped", "lost")
+TERMINAL = tuple(s.value for s in RunStatus if s.terminal)
 _SIGNAL_MEANING = {
     "SIGKILL": "likely the host OOM killer (or someone ran kill -9)",
     "SIGSEGV": "a segmentation fault in native code",
@@ -65,7 +67,7 @@ class RunState:
     has_events: bool = False
     ranks: dict[int, RankState] = field(default_factory=dict)
     total_throughput: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
-    result: dict[str, Any] | None = None
+    result: RunResult | None = None
     phases_seen: list[str] = field(default_factory=list)
 
     @property
@@ -93,8 +95,7 @@ class RunStateFolder:
         self.record = record
         self.alive = alive  # how to tell the run is still going (default: the record's status)
         self.state = RunState(run_id=record.run_id)
-        self._offset = 0
-        self._partial = b""
+        self._reader: EventReader | None = None  # only when no session feeds the events
         self._pending_totals: dict[int, dict[int, float]] = {}
 
     def rank(self, rank: int) -> RankState:
@@ -102,17 +103,21 @@ class RunStateFolder:
             self.state.ranks[rank] = RankState(rank)
         return self.state.ranks[rank]
 
-    def refresh(self, now: float | None = None) -> RunState:
+    def refresh(self, now: float | None = None, events: list[Event] | None = None) -> RunState:
         now = time.time() if now is None else now
+        if events is None:
+            self._reader = self._reader or EventReader(self.record.events_path)
+            events = self._reader.poll()
         state = self.state
         meta = self.record.meta()
-        state.world_size = int(meta.get("world_size") or state.world_size or 0)
-        state.backend = meta.get("backend") or state.backend
-        state.label = meta.get("label") or state.label
-        state.started = meta.get("started") or state.started
+        state.world_size = meta.world_size or state.world_size
+        state.backend = meta.backend or state.backend
+        state.label = meta.label or state.label
+        state.started = meta.started or state.started
         for r in range(state.world_size):
             self.rank(r)
-        self._read_events()
+        for event in events:
+            self.apply(event)
         for info in self.record.ranks():
             self._apply_rank_record(info)
         result = self.record.saved_result()
@@ -125,54 +130,32 @@ class RunStateFolder:
     def _alive(self) -> bool:
         if self.alive is not None:
             return self.alive()
-        return self.record.status() == "running"
+        return self.record.status() == RunStatus.RUNNING
 
-    def _read_events(self) -> None:
-        try:
-            with self.record.events_path.open("rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return
-        self._offset += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # an unfinished last line waits for its end
-        for line in lines:
-            event = parse_line(line)
-            if event is not None:
-                self.apply(event)
-
-    def apply(self, event: dict[str, Any]) -> None:
+    def apply(self, event: Event) -> None:
         """Fold one event (public so tests and replays can feed events directly)."""
-        try:
-            rank = self.rank(int(event["rank"]))
-        except (TypeError, ValueError):
-            return
+        rank = self.rank(event.rank)
         self.state.has_events = True
-        kind, t = event.get("type"), event.get("t")
-        if kind == "start":
-            rank.started = rank.started or t
-            rank.pid = rank.pid or event.get("pid")
-        elif kind == "rendezvous":
-            rank.started = rank.started or t
-            rank.joined = rank.joined or t
-        elif kind == "step":
+        if isinstance(event, StartEvent):
+            rank.started = rank.started or event.t
+            rank.pid = rank.pid or event.pid
+        elif isinstance(event, RendezvousEvent):
+            rank.started = rank.started or event.t
+            rank.joined = rank.joined or event.t
+        elif isinstance(event, StepEvent):
             self._apply_step(rank, event)
-        elif kind == "error":
-            rank.error = rank.error or str(event.get("message") or event.get("error") or "error")
+        elif isinstance(event, ErrorEvent):
+            rank.error = rank.error or event.description
 
-    def _apply_step(self, rank: RankState, event: dict[str, Any]) -> None:
-        step = event.get("step")
-        if not isinstance(step, int):
-            return
+    def _apply_step(self, rank: RankState, event: StepEvent) -> None:
+        step = event.step
         rank.last_step = step
         if rank.joined is None:
-            rank.joined = event.get("t")
-        loss = _number(event.get("loss"))
+            rank.joined = event.t
+        loss = _number(event.loss)
         if loss is not None:
             rank.loss.append((step, loss))
-        speed = _number(event.get("samples_per_s"))
+        speed = _number(event.samples_per_s)
         if speed is None:
             return
         rank.throughput.append((step, speed))
@@ -185,22 +168,22 @@ class RunStateFolder:
         elif len(self._pending_totals) > 64:  # a rank that stopped reporting must not grow this
             del self._pending_totals[min(self._pending_totals)]
 
-    def _apply_rank_record(self, info: dict[str, Any]) -> None:
-        rank = self.rank(int(info.get("rank", 0)))
-        rank.pid = info.get("pid") or rank.pid
-        rank.started = rank.started or info.get("started")
-        rank.ended = info.get("ended")
-        rank.exit_code = info.get("exit_code")
-        rank.signal = info.get("signal")
+    def _apply_rank_record(self, info: RankExit) -> None:
+        rank = self.rank(info.rank)
+        rank.pid = info.pid or rank.pid
+        rank.started = rank.started or info.started
+        rank.ended = info.ended
+        rank.exit_code = info.exit_code
+        rank.signal = info.signal
 
-    def _set_phase(self, result: dict[str, Any] | None, meta: dict[str, Any], now: float) -> None:
+    def _set_phase(self, result: RunResult | None, meta: RunMeta, now: float) -> None:
         state = self.state
         ranks = [state.ranks[r] for r in sorted(state.ranks)]
         if result is not None:
             state.result = result
-            phase = str(result.get("status") or "finished")
-            state.ended = meta.get("ended") or (state.started + result["duration_s"]
-                                                if state.started and result.get("duration_s") else now)
+            phase = result.status.value
+            state.ended = meta.ended or (state.started + result.duration_s
+                                         if state.started and result.duration_s else now)
         elif not self._alive():
             phase = "lost"
             state.ended = max((r.ended or 0 for r in ranks), default=0) or now
@@ -210,7 +193,7 @@ class RunStateFolder:
             phase = "training"
         elif state.has_events:
             phase = "rendezvous"
-        elif _speaks_events(meta):
+        elif meta.speaks_events():
             phase = "starting"  # our worker is importing torch; its start event is on the way
         else:
             phase = "running"
@@ -230,12 +213,6 @@ class RunStateFolder:
             self.state.ranks[rank].straggler = others > 0 and speed < STRAGGLER_RATIO * others
 
 
-def _speaks_events(meta: dict[str, Any]) -> bool:
-    """Whether the run's target is one of our workers (which emit events) rather than a user's script."""
-    target = meta.get("target") or []
-    return len(target) > 1 and target[0] == "-m" and str(target[1]).startswith("mgtutor.")
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
@@ -249,27 +226,27 @@ def _number(value: Any) -> float | None:
 
 def describe_failure(state: RunState) -> str | None:
     """One sentence from the record: who failed first and how. None when nothing failed."""
-    result = state.result or {}
+    result = state.result or RunResult()
     if state.phase == "lost":
         return ("the run ended without a result: its supervisor is gone (the machine rebooted, or it "
                 "was killed); the rank records below say what is known")
     if state.phase != "failed":
         return None
-    first = result.get("first_failure")
+    first = result.first_failure
     if not first:
-        code = result.get("torchrun_exit_code")
+        code = result.torchrun_exit_code
         return f"torchrun exited with code {code} before any rank reported a failure" if code else "the run failed"
-    rank = first.get("rank")
-    if first.get("signal"):
-        sig = first["signal"]
+    rank = first.rank
+    if first.signal:
+        sig = first.signal
         meaning = _SIGNAL_MEANING.get(sig)
         text = f"rank {rank} was killed by {sig}" + (f" — {meaning}" if meaning else "")
     else:
-        text = f"rank {rank} failed first: exit code {first.get('exit_code')}"
-    error = state.ranks.get(rank).error if rank in state.ranks else None
+        text = f"rank {rank} failed first: exit code {first.exit_code}"
+    error = state.ranks[rank].error if rank in state.ranks else None
     if error:
         text += f" ({error[:120]})"
-    others = [e["rank"] for e in result.get("ranks", []) if e.get("outcome") == "stopped after the first failure"]
+    others = [e.rank for e in result.ranks if e.outcome == "stopped after the first failure"]
     if others:
         text += f"; torchrun then stopped rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}"
     return text

@@ -24,8 +24,8 @@ def main(run_dir: str) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_stop)
-    print(f"[mgtutor] {' '.join(meta['torchrun_argv'])}", flush=True)
-    torchrun = subprocess.Popen(meta["torchrun_argv"], stdin=subprocess.DEVNULL)
+    print(f"[mgtutor] {' '.join(meta.torchrun_argv)}", flush=True)
+    torchrun = subprocess.Popen(meta.torchrun_argv, stdin=subprocess.DEVNULL)
     record.update_meta(torchrun_pid=torchrun.pid)
     while True:
         try:
@@ -36,7 +36,7 @@ def main(run_dir: str) -> int:
     time.sleep(0.05)  # the rank wrappers write their exit records just before torchrun returns
     result = build_result(record, torchrun_exit=code, stopped=stop_requested)
     record.write_result(result)
-    record.update_meta(ended=time.time(), status=result["status"])
+    record.update_meta(ended=time.time(), status=result.status)
     return 0
 
 

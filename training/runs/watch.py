@@ -1,7 +1,11 @@
-"""Live failure detectors for a running job, polled by the run loop (Monitor, `mgtutor run`).
+"""Live failure detectors for a running job, polled by the one follow loop (training/runs/session.py).
 
-    watch = RunWatch(run.record)            # rendezvous_after=30 s, silent_after=120 s
-    for alert in watch.poll(): print(alert.message)
+A detector sees every event once (`observe`) and is asked for the alerts that hold now
+(`poll(state, now)`, about once a second, only while the run goes). The session owns the
+timing and shows each new alert once; a new detector (hang forensics, …) is one more object in
+`RunSession(detectors=[…])`.
+
+    watch = RunWatch(record)                # rendezvous_after=30 s, silent_after=120 s
 
 - `rendezvous_late`: after `rendezvous_after` s some ranks have not reached init_process_group. A rank
   is "at the rendezvous" once it has a TCP connection to the store (MASTER_PORT) or sent a
@@ -14,20 +18,21 @@ Headless: psutil and files only, never torch.
 """
 from __future__ import annotations
 
-import json
 import os
-import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 
+from mgtutor.training.runs.event_types import Event, EventType, StepEvent
 from mgtutor.training.runs.eventcheck import stragglers
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.runstate import RunState
 
-JOINED_TYPES = {"rendezvous", "step", "epoch", "checkpoint", "result"}
+JOINED_TYPES = {EventType.RENDEZVOUS, EventType.STEP, EventType.EPOCH, EventType.CHECKPOINT, EventType.RESULT}
 RECENT_STEPS = 20
 STEP_LAG = 5
 
@@ -40,66 +45,53 @@ class Alert:
     last_lines: dict[int, list[str]] = field(default_factory=dict)
 
 
+class Detector(Protocol):
+    def observe(self, events: Sequence[Event]) -> None:
+        """Every new event, once, in file order."""
+
+    def poll(self, state: RunState, now: float) -> list[Alert]:
+        """The alerts that hold now (called about once a second while the run goes)."""
+
+
 class RunWatch:
+    """The three detectors of a live run: late rendezvous, a straggler, a silent (possibly hung) run."""
+
     def __init__(self, record: RunRecord, rendezvous_after: float = 30.0, silent_after: float = 120.0) -> None:
         self.record = record
-        self.rendezvous_after = rendezvous_after
-        self.silent_after = silent_after
-        self._offset = 0
-        self._pending = b""
+        self.rendezvous_after = rendezvous_after or float("inf")  # 0 turns a warning off
+        self.silent_after = silent_after or float("inf")
         self._joined: set[int] = set()
-        self._steps: dict[int, deque[tuple[int, dict[str, Any]]]] = {}
-        self._line_no = 0
+        self._steps: dict[int, deque[StepEvent]] = {}
         self._last_event = 0.0
 
-    def poll(self, now: float | None = None, running: bool | None = None) -> list[Alert]:
-        """The alerts that hold now (call about once a second; cheap)."""
-        now = time.time() if now is None else now
-        if running is None:
-            running = self.record.status() == "running"
-        self._read_events()
-        if not running:
+    def observe(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self._last_event = max(self._last_event, event.t)
+            if event.type in JOINED_TYPES:
+                self._joined.add(event.rank)
+            if isinstance(event, StepEvent):
+                self._steps.setdefault(event.rank, deque(maxlen=RECENT_STEPS)).append(event)
+
+    def poll(self, state: RunState, now: float) -> list[Alert]:
+        if state.done:
             return []
-        meta = self.record.meta()
-        alerts = [a for a in (self._rendezvous(meta, now), self._silence(now)) if a]
-        alerts += self._stragglers()
-        return alerts
+        alerts = [a for a in (self._rendezvous(state, now), self._silence(state, now)) if a]
+        return alerts + self._stragglers()
 
-    def _read_events(self) -> None:
-        try:
-            with self.record.events_path.open("rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read(1 << 22)
-        except OSError:
-            return
-        self._offset += len(data)
-        *lines, self._pending = (self._pending + data).split(b"\n")
-        for raw in lines:
-            self._line_no += 1
-            try:
-                event = json.loads(raw)
-                rank = int(event["rank"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            self._last_event = max(self._last_event, float(event.get("t") or 0))
-            if event.get("type") in JOINED_TYPES:
-                self._joined.add(rank)
-            if event.get("type") == "step":
-                self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS)).append((self._line_no, event))
-
-    def _rendezvous(self, meta: dict[str, Any], now: float) -> Alert | None:
-        world = int(meta.get("world_size") or 0)
-        started = float(meta.get("started") or now)
+    def _rendezvous(self, state: RunState, now: float) -> Alert | None:
+        world = state.world_size
+        started = state.started or now
         if not world or now - started < self.rendezvous_after or len(self._joined) >= world:
             return None
-        infos = {i.get("rank"): i for i in self.record.ranks()}
+        infos = {i.rank: i for i in self.record.ranks()}
         never_started = [r for r in range(world) if r not in infos]
-        waiting, missing = [], []
+        waiting: list[int] = []
+        missing: list[int] = []
         for rank in range(world):
             if rank in self._joined:
                 waiting.append(rank)
             elif rank in infos:
-                (waiting if _at_store(infos[rank].get("pid")) else missing).append(rank)
+                (waiting if _at_store(infos[rank].pid) else missing).append(rank)
         if not missing and not never_started:
             return None  # everyone is at the store: a slow init, not a missing rank
         late = sorted(missing + never_started)
@@ -113,10 +105,10 @@ class RunWatch:
         message = " ".join(parts) + "; check that rank's log: it may be stuck before init_process_group."
         return Alert("rendezvous_late", tuple(late), message, self.last_lines(late))
 
-    def _silence(self, now: float) -> Alert | None:
+    def _silence(self, state: RunState, now: float) -> Alert | None:
         paths = [p for _, _, p in self.record.rank_logs()] + [self.record.events_path]
         mtimes = [_mtime(p) for p in paths]
-        latest = max([m for m in mtimes if m] + [self._last_event, float(self.record.meta().get("started") or now)])
+        latest = max([m for m in mtimes if m] + [self._last_event, state.started or now])
         if now - latest < self.silent_after:
             return None
         ranks = sorted({r for r, _, _ in self.record.rank_logs()})
@@ -128,12 +120,11 @@ class RunWatch:
         recent = [item for items in self._steps.values() for item in items]
         alerts = [Alert("straggler", (rank,), f"rank {rank} is a straggler: {fields['evidence_text']}")
                   for _kind, rank, fields, _lines in stragglers(recent) if rank is not None]
-        last = {rank: items[-1][1].get("step") for rank, items in self._steps.items() if items}
-        steps = [s for s in last.values() if isinstance(s, int)]
-        if len(steps) >= 2:
-            lead = max(steps)
+        last = {rank: items[-1].step for rank, items in self._steps.items() if items}
+        if len(last) >= 2:
+            lead = max(last.values())
             for rank, step in sorted(last.items()):
-                if isinstance(step, int) and lead - step >= STEP_LAG and not any(rank in a.ranks for a in alerts):
+                if lead - step >= STEP_LAG and not any(rank in a.ranks for a in alerts):
                     alerts.append(Alert("straggler", (rank,), f"rank {rank} is {lead - step} steps behind the fastest rank"))
         return alerts
 

@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     meta = run.record.meta()
     if not args.json:
-        print(f"# mgtutor bench allreduce: {meta['world_size']} rank(s), {meta['backend']} — {meta['device_note']}")
+        print(f"# mgtutor bench allreduce: {meta.world_size} rank(s), {meta.backend} — {meta.device_note}")
         if env_note():
             print(f"# {env_note()}")
         print(HEADER, flush=True)

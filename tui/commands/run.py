@@ -3,18 +3,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.multinode import diagnose_node
-from mgtutor.training.runs.records import exit_code_for
+from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
+from mgtutor.training.runs.session import RunSession, Update
+from mgtutor.training.runs.tail import LineTuple
 from mgtutor.training.runs.watch import Alert, RunWatch
 from mgtutor.tui.commands.check import precheck
-
-ALERT_EVERY_S = 1.0  # detectors read files and sockets: once a second, never once per line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,41 +65,9 @@ def live_options_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-class LiveAlerts:
-    """The live detectors (training.watch) on a time budget: each new alert is printed once on stderr."""
-
-    def __init__(self, run: Run, rendezvous_after: float = 30.0, silent_after: float = 120.0,
-                 err: TextIO | None = None, every: float = ALERT_EVERY_S) -> None:
-        self.watch = RunWatch(run.record, rendezvous_after=rendezvous_after or float("inf"),
-                              silent_after=silent_after or float("inf"))
-        self.err = err
-        self.every = every
-        self.shown: set[tuple[str, tuple[int, ...]]] = set()
-        self.printed: list[Alert] = []
-        self._next = time.monotonic() + every
-        self._broken = False
-
-    @classmethod
-    def from_args(cls, run: Run, args: argparse.Namespace) -> LiveAlerts:
-        return cls(run, rendezvous_after=args.rendezvous_warn, silent_after=args.silent_warn)
-
-    def tick(self, running: bool = True) -> list[Alert]:
-        """Poll when the budget allows; print and return the alerts not shown before."""
-        if self._broken or not running or time.monotonic() < self._next:
-            return []
-        self._next = time.monotonic() + self.every
-        try:
-            alerts = self.watch.poll(now=time.time(), running=True)
-        except Exception as exc:  # a detector bug must never stop the run's output
-            self._broken = True
-            print(f"mgtutor: live warnings off ({type(exc).__name__}: {exc})", file=self.err or sys.stderr)
-            return []
-        fresh = [a for a in alerts if (a.kind, a.ranks) not in self.shown]
-        for alert in fresh:
-            self.shown.add((alert.kind, alert.ranks))
-            self.printed.append(alert)
-            print(alert_text(alert), file=self.err or sys.stderr, flush=True)
-        return fresh
+def live_detectors(run: Run, args: argparse.Namespace) -> list[RunWatch]:
+    """The live warnings the flags ask for (0 turns one off)."""
+    return [RunWatch(run.record, rendezvous_after=args.rendezvous_warn, silent_after=args.silent_warn)]
 
 
 def alert_text(alert: Alert) -> str:
@@ -117,36 +84,35 @@ def node_options(args: argparse.Namespace) -> dict:
             "rdzv_id": args.rdzv_id, "rdzv_timeout": args.rdzv_timeout}
 
 
-def print_node_diagnosis(run: Run, result: dict, err=sys.stderr) -> dict | None:
+def print_node_diagnosis(run: Run, result: RunResult, err: TextIO) -> dict | None:
     """On a multi-node run that never trained: which endpoint is unreachable, or who did not join."""
     meta = run.record.meta()
-    if (meta.get("nnodes") or 1) < 2:
+    if meta.nnodes < 2:
         return None
     try:
         log = run.record.torchrun_log.read_text(errors="replace")
     except OSError:
         log = ""
-    finding = diagnose_node(meta, run.record.ranks(), result.get("status", ""), log)
+    finding = diagnose_node(meta, run.record.ranks(), result.status, log)
     if finding:
         print(f"mgtutor: diagnosis ({finding['kind']}): {finding['evidence']}\n  fix: {finding['fix']}", file=err)
     return finding
 
 
-def print_failure_diagnosis(run: Run, result: dict, err: TextIO | None = None) -> Finding | None:
+def print_failure_diagnosis(run: Run, final: Update, err: TextIO | None = None) -> Finding | None:
     """A failed run ends with the classifier's top finding and its fix; `mgtutor diagnose` has the rest."""
     err = err or sys.stderr
-    node = print_node_diagnosis(run, result, err)
-    if result.get("status") not in ("failed", "lost"):
+    assert final.result is not None
+    node = print_node_diagnosis(run, final.result, err)
+    if final.result.status not in (RunStatus.FAILED, RunStatus.LOST):
         return None
-    try:
-        findings = diagnose_run(run.record)
-    except Exception as exc:  # the run's own exit code matters more than a classifier bug
-        print(f"mgtutor: no diagnosis ({type(exc).__name__}: {exc})", file=err)
+    if final.diagnose_error:
+        print(f"mgtutor: no diagnosis ({final.diagnose_error})", file=err)
         return None
-    top = next((f for f in findings if not node or f.kind != node.get("kind")), None)
+    top = next((f for f in final.findings if not node or f.kind != node.get("kind")), None)
     if top is None:
         return None
-    print(diagnosis_block(top, run.record.run_id, more=len(findings) - 1), file=err, flush=True)
+    print(diagnosis_block(top, run.record.run_id, more=len(final.findings) - 1), file=err, flush=True)
     return top
 
 
@@ -163,43 +129,42 @@ def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
     return "\n".join(lines)
 
 
-def stream_run(run: Run, out=sys.stdout, alerts: LiveAlerts | None = None, interval: float = 0.05,
-               on_tick: Callable[[], None] | None = None) -> dict:
-    """Print every line prefixed with its rank until the run ends, with the live warnings once a second;
-    `on_tick` runs after each batch (e.g. a progress line). Ctrl+C stops every rank."""
+def _print_lines(lines: list[LineTuple], out: TextIO) -> None:
+    for rank, _stream, line in lines:
+        print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
+
+
+def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[RunWatch] = (),
+               on_update: Callable[[Update], None] | None = None) -> Update:
+    """Print every line prefixed with its rank until the run ends, and each live warning once on stderr;
+    `on_update` sees every update (e.g. for a progress line). Ctrl+C stops every rank.
+    Returns the final update: the result, and the diagnosis of a failed run."""
+    session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_run)
     try:
-        while True:
-            running = run.running()
-            batch = run.tail.poll() if running else run.tail.drain()
-            for rank, _stream, line in batch:
-                prefix = "[torchrun]" if rank is None else f"[rank {rank}]"
-                print(f"{prefix} {line}", file=out, flush=True)
-            if on_tick is not None:
-                on_tick()
-            if alerts is not None:
-                alerts.tick(running)
-            if not running:
-                return run.wait()
-            if not batch:
-                time.sleep(interval)
+        for update in session.updates():
+            _print_lines(update.lines, out)
+            if update.detector_error:
+                print(f"mgtutor: live warnings off ({update.detector_error})", file=sys.stderr)
+            for alert in update.new_alerts:
+                print(alert_text(alert), file=sys.stderr, flush=True)
+            if on_update is not None:
+                on_update(update)
+            if update.final:
+                return update
     except KeyboardInterrupt:
         print("\nmgtutor: stopping every rank…", file=sys.stderr, flush=True)
-        result = run.stop()
-        for rank, _stream, line in run.tail.drain():
-            print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out)
-        stop = result.get("stop", {})
-        print(f"mgtutor: stopped; {'no process left' if stop.get('clean') else 'processes left: ' + str(stop.get('survivors'))}",
-              file=sys.stderr)
-        return result
+    final = session.stop()
+    _print_lines(final.lines, out)
+    if on_update is not None:
+        on_update(final)
+    stop = final.result.stop if final.result else None
+    print(f"mgtutor: stopped; {'no process left' if stop is None or stop.clean else 'processes left: ' + str(stop.survivors)}",
+          file=sys.stderr)
+    return final
 
 
-def describe_result(result: dict) -> str:
-    first = result.get("first_failure")
-    if first:
-        how = f"signal {first['signal']}" if first.get("signal") else f"exit code {first['exit_code']}"
-        return f"run failed: rank {first['rank']} failed first ({how})"
-    return f"run {result.get('status')} in {result.get('duration_s')} s on {result.get('world_size')} " \
-           f"{result.get('backend')} rank(s)"
+def describe_result(result: RunResult) -> str:
+    return result.describe()
 
 
 def main(args: argparse.Namespace) -> int:
@@ -216,17 +181,18 @@ def main(args: argparse.Namespace) -> int:
         print(f"mgtutor run: error: {exc}", file=sys.stderr)
         return 2
     meta = run.record.meta()
-    print(f"mgtutor: {meta['world_size']} rank(s), backend {meta['backend']} — {meta['device_note']}",
+    print(f"mgtutor: {meta.world_size} rank(s), backend {meta.backend} — {meta.device_note}",
           file=sys.stderr, flush=True)
-    if meta.get("nnodes", 1) > 1:
-        print(f"mgtutor: node {meta['node_rank']} of {meta['nnodes']}, rendezvous {meta['rdzv_endpoint']} "
-              f"id {meta['rdzv_id']}, this node's address {meta.get('local_addr')} on {meta.get('iface')}",
+    if meta.nnodes > 1:
+        print(f"mgtutor: node {meta.node_rank} of {meta.nnodes}, rendezvous {meta.rdzv_endpoint} "
+              f"id {meta.rdzv_id}, this node's address {meta.local_addr} on {meta.iface}",
               file=sys.stderr, flush=True)
-    result = stream_run(run, alerts=LiveAlerts.from_args(run, args))
-    print(describe_result(result), file=sys.stderr)
-    print_failure_diagnosis(run, result)
+    final = stream_run(run, detectors=live_detectors(run, args))
+    assert final.result is not None
+    print(describe_result(final.result), file=sys.stderr)
+    print_failure_diagnosis(run, final)
     print(f"run record: {run.record.path}", flush=True)
-    return exit_code_for(result)
+    return exit_code_for(final.result)
 
 
 def _label(target: list[str]) -> str:

@@ -5,7 +5,7 @@ import argparse
 import json
 import time
 
-from mgtutor.training.runs.records import find_run, list_runs, runs_root
+from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,13 +21,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
-def summary(record) -> dict:
+def summary(record: RunRecord) -> dict:
+    """One run as `runs list --json` prints it (a view: the JSON a script reads)."""
     meta = record.meta()
     result = record.result()
-    return {"id": record.run_id, "path": str(record.path), "label": meta.get("label"),
-            "status": record.status(), "backend": meta.get("backend"), "world_size": meta.get("world_size"),
-            "started": meta.get("started"), "duration_s": result.get("duration_s"),
-            "first_failure": result.get("first_failure")}
+    first = result.first_failure
+    out = {"id": record.run_id, "path": str(record.path), "label": meta.label or None,
+           "status": record.status().value, "backend": meta.backend or None, "world_size": meta.world_size or None,
+           "started": meta.started, "duration_s": result.duration_s,
+           "first_failure": first.to_json() if first else None}
+    if meta.problem:
+        out["problem"] = meta.problem
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -39,21 +44,23 @@ def main(args: argparse.Namespace) -> int:
         if record is None:
             print(f"mgtutor runs show: error: no single run matches {args.run_id!r} in {runs_root()}")
             return 2
-        data = {"meta": record.meta(), "result": record.result(), "status": record.status(),
-                "logs": [str(p) for _, _, p in record.rank_logs()]}
+        meta, result, status = record.meta(), record.result(), record.status()
+        logs = [str(p) for _, _, p in record.rank_logs()]
         if args.json:
-            print(json.dumps(data, indent=2))
+            print(json.dumps({"meta": meta.to_json(), "result": result.to_json(), "status": status.value,
+                              "logs": logs, **({"problem": meta.problem} if meta.problem else {})}, indent=2))
             return 0
-        meta, result = data["meta"], data["result"]
-        print(f"run {record.run_id}  [{data['status']}]\n  path     {record.path}")
-        print(f"  command  {' '.join(meta.get('target', []))}")
-        print(f"  ranks    {meta.get('world_size')} on {meta.get('backend')} — {meta.get('device_note')}")
-        for rank in result.get("ranks", []):
-            how = f"signal {rank['signal']}" if rank.get("signal") else f"exit {rank.get('exit_code')}"
-            print(f"  rank {rank['rank']}: {how} ({rank.get('outcome')})")
-        first = result.get("first_failure")
-        print(f"  first failure: {'none' if not first else 'rank ' + str(first['rank'])}")
-        for path in data["logs"]:
+        print(f"run {record.run_id}  [{status}]\n  path     {record.path}")
+        if meta.problem:
+            print(f"  meta     {meta.problem}: what follows comes from the other files")
+        print(f"  command  {' '.join(meta.target)}")
+        print(f"  ranks    {meta.world_size} on {meta.backend} — {meta.device_note}")
+        for rank in result.ranks:
+            how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
+            print(f"  rank {rank.rank}: {how} ({rank.outcome})")
+        first = result.first_failure
+        print(f"  first failure: {'none' if not first else 'rank ' + str(first.rank)}")
+        for path in logs:
             print(f"  log      {path}")
         return 0
     runs = [summary(r) for _, r in zip(range(args.limit), list_runs())]

@@ -4,18 +4,22 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.follow import EventFollower, summarize
+from mgtutor.training.runs.event_types import Event, StepEvent
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
-from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.records import exit_code_for
+from mgtutor.training.runs.session import Update
+from mgtutor.training.runs.summary import TrainSummary, summarize
+from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.runs.watch import RunWatch
 from mgtutor.tui.commands.run import (
-    LiveAlerts,
     add_launch_options,
     describe_result,
+    live_detectors,
     live_options_problem,
     node_options,
     print_failure_diagnosis,
@@ -63,45 +67,47 @@ def worker_target(args: argparse.Namespace) -> list[str]:
     return [*WORKER, *worker_argv(args, data_dir=data_dir, checkpoint_dir=ckpt)]
 
 
-def progress_line(latest: dict[int, dict[str, Any]], total: Any) -> str:
-    parts = [f"r{rank} step {ev.get('step')}/{total} {ev.get('samples_per_s') or 0:,.0f}/s"
-             for rank, ev in sorted(latest.items())]
+def progress_line(latest: dict[int, StepEvent], total: Any) -> str:
+    parts = [f"r{rank} step {ev.step}/{total} {ev.samples_per_s or 0:,.0f}/s" for rank, ev in sorted(latest.items())]
     return "progress: " + " · ".join(parts)
 
 
-def follow_training(run: Run, total_steps: Any, out=sys.stdout, every: float = 2.0,
-                    alerts: LiveAlerts | None = None) -> dict:
-    """`stream_run` plus a per-rank progress line every few seconds, read from the events."""
-    follower = EventFollower(run.record.events_path)
-    latest: dict[int, dict[str, Any]] = {}
-    state = {"fresh": False, "printed": time.monotonic()}
+def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every: float = 2.0,
+                    detectors: Sequence[RunWatch] = ()) -> tuple[Update, list[Event]]:
+    """`stream_run` plus a per-rank progress line every few seconds, from the step events;
+    returns the final update and every event of the run (for the summary table)."""
+    latest: dict[int, StepEvent] = {}
+    events: list[Event] = []
+    fresh, printed = False, time.monotonic()
 
-    def progress() -> None:
-        for event in follower.poll():
-            if event["type"] == "step":
-                latest[event["rank"]], state["fresh"] = event, True
-        if state["fresh"] and len(latest) > 1 and time.monotonic() - state["printed"] >= every:
+    def progress(update: Update) -> None:
+        nonlocal fresh, printed
+        events.extend(update.events)
+        for event in update.events:
+            if isinstance(event, StepEvent):
+                latest[event.rank], fresh = event, True
+        if fresh and len(latest) > 1 and time.monotonic() - printed >= every:
             print(progress_line(latest, total_steps), file=out, flush=True)
-            state["fresh"], state["printed"] = False, time.monotonic()
+            fresh, printed = False, time.monotonic()
 
-    return stream_run(run, out=out, alerts=alerts, on_tick=progress)
+    return stream_run(run, out=out, detectors=detectors, on_update=progress), events
 
 
 def _num(value: Any, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, (int, float)) else "–"
 
 
-def summary_table(summary: dict[str, Any]) -> str:
+def summary_table(summary: TrainSummary) -> str:
     lines = [f"{'rank':>4}  {'steps':>6}  {'samples/s':>11}  {'final loss':>10}  {'peak MiB':>9}  "
              f"{'data wait':>9}  outcome"]
-    for row in summary["ranks"]:
-        step_s, wait = row.get("step_s"), row.get("data_wait_s")
+    for row in summary.ranks:
+        step_s, wait = row.step_s, row.data_wait_s
         share = f"{100 * wait / step_s:.0f}%" if isinstance(wait, (int, float)) and step_s else "–"
-        outcome = "ok" if row.get("result") else (row.get("error") or "no result")[:60]
-        lines.append(f"{row['rank']:>4}  {_num(row.get('step'), 'd'):>6}  {_num(row.get('samples_per_s'), ',.0f'):>11}  "
-                     f"{_num(row.get('loss'), '.4f'):>10}  {_num(row.get('mem_peak_mib'), ',.0f'):>9}  {share:>9}  {outcome}")
-    if summary["complete"]:
-        lines.append(f"{'all':>4}  {'':>6}  {summary['samples_per_s']:>11,.0f}")
+        outcome = "ok" if row.result else (row.error or "no result")[:60]
+        lines.append(f"{row.rank:>4}  {_num(row.step, 'd'):>6}  {_num(row.samples_per_s, ',.0f'):>11}  "
+                     f"{_num(row.loss, '.4f'):>10}  {_num(row.mem_peak_mib, ',.0f'):>9}  {share:>9}  {outcome}")
+    if summary.complete:
+        lines.append(f"{'all':>4}  {'':>6}  {summary.samples_per_s:>11,.0f}")
     return "\n".join(lines)
 
 
@@ -118,11 +124,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"mgtutor train: error: {exc}", file=sys.stderr)
         return 2
     meta = run.record.meta()
-    print(f"mgtutor: training {args.model} on {meta['world_size']} rank(s), backend {meta['backend']} — "
-          f"{meta['device_note']}", file=sys.stderr, flush=True)
-    result = follow_training(run, args.steps or "epoch", alerts=LiveAlerts.from_args(run, args))
-    print(summary_table(summarize(run.record.events_path, meta["world_size"])), flush=True)
-    print(describe_result(result), file=sys.stderr)
-    print_failure_diagnosis(run, result)
+    print(f"mgtutor: training {args.model} on {meta.world_size} rank(s), backend {meta.backend} — "
+          f"{meta.device_note}", file=sys.stderr, flush=True)
+    final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args))
+    assert final.result is not None
+    print(summary_table(summarize(events, meta.world_size)), flush=True)
+    print(describe_result(final.result), file=sys.stderr)
+    print_failure_diagnosis(run, final)
     print(f"run record: {run.record.path}", flush=True)
-    return exit_code_for(result)
+    return exit_code_for(final.result)

@@ -180,7 +180,7 @@ class DiagnosticsScreen(Screen):
         self.query_one("#bench-progress", ProgressBar).update(total=len(sizes), progress=0)
         meta = run.record.meta()
         self.query_one("#bench-status", Static).update(Text(
-            f"{meta['world_size']} rank(s), {meta['backend']} — {meta['device_note']}; "
+            f"{meta.world_size} rank(s), {meta.backend} — {meta.device_note}; "
             f"{len(sizes)} sizes {format_size(sizes[0])}…{format_size(sizes[-1])}; s stops"))
         self.follow_bench(run)
 
@@ -241,7 +241,7 @@ class DiagnosticsScreen(Screen):
         self.query_one("#probe-table", DataTable).clear()
         self.query_one("#probe-message", Static).update("")
         self.query_one("#probe-status", Static).update(Text(
-            f"{run.record.meta()['world_size']} rank(s) joining; waiting up to {options.timeout:g} s… s stops"))
+            f"{run.record.meta().world_size} rank(s) joining; waiting up to {options.timeout:g} s… s stops"))
         self.follow_probe(run, options)
 
     @work(thread=True, group="probe")

@@ -218,8 +218,8 @@ class LessonsScreen(Screen):
                 continue
             self.app.call_from_thread(self.app.track_run, run)
             meta = run.record.meta()
-            self._pending.append(f"── {step.title}: {meta.get('world_size')} rank(s), {meta.get('backend')} "
-                                 f"— {meta.get('device_note')}")
+            self._pending.append(f"── {step.title}: {meta.world_size} rank(s), {meta.backend} "
+                                 f"— {meta.device_note}")
             stopped = follow(run, step.timeout_s,
                              lambda rank, _s, line: self._pending.append(prefix(rank) + neutralise(line)))
             results.append(finish_step(lesson, step, run, script, stopped))

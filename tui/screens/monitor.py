@@ -1,13 +1,12 @@
 """Monitor mode: launch a run, then watch its state, every rank's log, the meters and the charts.
 
-One thread worker follows the run directory (logs, events, rank records, result), samples the
-GPUs/host at ≤ 1 Hz and polls the live detectors (training/watch.py) once a second; it posts one
-batched `RunUpdate` per tick and waits when the UI falls behind.
+One thread worker follows the run through its RunSession (training/runs/session.py: logs, events,
+state at 4 Hz, the live detectors once a second, the diagnosis at the end), samples the GPUs/host
+at ≤ 1 Hz, posts one batched `RunUpdate` per session update and waits when the UI falls behind.
 The run itself belongs to the App: leaving this mode or closing the UI never stops it.
 """
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import time
@@ -23,14 +22,15 @@ from textual.widgets import ContentSwitcher, Footer, Header
 from textual.worker import get_current_worker
 
 from mgtutor.diagnostics.check.script import CheckError, check_file
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.launcher import LaunchError, Run, launch
 from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.runstate import RunState, RunStateFolder
+from mgtutor.training.runs.runstate import RunState
+from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.watch import Alert, RunWatch
-from mgtutor.training.runs.tail import RunTail
 from mgtutor.tui.screens.confirm import ConfirmScreen
-from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, diagnose, script_of, this_node
+from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
@@ -38,9 +38,7 @@ from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 
-TICK = 0.1  # seconds between polls of the run directory
-STATE_EVERY = 0.25  # seconds between state snapshots sent to the UI
-WATCH_EVERY = 1.0  # seconds between polls of the live detectors
+SAMPLE_EVERY = 1.0  # seconds between GPU/host samples (and this node's line); the rest is the session's
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
             "copy_path", "new_run", "open_lesson", "toggle_check"}
 
@@ -71,7 +69,7 @@ class MonitorScreen(Screen):
         self.record: RunRecord | None = None
         self.run: Run | None = None
         self.state: RunState | None = None
-        self.finding: dict[str, Any] | None = None
+        self.finding: Finding | None = None
         self.lines_seen = 0
         self.check_token = 0  # which launch the check panel belongs to
 
@@ -164,46 +162,40 @@ class MonitorScreen(Screen):
 
     @work(thread=True, exclusive=True, group="monitor-watch")
     def watch_run(self, record: RunRecord, alive: Callable[[], bool] | None) -> None:
+        """Turn the run's session updates into RunUpdate messages; meters at most once a second."""
         worker = get_current_worker()
-        tail, folder, sampler = RunTail(record), RunStateFolder(record, alive=alive), self.make_sampler()
+        sampler = self.make_sampler()
         watch = RunWatch(record, rendezvous_after=self.rendezvous_after, silent_after=self.silent_after)
-        last_state = last_sample = last_watch = 0.0
+        session = RunSession(record, detectors=[watch], diagnose=diagnose_run, clock=self.clock, alive=alive)
+        last_sample = last_node = 0.0
         sample = None
-        while not worker.is_cancelled:
-            lines = [(rank, stream, neutralise(text)) for rank, stream, text in tail.poll()]
-            now = time.monotonic()
-            state = alerts = node = None
-            if now - last_state >= STATE_EVERY:
-                last_state = now
-                state = folder.refresh(self.clock())
-                if now - last_sample >= 1.0:
+        for update in session.updates():
+            if worker.is_cancelled:
+                return
+            lines = [(rank, stream, neutralise(text)) for rank, stream, text in update.lines]
+            state, node = update.state, None
+            if state is not None:
+                now = time.monotonic()
+                if now - last_sample >= SAMPLE_EVERY:
                     last_sample = now
                     sample = sampler.sample(pids=list(state.pids()))
-                if now - last_watch >= WATCH_EVERY or state.done:
-                    last_watch = now
-                    alerts = self.live_alerts(watch, state) if not state.done else []
+                if now - last_node >= SAMPLE_EVERY or update.final:
+                    last_node = now
                     node = this_node(record, state)
-            if state is not None and state.done:
-                lines += [(r, s, neutralise(t)) for r, s, t in tail.drain()]
-                finding = diagnose(record) if state.phase in ("failed", "lost") else None
-                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state), sample, finding,
-                                            alerts=[], node=node))
+            if update.final and state is not None:
+                finding = update.findings[0] if update.findings and state.phase in ("failed", "lost") else None
+                self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node))
                 return
-            if lines or state is not None:
-                self.post_message(RunUpdate(record.run_id, lines, copy.deepcopy(state) if state else None,
-                                            sample if state else None, alerts=alerts, node=node))
+            alerts = None if update.alerts is None or state is None else self.visible_alerts(update.alerts, state)
+            self.post_message(RunUpdate(record.run_id, lines, state, sample if state else None,
+                                        alerts=alerts, node=node))
             while self.message_queue_size > 8 and not worker.is_cancelled:
                 time.sleep(0.02)  # back-pressure: the UI is behind, let it catch up
-            if not lines:
-                time.sleep(TICK)
 
-    def live_alerts(self, watch: RunWatch, state: RunState) -> list[Alert]:
-        """The detectors' alerts now (worker thread). A "late" rank is only news while another waits:
-        when no rank is at the rendezvous the script may simply not use one yet."""
-        try:
-            alerts = watch.poll(now=self.clock(), running=not state.done)
-        except Exception:  # a detector's bad day must not end the watch of the run
-            return []
+    @staticmethod
+    def visible_alerts(alerts: list[Alert], state: RunState) -> list[Alert]:
+        """A "late" rank is only news while another waits: when no rank is at the rendezvous the
+        script may simply not use one yet."""
         world = state.world_size or len(state.ranks)
         return [a for a in alerts if not (a.kind == "rendezvous_late" and len(a.ranks) >= world)]
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from textual.message import Message
 
-from mgtutor.diagnostics.failures.classify import diagnose_run
+from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot
-from mgtutor.training.runs.multinode import node_state
+from mgtutor.training.runs.multinode import NodeState, node_state
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.watch import Alert
@@ -19,8 +19,8 @@ class RunUpdate(Message):
     """One tick of a watched run: new log lines, and (at most 4 Hz) its state and meters."""
 
     def __init__(self, run_id: str, lines: list[tuple[int | None, str, str]], state: RunState | None,
-                 sample: tuple[GpuSample, HostSnapshot] | None, finding: dict[str, Any] | None = None,
-                 alerts: list[Alert] | None = None, node: dict[str, Any] | None = None) -> None:
+                 sample: tuple[GpuSample, HostSnapshot] | None, finding: Finding | None = None,
+                 alerts: list[Alert] | None = None, node: NodeState | None = None) -> None:
         super().__init__()
         self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
         self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
@@ -45,21 +45,9 @@ def script_of(spec: Any) -> str | None:
     return os.path.join(spec.cwd, path) if getattr(spec, "cwd", None) and not os.path.isabs(path) else path
 
 
-def this_node(record: RunRecord, state: RunState) -> dict[str, Any] | None:
+def this_node(record: RunRecord, state: RunState) -> NodeState | None:
     """node_state() for a multi-node run (worker thread); None for a run on one node."""
     meta = record.meta()
-    try:
-        if int(meta.get("nnodes") or 1) < 2:
-            return None
-        return node_state(meta, record.ranks(), state.phase if state.done else "running")
-    except (TypeError, ValueError, KeyError):
+    if meta.nnodes < 2:
         return None
-
-
-def diagnose(record: RunRecord) -> dict[str, Any] | None:
-    """The failure classifier's top finding for the banner (worker thread); None when it finds none."""
-    try:
-        findings = diagnose_run(record)
-    except Exception:  # the banner's facts stand without a diagnosis
-        return None
-    return findings[0].to_dict() if findings else None
+    return node_state(meta, record.ranks(), state.phase if state.done else "running")

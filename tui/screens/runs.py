@@ -22,13 +22,13 @@ def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
     rows = []
     for _, record in zip(range(limit), list_runs()):
         meta, result = record.meta(), record.result()
-        first = result.get("first_failure")
-        started = time.strftime("%m-%d %H:%M", time.localtime(meta["started"])) if meta.get("started") else "?"
-        ranks = str(meta.get("world_size", "?"))
-        if int(meta.get("nnodes") or 1) > 1:  # one record per node: say which node this one is
-            ranks += f" node {meta.get('node_rank', '?')}/{meta['nnodes']}"
-        rows.append((record.run_id, record.status(), ranks, meta.get("backend") or "?",
-                     started, f"rank {first['rank']}" if first else ""))
+        first = result.first_failure
+        started = time.strftime("%m-%d %H:%M", time.localtime(meta.started)) if meta.started else "?"
+        ranks = str(meta.world_size or "?")
+        if meta.nnodes > 1:  # one record per node: say which node this one is
+            ranks += f" node {meta.node_rank}/{meta.nnodes}"
+        note = f"rank {first.rank}" if first else ("meta.json unreadable" if meta.problem else "")
+        rows.append((record.run_id, record.status().value, ranks, meta.backend or "?", started, note))
     return rows
 
 

@@ -51,9 +51,9 @@ def last_run_script(scan: int = 20) -> Path | None:
             return None
         try:
             meta = record.meta()
-            target = meta.get("target") or []
+            target = meta.target
             if target and str(target[0]).endswith(".py"):
-                path = Path(meta.get("cwd") or ".") / target[0]
+                path = Path(meta.cwd or ".") / target[0]
                 return path if path.is_file() else None
         except (OSError, ValueError, TypeError, AttributeError):
             continue

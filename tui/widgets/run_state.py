@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.training.runs.multinode import NodeState
 from mgtutor.training.runs.runstate import RunState, describe_failure
 from mgtutor.training.runs.watch import Alert
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
@@ -84,7 +86,7 @@ class FailureBanner(Static):
         self.plain = ""
         self.lesson: str | None = None
 
-    def show(self, state: RunState, finding: dict | None = None) -> None:
+    def show(self, state: RunState, finding: Finding | None = None) -> None:
         headline = describe_failure(state)
         self.set_class(headline is not None, "-visible")
         if headline is None:
@@ -96,12 +98,12 @@ class FailureBanner(Static):
         text.append(headline, "bold")
         self.lesson = None
         if finding:
-            text.append(f"\n{finding.get('kind') or 'diagnosis'}: ", "bold")
-            text.append(str(finding.get("summary") or ""))
-            if finding.get("fix"):
+            text.append(f"\n{finding.kind or 'diagnosis'}: ", "bold")
+            text.append(finding.summary or "")
+            if finding.fix:
                 text.append("\nfix: ", "bold")
-                text.append(str(finding["fix"]))
-            self.lesson = finding.get("lesson")
+                text.append(finding.fix)
+            self.lesson = finding.lesson or None
             if self.lesson:
                 text.append(f"  (o: open lesson {self.lesson})", "dim")
         self.plain = text.plain
@@ -144,25 +146,26 @@ class AlertBanner(Static):
         self.update(text, layout=relayout)
 
 
-def node_text(node: dict) -> Text:
+def node_text(node: NodeState) -> Text:
     """One line for one node of a multi-node job: which node, where, which ranks, how far."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"node {node.get('node_rank')}/{node.get('nnodes')}", "bold")
-    where = node.get("local_addr") or node.get("host") or "?"
-    text.append(f"  {node.get('host') or '?'}" + (f" ({where}" if where != node.get("host") else ""))
-    if node.get("iface"):
-        text.append(f" via {node['iface']}" if where == node.get("host") else f" via {node['iface']})")
-    elif where != node.get("host"):
+    text.append(f"node {node.node_rank}/{node.nnodes}", "bold")
+    host = node.host or None
+    where = node.local_addr or host or "?"
+    text.append(f"  {host or '?'}" + (f" ({where}" if where != host else ""))
+    if node.iface:
+        text.append(f" via {node.iface}" if where == host else f" via {node.iface})")
+    elif where != host:
         text.append(")")
-    text.append(f"  rdzv {node.get('rdzv_endpoint') or '?'}")
-    if node.get("rdzv_id"):
-        text.append(f" id {node['rdzv_id']}", "dim")
-    ranks = node.get("global_ranks") or []
+    text.append(f"  rdzv {node.rdzv_endpoint or '?'}")
+    if node.rdzv_id:
+        text.append(f" id {node.rdzv_id}", "dim")
+    ranks = node.global_ranks
     if ranks:
         span = f"{ranks[0]}–{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2 else \
             ",".join(map(str, ranks))
         text.append(f"  ranks {span}")
-    phase = str(node.get("phase") or "")
+    phase = node.phase
     text.append(f"  {phase}", PHASE_STYLE.get(phase, "yellow" if "waiting" in phase else ""))
     return text
 
@@ -179,7 +182,7 @@ class NodeLine(Static):
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.plain = ""
 
-    def show(self, node: dict | None) -> None:
+    def show(self, node: NodeState | None) -> None:
         self.set_class(node is not None, "-visible")
         text = node_text(node) if node is not None else Text()
         if text.plain != self.plain:

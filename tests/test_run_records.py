@@ -1,0 +1,86 @@
+"""Typed records keep the documented JSON: today's records round-trip, older ones still open,
+an unreadable meta.json says so."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from mgtutor.training.runs.records import (
+    FirstFailure,
+    RankExit,
+    RunMeta,
+    RunRecord,
+    RunResult,
+    RunStatus,
+    build_result,
+    exit_code_for,
+)
+
+FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
+
+
+def test_a_record_written_today_opens_with_the_same_json(tmp_path: Path) -> None:
+    record = RunRecord.create("today", tmp_path)
+    meta = RunMeta(run_id=record.run_id, label="today", target=["-m", "mgtutor.training.worker.train"],
+                   world_size=2, nproc_per_node=2, backend="gloo", started=100.0, supervisor_pid=0,
+                   global_ranks=[0, 1], extra={"something_new": 1})
+    record.write_meta(meta)
+    record.write_rank(RankExit(rank=0, pid=11, started=100.5, ended=103.0, exit_code=0))
+    record.write_rank(RankExit(rank=1, pid=12, started=100.5, ended=102.0, signal="SIGKILL"))
+    record.update_meta(ended=103.0, status=RunStatus.FAILED)
+    record.write_result(build_result(record, torchrun_exit=1))
+
+    on_disk = json.loads((record.path / "meta.json").read_text())
+    assert on_disk["status"] == "failed" and on_disk["something_new"] == 1 and on_disk["world_size"] == 2
+    opened = record.meta()
+    assert opened.status is RunStatus.FAILED and opened.extra == {"something_new": 1} and opened.problem is None
+    assert opened.to_json() == on_disk and opened.speaks_events()
+    result = record.result()
+    assert result.status == "failed" and result.first_failure == FirstFailure(1, None, "SIGKILL")
+    assert [r.outcome for r in result.ranks] == ["ok", "failed"]
+    assert json.loads((record.path / "result.json").read_text()) == result.to_json()
+    assert result.to_json()["first_failure"] == {"rank": 1, "exit_code": None, "signal": "SIGKILL"}
+    assert exit_code_for(result) == 128 + 9
+    assert record.status() == "failed" and f"{record.status()}" == "failed"
+
+
+def test_an_older_record_opens_with_defaults(tmp_path: Path) -> None:
+    path = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, path)
+    record = RunRecord(path)
+    meta = record.meta()
+    assert (meta.world_size, meta.backend, meta.label, meta.started) == (2, "nccl", "train-tinycnn", 1767225600.0)
+    assert meta.supervisor_pid is None and meta.rdzv_endpoint is None and meta.problem is None
+    ranks = record.ranks()
+    assert [(r.rank, r.pid, r.ended) for r in ranks] == [(0, 4242, None), (1, 4243, None)]
+    # an old result.json without torchrun_exit_code, nnodes or outcomes
+    (path / "result.json").write_text(json.dumps({"status": "finished", "ranks": [{"rank": 0, "exit_code": 0}],
+                                                  "first_failure": None, "duration_s": 4.0}))
+    result = record.result()
+    assert result.status is RunStatus.FINISHED and result.nnodes == 1 and result.ranks[0].outcome == ""
+    assert result.torchrun_exit_code is None and exit_code_for(result) == 0
+    assert record.status() == RunStatus.FINISHED
+
+
+def test_an_unreadable_meta_is_reported_not_read_as_empty(tmp_path: Path) -> None:
+    record = RunRecord.create("broken", tmp_path)
+    assert record.meta().problem == "meta.json is missing"
+    (record.path / "meta.json").write_text('{"run_id": "x", "world_si')
+    meta = record.meta()
+    assert meta.problem is not None and "truncated" in meta.problem and meta.world_size == 0
+    assert record.status() == RunStatus.LOST  # no result, no supervisor to ask
+    (record.path / "meta.json").write_text('{"world_size": "two", "status": "exploded"}')
+    meta = record.meta()
+    assert meta.world_size == 0 and meta.status is RunStatus.RUNNING and meta.problem is None
+
+
+def test_a_result_round_trips_with_its_stop_report() -> None:
+    data = {"run_id": "r", "status": "stopped", "backend": "gloo", "world_size": 1, "nnodes": 1, "node_rank": 0,
+            "ranks": [{"rank": 0, "exit_code": None, "signal": "SIGTERM", "pid": 5, "ended": 2.0,
+                       "outcome": "stopped"}],
+            "first_failure": None, "torchrun_exit_code": None, "duration_s": 1.0,
+            "stop": {"requested": 1.0, "processes": 3, "killed": [], "survivors": [], "clean": True}}
+    result = RunResult.from_json(data)
+    assert result.stop is not None and result.stop.clean and result.ranks[0].signal == "SIGTERM"
+    assert result.to_json() == data and exit_code_for(result) == 130

@@ -1,0 +1,256 @@
+"""The run directory's JSON files as dataclasses: meta.json, ranks/rank<R>.json, result.json.
+
+`from_json` accepts every record written so far (a missing field takes its default, an unknown
+one is kept in `extra` and written back); `to_json` writes the documented shape. Statuses are a
+str-valued enum, so `status == "failed"` and the JSON on disk stay as they were.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"  # no result and no live supervisor
+
+    @property
+    def terminal(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+    def __str__(self) -> str:  # f-strings print "failed", not "RunStatus.FAILED"
+        return self.value
+
+    @classmethod
+    def parse(cls, value: Any, default: RunStatus) -> RunStatus:
+        try:
+            return cls(value)
+        except ValueError:
+            return default
+
+
+def _from_json(cls: type[T], data: Any) -> T:
+    """The dataclass from a JSON object: known fields of a plausible type, the rest in `extra`."""
+    data = data if isinstance(data, dict) else {}
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    known = {k: v for k, v in data.items() if k in names and k != "extra"}
+    extra = {k: v for k, v in data.items() if k not in names}
+    return cls(**known, extra=extra)  # type: ignore[call-arg]
+
+
+def _to_json(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for spec in dataclasses.fields(obj):
+        if spec.name in ("extra", "problem"):
+            continue
+        value = getattr(obj, spec.name)
+        if isinstance(value, Enum):
+            value = value.value
+        elif dataclasses.is_dataclass(value):
+            value = value.to_json()  # type: ignore[union-attr]
+        elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+            value = [v.to_json() for v in value]
+        out[spec.name] = value
+    out.update(obj.extra)
+    return out
+
+
+@dataclass
+class RunMeta:
+    """meta.json: what was launched, where, and when. `problem` says why the file could not be read."""
+    run_id: str = ""
+    label: str = ""
+    target: list[str] = field(default_factory=list)
+    torchrun_argv: list[str] = field(default_factory=list)
+    world_size: int = 0
+    nproc_per_node: int = 0
+    nnodes: int = 1
+    node_rank: int = 0
+    backend: str = ""
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    device_note: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    host: str = ""
+    cwd: str = ""
+    started: float | None = None
+    ended: float | None = None
+    status: RunStatus = RunStatus.RUNNING
+    supervisor_pid: int | None = None
+    pgid: int | None = None
+    torchrun_pid: int | None = None
+    global_ranks: list[int] = field(default_factory=list)
+    # multi-node only (training/runs/multinode.py)
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    rdzv_is_host: bool = False
+    rdzv_timeout_s: int | None = None
+    local_addr: str | None = None
+    iface: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None  # not on disk: "meta.json is missing / unreadable: …"
+
+    def __post_init__(self) -> None:
+        self.status = RunStatus.parse(self.status, RunStatus.RUNNING)
+        self.world_size = _int(self.world_size)
+        self.nproc_per_node = _int(self.nproc_per_node)
+        self.nnodes = _int(self.nnodes) or 1
+        self.node_rank = _int(self.node_rank)
+        self.backend = self.backend or ""
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunMeta:
+        return _from_json(cls, data)
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @property
+    def multinode(self) -> bool:
+        return self.nnodes > 1
+
+    def speaks_events(self) -> bool:
+        """Whether the target is one of our workers (which emit events) rather than a user's script."""
+        return len(self.target) > 1 and self.target[0] == "-m" and str(self.target[1]).startswith("mgtutor.")
+
+
+@dataclass
+class RankExit:
+    """ranks/rank<R>.json, written by the rank wrapper when the rank starts and again when it ends."""
+    rank: int = 0
+    local_rank: int = 0
+    node_rank: int = 0
+    world_size: int = 1
+    pid: int | None = None
+    wrapper_pid: int | None = None
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> RankExit:
+        return _from_json(cls, data)
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @property
+    def failed(self) -> bool:
+        return self.signal is not None or self.exit_code not in (0, None)
+
+
+@dataclass
+class RankOutcome:
+    """One rank's line in result.json."""
+    rank: int = 0
+    exit_code: int | None = None
+    signal: str | None = None
+    pid: int | None = None
+    ended: float | None = None
+    outcome: str = ""  # ok | failed | stopped | stopped after the first failure | never started | no exit recorded
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> RankOutcome:
+        return _from_json(cls, data)
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @property
+    def failed(self) -> bool:
+        return self.signal is not None or self.exit_code not in (0, None)
+
+
+@dataclass
+class FirstFailure:
+    rank: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> FirstFailure | None:
+        return _from_json(cls, data) if isinstance(data, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    def how(self) -> str:
+        return f"signal {self.signal}" if self.signal else f"exit code {self.exit_code}"
+
+
+@dataclass
+class StopReport:
+    """What `Run.stop` did: how many processes it signalled, which needed SIGKILL, who survived."""
+    requested: float | None = None
+    processes: int = 0
+    killed: list[Any] = field(default_factory=list)
+    survivors: list[Any] = field(default_factory=list)
+    clean: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> StopReport | None:
+        return _from_json(cls, data) if isinstance(data, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+
+@dataclass
+class RunResult:
+    """result.json: per-rank outcomes, who failed first, how long it took."""
+    run_id: str = ""
+    status: RunStatus = RunStatus.FINISHED
+    backend: str | None = None
+    world_size: int = 0
+    nnodes: int = 1
+    node_rank: int = 0
+    ranks: list[RankOutcome] = field(default_factory=list)
+    first_failure: FirstFailure | None = None
+    torchrun_exit_code: int | None = None
+    duration_s: float | None = None
+    stop: StopReport | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.status = RunStatus.parse(self.status, RunStatus.FINISHED)
+        self.ranks = [r if isinstance(r, RankOutcome) else RankOutcome.from_json(r)
+                      for r in (self.ranks if isinstance(self.ranks, list) else [])]
+        if isinstance(self.first_failure, dict):
+            self.first_failure = FirstFailure.from_json(self.first_failure)
+        if isinstance(self.stop, dict):
+            self.stop = StopReport.from_json(self.stop)
+        self.world_size = _int(self.world_size)
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunResult:
+        return _from_json(cls, data)
+
+    def to_json(self) -> dict[str, Any]:
+        out = _to_json(self)
+        if self.stop is None:
+            out.pop("stop")
+        return out
+
+    def describe(self) -> str:
+        """One line: who failed first and how, or how the run ended."""
+        if self.first_failure:
+            return f"run failed: rank {self.first_failure.rank} failed first ({self.first_failure.how()})"
+        return f"run {self.status} in {self.duration_s} s on {self.world_size} {self.backend} rank(s)"
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0

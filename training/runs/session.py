@@ -1,0 +1,190 @@
+"""The one follow loop: everything a consumer learns about a run, as typed updates.
+
+    session = RunSession(run.record, run, diagnose=diagnose_run)
+    for update in session.updates():       # blocks; sleeps POLL_S between empty polls
+        print_lines(update.lines)          # new log lines, per rank (rank None: torchrun)
+        ...update.events, update.state, update.new_alerts...
+        if update.final: result, findings = update.result, update.findings
+    final = session.stop()                 # Ctrl+C / timeout: stop every rank, then drain
+
+Decided here, once, for every consumer (CLI run/train, Monitor, lessons, bench, probe, demos):
+- poll interval: POLL_S between polls that found nothing; a busy run is read without pause, at most
+  READ_BUDGET bytes per file per poll (back-pressure: the consumer pulls);
+- the run's state (RunStateFolder, from events + rank records + result) refreshes at STATE_S;
+- the detectors (training/runs/watch.py, or any `Detector`) run every ALERT_S while the run goes;
+  `alerts` is what holds now, `new_alerts` what was not shown before (each once);
+- the end: once the run is over, every log and the events are drained, then one `final` update
+  carries the result and the injected `diagnose(record)` findings (this layer cannot import the
+  classifier: diagnostics sits above it). Every ended run is diagnosed (a run that finished can
+  still have trained on the same data on every rank) except one the user stopped; a view decides
+  which findings it shows (the CLI: a failed or lost run's).
+Headless and torch-free; never raises for a detector's or the classifier's bug.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mgtutor.training.runs.event_reader import EventReader
+from mgtutor.training.runs.event_types import Event
+from mgtutor.training.runs.launcher import Run
+from mgtutor.training.runs.records import RunRecord, RunResult, RunStatus
+from mgtutor.training.runs.runstate import RunState, RunStateFolder
+from mgtutor.training.runs.tail import CHUNK, LineTuple, RunTail
+from mgtutor.training.runs.watch import Alert, Detector
+
+POLL_S = 0.05  # sleep between polls that found nothing new
+STATE_S = 0.25  # state snapshots at most 4 Hz
+ALERT_S = 1.0  # detectors read files and sockets: once a second, never once per line
+READ_BUDGET = 4 * CHUNK  # bytes per log file per poll
+
+Diagnose = Callable[[RunRecord], Sequence[Any]]
+
+
+@dataclass
+class Update:
+    """What one poll of the run found. Only what changed is set; `final` is the last update."""
+    lines: list[LineTuple] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    state: RunState | None = None  # a copy, at most every STATE_S (and on the final update)
+    alerts: list[Alert] | None = None  # what the detectors report now; None: not polled this time
+    new_alerts: list[Alert] = field(default_factory=list)  # not reported before (each alert once)
+    detector_error: str | None = None  # the detectors broke and are off for this run
+    final: bool = False
+    result: RunResult | None = None  # on the final update
+    findings: list[Any] = field(default_factory=list)  # diagnose(record) on the final update
+    diagnose_error: str | None = None  # the classifier broke: the run's own outcome still stands
+    stopped: bool = False  # the session stopped the run (stop() or its timeout)
+    timed_out: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.lines or self.events or self.state is not None or self.alerts is not None or self.final)
+
+
+class RunSession:
+    """Follows one run (launched here, or only a record on disk) until it ends."""
+
+    def __init__(self, record: RunRecord, run: Run | None = None, *, detectors: Sequence[Detector] = (),
+                 diagnose: Diagnose | None = None, timeout_s: float | None = None,
+                 include_torchrun: bool = True, clock: Callable[[], float] = time.time,
+                 alive: Callable[[], bool] | None = None) -> None:
+        self.record = record
+        self.run = run
+        self.alive = alive  # how to tell the run still goes (default: the Run, else the record)
+        self.detectors = list(detectors)
+        self.diagnose = diagnose
+        self.timeout_s = timeout_s
+        self.clock = clock  # wall time for the state (tests replay a fixed moment)
+        self.tail = RunTail(record, include_torchrun=include_torchrun)
+        self.events = EventReader(record.events_path)
+        self.folder = RunStateFolder(record, alive=self._alive)
+        self.shown: set[tuple[str, tuple[int, ...]]] = set()
+        self._began = time.monotonic()
+        self._next_state = self._next_alert = 0.0
+        self._unfolded: list[Event] = []  # events read since the last state refresh
+        self._finished: Update | None = None
+        self._stopped = self._timed_out = False
+
+    def _alive(self) -> bool:
+        if self.alive is not None:
+            return self.alive()
+        if self.run is not None:
+            return self.run.running()
+        return self.record.status() == RunStatus.RUNNING
+
+    @property
+    def skipped_events(self) -> int:
+        """Lines of events.jsonl that broke their schema (counted, never raised)."""
+        return self.events.skipped
+
+    def updates(self) -> Iterator[Update]:
+        """Updates until the run has ended and everything it wrote is read; the last has `final`."""
+        while self._finished is None:
+            if self.timeout_s is not None and time.monotonic() - self._began > self.timeout_s:
+                self._timed_out = True
+                yield self.stop(grace=5.0)
+                return
+            update = self.poll()
+            if update:
+                yield update
+            if update.final:
+                return
+            if not update.lines and not update.events:
+                time.sleep(POLL_S)
+
+    def poll(self) -> Update:
+        """One poll: new lines and events; the state and detectors when their time has come."""
+        if self._finished is not None:
+            return Update()
+        running = self._alive()
+        if not running:
+            return self.finish()
+        update = Update(lines=self.tail.poll(READ_BUDGET), events=self.events.poll())
+        now = time.monotonic()
+        self._observe(update.events)
+        self._unfolded += update.events
+        if now >= self._next_state:
+            self._next_state = now + STATE_S
+            state = self.folder.refresh(self.clock(), self._unfolded)
+            self._unfolded = []
+            update.state = copy.deepcopy(state)
+            if now >= self._next_alert:
+                self._next_alert = now + ALERT_S
+                self._poll_detectors(update, state)
+        return update
+
+    def _observe(self, events: list[Event]) -> None:
+        for detector in list(self.detectors):
+            try:
+                detector.observe(events)
+            except Exception:  # noqa: BLE001 - reported on the next detector poll
+                pass
+
+    def _poll_detectors(self, update: Update, state: RunState) -> None:
+        if not self.detectors or state.done:
+            return
+        alerts: list[Alert] = []
+        try:
+            for detector in self.detectors:
+                alerts += detector.poll(state, self.clock())
+        except Exception as exc:  # a detector bug must never stop the run's output
+            self.detectors = []
+            update.detector_error = f"{type(exc).__name__}: {exc}"
+            return
+        update.alerts = alerts
+        for alert in alerts:
+            if (alert.kind, alert.ranks) not in self.shown:
+                self.shown.add((alert.kind, alert.ranks))
+                update.new_alerts.append(alert)
+
+    def finish(self) -> Update:
+        """The run is over: drain every log and the events, fold the last state, read the result."""
+        if self._finished is not None:
+            return self._finished
+        lines = self.tail.drain()
+        events = self.events.read_all()
+        self._observe(events)
+        result = self.run.wait() if self.run is not None else self.record.result()
+        state = self.folder.refresh(self.clock(), self._unfolded + events)
+        self._unfolded = []
+        findings: list[Any] = []
+        broke = None
+        if self.diagnose is not None and not (self._stopped and not self._timed_out):
+            try:
+                findings = list(self.diagnose(self.record))
+            except Exception as exc:  # the run's own outcome matters more than a classifier bug
+                broke = f"{type(exc).__name__}: {exc}"
+        self._finished = Update(lines=lines, events=events, state=copy.deepcopy(state), alerts=[], final=True,
+                                result=result, findings=findings, diagnose_error=broke, stopped=self._stopped,
+                                timed_out=self._timed_out)
+        return self._finished
+
+    def stop(self, grace: float = 10.0) -> Update:
+        """Stop every process of the run (SIGTERM, then SIGKILL after `grace` s), then drain: the final update."""
+        if self._finished is None and self.run is not None:
+            self._stopped = True
+            self.run.stop(grace=grace)
+        return self.finish()
