@@ -23,7 +23,7 @@ from collections.abc import Iterable
 # logs plus a synthetic 200 MB DDP log. Upper case letters never occur in a lowercased block.
 RARITY = "$&?@\\{}~+j!;'`qz^\">x)(_wv*y%bf<gkhm=|[5]8u6937p-dl/,c2:#4ani.os1rte0 "
 TRIGGER_CHARS = 12  # longer triggers match fewer noise lines; the needle bounds it anyway
-MIN_TRIGGER = 5
+MIN_TRIGGER = 8
 
 
 def _rarity(char: str) -> int:
@@ -34,7 +34,9 @@ def _rarity(char: str) -> int:
 def trigger_of(needle: str) -> str:
     """The piece of a (lowercase) needle to look for: up to TRIGGER_CHARS from its rarest character
     (among the starts that leave MIN_TRIGGER characters). Any piece of a needle is a valid trigger."""
-    shortest = min(MIN_TRIGGER, len(needle))
+    # long needles keep MIN_TRIGGER characters (a short piece of a long message is often a common word);
+    # a short needle may drop a few leading characters to start at a rarer one
+    shortest = MIN_TRIGGER if len(needle) >= MIN_TRIGGER + 2 else min(len(needle), max(5, len(needle) - 3))
     starts = range(0, len(needle) - shortest + 1)
     best = min(starts, key=lambda i: (_rarity(needle[i]), i))
     return needle[best:best + TRIGGER_CHARS]
@@ -72,7 +74,7 @@ def trie_regex(words: Iterable[str]) -> str:
 
 
 class Prefilter:
-    """Positions in a lowercased block where some trigger matches (sorted, may repeat a line)."""
+    """Positions in a lowercased block where some trigger matches (sorted; several may fall in one line)."""
 
     def __init__(self, literals: Iterable[str], regexes: Iterable[str] = ()) -> None:
         words = minimal_literals(trigger_of(w) for w in literals if w)
