@@ -93,12 +93,12 @@ def test_diagnosis_of_a_node_that_could_not_reach_the_store(tmp_path: Path) -> N
     port = 1  # nothing listens on port 1 here
     meta = dataclasses.replace(record.meta(), rdzv_endpoint=f"127.0.0.1:{port}")
     finding = diagnose_node(meta, [], "failed", "RendezvousConnectionError: The connection to the C10d store has failed")
-    assert finding["kind"] == "rendezvous_unreachable" and f"127.0.0.1:{port}" in finding["evidence"]
-    assert "refused" in finding["evidence"]
+    assert finding is not None and finding.kind == "rendezvous_unreachable" and f"127.0.0.1:{port}" in finding.evidence
+    assert "refused" in finding.evidence
     assert diagnose_node(meta, [RankExit(rank=2, pid=5)], "failed", "") is None  # ranks ran: their logs say more
     host = dataclasses.replace(meta, node_rank=0, rdzv_is_host=True, rdzv_timeout_s=7)
     timeout = diagnose_node(host, [], "failed", "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError")
-    assert timeout["kind"] == "rendezvous_timeout" and "within 7 s" in timeout["evidence"]
+    assert timeout is not None and timeout.kind == "rendezvous_timeout" and "within 7 s" in timeout.evidence
 
 
 def test_launch_refuses_a_second_node_without_an_endpoint(tmp_path: Path) -> None:

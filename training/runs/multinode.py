@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mgtutor.training.runs.record_types import RankExit, RunMeta
-from mgtutor.training.runs.peer import is_local, parse_endpoint, resolve, route_to
+from mgtutor.training.runs.record_types import RankExit, RunMeta, RunStatus
+from mgtutor.training.runs.peer import PeerCheck, check_peer, is_local, parse_endpoint, resolve, route_to
 
 DEFAULT_RDZV_PORT = 29400
 
@@ -144,7 +144,7 @@ class NodeState:
 def node_state(meta: RunMeta, rank_infos: list[RankExit], status: str) -> NodeState:
     group_ranks = {i.node_rank for i in rank_infos}
     started = [i for i in rank_infos if i.pid]
-    if status == "running":
+    if status == RunStatus.RUNNING:
         phase = "training" if started else "waiting for the other nodes (rendezvous)"
     else:
         phase = status if started or status != "failed" else "failed before its ranks started (rendezvous)"
@@ -160,47 +160,54 @@ _UNREACHABLE_MARKS = ("RendezvousConnectionError", "The client socket has timed 
 _TIMEOUT_MARKS = ("RendezvousTimeoutError", "did not complete on time")
 
 
+@dataclass(frozen=True)
+class NodeDiagnosis:
+    """Why this node never trained: a finding of the rendezvous, with the peer checks that ran."""
+    kind: str  # rendezvous_unreachable | rendezvous_timeout
+    endpoint: str
+    evidence: str
+    fix: str
+    checks: tuple[PeerCheck, ...] = ()
+    lesson: str = "multi-node"
+
+
 def diagnose_node(meta: RunMeta, rank_infos: list[RankExit], status: str,
-                  torchrun_log: str, probe_timeout: float = 5.0) -> dict[str, Any] | None:
+                  torchrun_log: str, probe_timeout: float = 5.0) -> NodeDiagnosis | None:
     """Why this node of a multi-node run never trained, naming the endpoint and the check that fails.
 
     None when the run is single-node, did not fail, or its ranks started (then the ranks' own logs
     say more than the rendezvous does).
     """
-    from mgtutor.training.runs.peer import check_peer
-
     endpoint = meta.rdzv_endpoint
-    if meta.nnodes < 2 or not endpoint or status not in ("failed", "lost"):
+    if meta.nnodes < 2 or not endpoint or status not in (RunStatus.FAILED, RunStatus.LOST):
         return None
     if any(i.pid for i in rank_infos):
         return None
     waited = meta.rdzv_timeout_s or 600
     if meta.rdzv_is_host:  # the store was ours and is gone with torchrun: probing it says nothing
-        checks: list[dict[str, Any]] = []
+        checks: tuple[PeerCheck, ...] = ()
         failed, unreachable = None, False
     else:
         report = check_peer(endpoint, timeout=probe_timeout)
-        checks = [c.__dict__ for c in report.checks]
+        checks = tuple(report.checks)
         failed = report.first_failure()
         unreachable = any(m in torchrun_log for m in _UNREACHABLE_MARKS)
     if failed is not None or unreachable:
-        return {
-            "kind": "rendezvous_unreachable", "rank": None, "endpoint": endpoint,
-            "evidence": (f"node {meta.node_rank} could not reach the rendezvous store at {endpoint}: "
-                         + (failed.detail if failed else "torchrun: the connection to the store has failed")),
-            "fix": (failed.fix if failed and failed.fix else
-                    f"check that node 0 runs on {endpoint} and the port is open: mgtutor doctor --peer {endpoint}"),
-            "checks": checks, "lesson": "multi-node",
-        }
+        return NodeDiagnosis(
+            "rendezvous_unreachable", endpoint,
+            evidence=(f"node {meta.node_rank} could not reach the rendezvous store at {endpoint}: "
+                      + (failed.detail if failed else "torchrun: the connection to the store has failed")),
+            fix=(failed.fix if failed and failed.fix else
+                 f"check that node 0 runs on {endpoint} and the port is open: mgtutor doctor --peer {endpoint}"),
+            checks=checks)
     others = meta.nnodes - 1
     timed_out = any(m in torchrun_log for m in _TIMEOUT_MARKS)
-    return {
-        "kind": "rendezvous_timeout", "rank": None, "endpoint": endpoint,
-        "evidence": (f"node {meta.node_rank} {'hosted' if meta.rdzv_is_host else 'reached'} the "
-                     f"rendezvous store at {endpoint}, but the other {others} node(s) did not "
-                     f"join rendezvous '{meta.rdzv_id}' within {waited} s"
-                     + ("" if timed_out else " (no timeout message in torchrun's log)")),
-        "fix": (f"start every node with the same --rdzv-endpoint {endpoint} and --rdzv-id {meta.rdzv_id}; "
-                f"on each of them run `mgtutor doctor --peer {endpoint}` to find the check that fails"),
-        "checks": checks, "lesson": "multi-node",
-    }
+    return NodeDiagnosis(
+        "rendezvous_timeout", endpoint,
+        evidence=(f"node {meta.node_rank} {'hosted' if meta.rdzv_is_host else 'reached'} the "
+                  f"rendezvous store at {endpoint}, but the other {others} node(s) did not "
+                  f"join rendezvous '{meta.rdzv_id}' within {waited} s"
+                  + ("" if timed_out else " (no timeout message in torchrun's log)")),
+        fix=(f"start every node with the same --rdzv-endpoint {endpoint} and --rdzv-id {meta.rdzv_id}; "
+             f"on each of them run `mgtutor doctor --peer {endpoint}` to find the check that fails"),
+        checks=checks)

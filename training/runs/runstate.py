@@ -196,7 +196,7 @@ class RunStateFolder:
         elif meta.speaks_events():
             phase = "starting"  # our worker is importing torch; its start event is on the way
         else:
-            phase = "running"
+            phase = RunStatus.RUNNING.value
         state.phase = phase
         if not state.phases_seen or state.phases_seen[-1] != phase:
             state.phases_seen.append(phase)
@@ -227,10 +227,10 @@ def _number(value: Any) -> float | None:
 def describe_failure(state: RunState) -> str | None:
     """One sentence from the record: who failed first and how. None when nothing failed."""
     result = state.result or RunResult()
-    if state.phase == "lost":
+    if state.phase == RunStatus.LOST:
         return ("the run ended without a result: its supervisor is gone (the machine rebooted, or it "
                 "was killed); the rank records below say what is known")
-    if state.phase != "failed":
+    if state.phase != RunStatus.FAILED:
         return None
     first = result.first_failure
     if not first:

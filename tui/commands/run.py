@@ -8,7 +8,7 @@ from typing import TextIO
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
-from mgtutor.training.runs.multinode import diagnose_node
+from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
 from mgtutor.training.runs.session import RunSession, Update
 from mgtutor.training.runs.tail import LineTuple
@@ -84,7 +84,7 @@ def node_options(args: argparse.Namespace) -> dict:
             "rdzv_id": args.rdzv_id, "rdzv_timeout": args.rdzv_timeout}
 
 
-def print_node_diagnosis(run: Run, result: RunResult, err: TextIO) -> dict | None:
+def print_node_diagnosis(run: Run, result: RunResult, err: TextIO) -> NodeDiagnosis | None:
     """On a multi-node run that never trained: which endpoint is unreachable, or who did not join."""
     meta = run.record.meta()
     if meta.nnodes < 2:
@@ -95,7 +95,7 @@ def print_node_diagnosis(run: Run, result: RunResult, err: TextIO) -> dict | Non
         log = ""
     finding = diagnose_node(meta, run.record.ranks(), result.status, log)
     if finding:
-        print(f"mgtutor: diagnosis ({finding['kind']}): {finding['evidence']}\n  fix: {finding['fix']}", file=err)
+        print(f"mgtutor: diagnosis ({finding.kind}): {finding.evidence}\n  fix: {finding.fix}", file=err)
     return finding
 
 
@@ -109,7 +109,7 @@ def print_failure_diagnosis(run: Run, final: Update, err: TextIO | None = None) 
     if final.diagnose_error:
         print(f"mgtutor: no diagnosis ({final.diagnose_error})", file=err)
         return None
-    top = next((f for f in final.findings if not node or f.kind != node.get("kind")), None)
+    top = next((f for f in final.findings if not node or f.kind != node.kind), None)
     if top is None:
         return None
     print(diagnosis_block(top, run.record.run_id, more=len(final.findings) - 1), file=err, flush=True)

@@ -25,7 +25,7 @@ from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.launcher import LaunchError, Run, launch
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.watch import Alert, RunWatch
@@ -183,7 +183,7 @@ class MonitorScreen(Screen):
                     last_node = now
                     node = this_node(record, state)
             if update.final and state is not None:
-                finding = update.findings[0] if update.findings and state.phase in ("failed", "lost") else None
+                finding = update.findings[0] if update.findings and state.phase in (RunStatus.FAILED, RunStatus.LOST) else None
                 self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node))
                 return
             alerts = None if update.alerts is None or state is None else self.visible_alerts(update.alerts, state)

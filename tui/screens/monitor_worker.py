@@ -9,7 +9,7 @@ from textual.message import Message
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot
 from mgtutor.training.runs.multinode import NodeState, node_state
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.watch import Alert
 from mgtutor.tui.widgets.rank_logs import prepare_lines
@@ -50,4 +50,4 @@ def this_node(record: RunRecord, state: RunState) -> NodeState | None:
     meta = record.meta()
     if meta.nnodes < 2:
         return None
-    return node_state(meta, record.ranks(), state.phase if state.done else "running")
+    return node_state(meta, record.ranks(), state.phase if state.done else RunStatus.RUNNING)
