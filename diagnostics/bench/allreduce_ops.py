@@ -95,6 +95,7 @@ class Collectives:
             ok, reason = 0, f"{type(exc).__name__}: {exc}"
         ok = self._agree(ok)  # every rank takes the same path, or NCCL calls would not pair up
         if ok:
+            assert direct is not None  # _agree is 0 when any rank failed to build one
             send, recv = self.buffers(1024)
             fill(torch, send, 1024, self.rank)
             direct.all_reduce(send, recv, 1024)

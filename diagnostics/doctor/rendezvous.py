@@ -68,15 +68,14 @@ def main(argv: list[str]) -> int:
             print(f"rank {rank}: ranks {missing} never joined within {args.timeout:g} s (store {where})", flush=True)
             return EXIT_MISSING
         phase = "init"
-        kwargs = {}
+        device_id = None
         if backend == "nccl":
-            device = torch.device("cuda", local)
+            device = device_id = torch.device("cuda", local)
             torch.cuda.set_device(device)
-            kwargs["device_id"] = device
         else:
             device = torch.device("cpu")
         dist.init_process_group(backend, store=dist.PrefixStore(STORE_PREFIX + "-pg", store), rank=rank,
-                                world_size=world, timeout=timeout, **kwargs)
+                                world_size=world, timeout=timeout, device_id=device_id)
         events.emit("rendezvous", phase="init", backend=backend)
         phase = "barrier"
         dist.barrier(device_ids=[local]) if backend == "nccl" else dist.barrier()

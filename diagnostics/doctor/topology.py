@@ -151,9 +151,10 @@ def link_gbps(topo: Topology, pair: PairLink) -> float | None:
         per_link = NVLINK_GBPS_PER_LINK.get(a.nvlink_version or 0, 25.0)
         return per_link * pair.nvlink_links if pair.nvlink_links else None
     lanes = [(g.pcie_max_gen or g.pcie_gen, g.pcie_max_width or g.pcie_width) for g in (a, b)]
-    if any(gen is None or width is None for gen, width in lanes):
+    known = [(gen, width) for gen, width in lanes if gen is not None and width is not None]
+    if len(known) < len(lanes):
         return None
-    return min(PCIE_GBPS_PER_LANE.get(gen, 0.0) * width for gen, width in lanes)
+    return min(PCIE_GBPS_PER_LANE.get(gen, 0.0) * width for gen, width in known)
 
 
 def describe_link(topo: Topology, pair: PairLink) -> str:
