@@ -49,6 +49,7 @@ CASES = {
     # held out from the first catalogue (issue 16 items 4-6, issue 20 item 3)
     "dataset_download_failed.log": ("dataset_download_failed", 0),
     "collective_timeout_dump_signal.log": ("collective_timeout", 2),
+    "collective_timeout_norank.log": ("collective_timeout", None),
     "nccl_buffer_oom.log": ("cuda_oom", 1),
     "same_batches_no_sampler.log": ("no_distributed_sampler", 0),
     "shm_exhausted_k8s.log": ("shm_exhausted", 1),

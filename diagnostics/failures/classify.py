@@ -19,7 +19,8 @@ from typing import Any
 from mgtutor.training.runs import eventcheck
 from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
-from mgtutor.diagnostics.failures.logparse import LogLine, read_log_file
+from mgtutor.diagnostics.failures.blockscan import scan_file
+from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.scan import Hit, Scanner
 
 MAX_EVIDENCE = 4
@@ -87,11 +88,13 @@ def make_finding(spec: KindSpec, hits: list[Hit], rank: int | None, extra: dict[
     fields.setdefault("rank", _UNKNOWN if rank is None else rank)
     fields.setdefault("ranks", _rank_text(ranks))
     fields["detail"] = detail or fields.get("message", "an NCCL error")
-    template = next((h.summary for h in hits if h.summary and not h.evidence_only), None) or spec.summary
+    first = min((h for h in hits if not h.evidence_only), key=lambda h: h.order, default=None)
+    template = (first.summary if first else None) or spec.summary  # the first match's own words, if it has any
+    fix = (first.fix if first else None) or spec.fix
     if evidence is None:
         evidence = _pick_evidence(hits)
     return Finding(kind=spec.kind, rank=rank, summary=_unknown_rank(render(template, fields)),
-                   fix=_unknown_rank(render(spec.fix, fields)),
+                   fix=_unknown_rank(render(fix, fields)),
                    evidence=evidence, lesson=spec.lesson, detail=detail, ranks=ranks,
                    order=min((h.order for h in hits), default=1 << 62),
                    hit_ranks=frozenset(h.line.rank for h in hits if h.line.rank is not None))
@@ -177,13 +180,20 @@ def _collective_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits:
     named = [int(h.groups["missing_rank"]) for h in hits if h.groups.get("missing_rank")]
     culprits = named or _culprits(world_size, waiting)
     fields = _merged(hits)
-    timeout = f"{int(fields['timeout_ms']) / 1000:g} s" if str(fields.get("timeout_ms", "")).isdigit() else "its timeout"
-    extra = {"timed_out": ", ".join(map(str, sorted(waiting))) or "?", "timeout_text": timeout,
+    timeout = f"{int(fields['timeout_ms']) / 1000:g} s" if str(fields.get("timeout_ms", "")).isdigit() else "past the timeout"
+    extra = {"waiters": _waiters_text(waiting), "timeout_text": timeout,
              "op_text": f" ({fields['op']}{', SeqNum ' + fields['seq'] if fields.get('seq') else ''})" if fields.get("op") else "",
              "culprit_text": _rank_text(culprits),
              "culprit_hint": f"here {_rank_text(culprits)}, which printed no timeout." if culprits else
              "the rank with no timeout line, or the lowest 'last completed NCCL work'."}
     return make_finding(spec, hits, culprits[0] if len(culprits) == 1 else _first_rank(hits), extra)
+
+
+def _waiters_text(waiting: set[int]) -> str:
+    """'Rank 1', 'Ranks 0, 1, 3', or 'A rank' when the log has no rank prefixes."""
+    if not waiting:
+        return "A rank"
+    return ("Rank " if len(waiting) == 1 else "Ranks ") + ", ".join(map(str, sorted(waiting)))
 
 
 def _rendezvous_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits: dict) -> Finding:
@@ -288,8 +298,7 @@ def diagnose_files(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
     for path in paths:
         if Path(path).is_dir():
             raise IsADirectoryError(f"{path} is a directory")
-        for line in read_log_file(path):
-            scanner.feed(line)
+        scan_file(scanner, path)
     return build_findings(scanner)
 
 
@@ -297,17 +306,15 @@ def diagnose_run(record: Any) -> list[Finding]:
     """Findings from a run record: rank logs (stdout too: NCCL writes there), torchrun.log, exits, events."""
     scanner = Scanner(load_catalogue())
     for rank, stream, path in record.rank_logs():
-        for line in _safe_lines(path, rank, f"logs/{path.name}"):
-            scanner.feed(line)
-    for line in _safe_lines(record.torchrun_log, None, "torchrun.log"):
-        scanner.feed(line)
+        _scan_if_readable(scanner, path, rank, f"logs/{path.name}")
+    _scan_if_readable(scanner, record.torchrun_log, None, "torchrun.log")
     events = eventcheck.run_events(record.events_path)
     result = record.result().to_json() if hasattr(record, "result") else {}
     return build_findings(scanner, result, events)
 
 
-def _safe_lines(path: Path, rank: int | None, name: str) -> Iterable[LogLine]:
+def _scan_if_readable(scanner: Scanner, path: Path, rank: int | None, name: str) -> None:
     try:
-        yield from read_log_file(path, default_rank=rank, name=name)
+        scan_file(scanner, path, name, rank)
     except OSError:
         return
