@@ -1,11 +1,6 @@
 """Shared pieces of the monitor tests: a torch-free rank script that speaks the event protocol,
-an app factory, and a wait helper that polls the real app (no sleeps as asserts)."""
+and an app factory (waiting is tests/helpers.py's)."""
 from __future__ import annotations
-
-import time
-from collections.abc import Callable
-
-from textual.pilot import Pilot
 
 # A rank that behaves like the trainer on the wire: start → rendezvous → steps → result; it prints
 # a coloured line (control sequences must be neutralised) and, when told, crashes at a step.
@@ -35,12 +30,3 @@ print(f"rank {rank} done", flush=True)
 def make_app():
     from mgtutor.tui.app import MgTutorApp
     return MgTutorApp()
-
-
-async def wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    """Let the app run until `condition()` holds; fail (with `what`) if it never does."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        await pilot.pause(0.1)

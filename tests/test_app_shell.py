@@ -9,18 +9,18 @@ from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.training.runs.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.home import HomeScreen
+from tests.helpers import wait_for_app
 
 MODES = {"l": ("lessons", "Lessons"), "d": ("diagnostics", "Diagnostics"), "m": ("monitor", "Monitor"),
          "t": ("troubleshoot", "Troubleshoot"), "r": ("runs", "Runs"), "h": ("home", "Home")}
 
 
 async def wait_for_machine(pilot, app) -> str:
-    for _ in range(50):
+    def summary() -> str:
         text = str(app.screen.query_one("#machine", Static).render())
-        if "looking for GPUs" not in text:
-            return text
-        await pilot.pause(0.05)
-    raise AssertionError("the machine summary never appeared")
+        return "" if "looking for GPUs" in text else text
+
+    return await wait_for_app(pilot, summary, 30, interval=0.05, what="the machine summary")
 
 
 async def test_home_then_every_mode_by_key():

@@ -7,16 +7,9 @@ from textual.widgets import DataTable, Input, Static
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
+from tests.helpers import wait_for_app
 
 BENCH_ARGS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --check"
-
-
-async def wait_until(pilot, predicate, seconds: float = 240.0) -> None:
-    for _ in range(int(seconds / 0.2)):
-        if predicate():
-            return
-        await pilot.pause(0.2)
-    raise AssertionError("the screen never showed the result")
 
 
 def text_of(screen, selector: str) -> str:
@@ -31,7 +24,7 @@ async def test_doctor_and_gloo_bench_from_the_screen(monkeypatch):
         screen = app.screen
         assert isinstance(screen, DiagnosticsScreen)
         await pilot.press("c")
-        await wait_until(pilot, lambda: screen.doctor_report is not None)
+        await wait_for_app(pilot, lambda: screen.doctor_report is not None, 240)
         await pilot.pause()
         assert "no NVIDIA GPU" in text_of(screen, "#doctor-checks")
         assert "NCCL" in text_of(screen, "#doctor-checks")  # versions line from the torch subprocess
@@ -42,7 +35,7 @@ async def test_doctor_and_gloo_bench_from_the_screen(monkeypatch):
         screen.query_one("#diag-tabs").active = "tab-bench"
         bench_args.focus()
         await pilot.press("enter")
-        await wait_until(pilot, lambda: screen.bench_report is not None)
+        await wait_for_app(pilot, lambda: screen.bench_report is not None, 240)
         await pilot.pause()
         report = screen.bench_report
         assert report["error"] is None, report
@@ -59,7 +52,7 @@ async def test_doctor_and_gloo_bench_from_the_screen(monkeypatch):
     async with again.run_test(size=(80, 24)) as pilot:
         await pilot.press("d")
         screen = again.screen
-        await wait_until(pilot, lambda: screen.bench_report is not None and screen.doctor_report is not None, 20)
+        await wait_for_app(pilot, lambda: screen.bench_report is not None and screen.doctor_report is not None, 20)
         await pilot.pause()
         assert screen.query_one("#bench-table", DataTable).row_count == 2
         assert "saved report" in text_of(screen, "#doctor-status")

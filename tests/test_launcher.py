@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import psutil
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, launch, plan
 from mgtutor.training.runs.procs import run_processes
 from mgtutor.training.runs.session import RunSession
+from tests.helpers import wait_for
 
 ALLREDUCE = """
 import os, torch, torch.distributed as dist
@@ -86,9 +86,7 @@ def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
 
 def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
     run = launch(LaunchSpec(target=[str(write_script("hang.py", HANGS))], nproc=2, backend="gloo"))
-    deadline = time.monotonic() + 60
-    while sum(1 for r in run.record.ranks() if r.pid) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: sum(1 for r in run.record.ranks() if r.pid) == 2, 60, what="both ranks' pids")
     rank_pids = [r.pid for r in run.record.ranks()]
     assert len(rank_pids) == 2 and all(psutil.pid_exists(p) for p in rank_pids)
     result = run.stop(grace=5).to_json()

@@ -2,8 +2,6 @@
 and says why, the fixed one passes, and the progress is there after a restart."""
 from __future__ import annotations
 
-import time
-
 import pytest
 from textual.widgets import ListItem, Log, Static, TabbedContent
 
@@ -11,13 +9,11 @@ from mgtutor.lessons.loader import get_lesson
 from mgtutor.lessons.progress import Progress, workspace_copy
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.lessons import LessonsScreen
+from tests.helpers import wait_for_app
 
 
 async def wait_idle(pilot, screen: LessonsScreen, limit: float = 300.0) -> None:
-    deadline = time.monotonic() + limit
-    while screen.busy:
-        assert time.monotonic() < deadline, "the lesson run did not finish"
-        await pilot.pause(0.2)
+    await wait_for_app(pilot, lambda: not screen.busy, limit, interval=0.2, what="the lesson run to finish")
     await pilot.pause(0.2)
 
 

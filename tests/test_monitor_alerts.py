@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from mgtutor.tui.widgets.run_state import AlertBanner
-from tests.monitor_helpers import make_app, wait_for
+from tests.helpers import wait_for_app
+from tests.monitor_helpers import make_app
 from tests.test_monitor_live import SIZE, launch_from_form, open_form
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,8 +39,8 @@ async def test_rank_late_to_the_rendezvous_is_named_while_rank_0_waits(write_scr
         await launch_from_form(pilot, form)
         banner = screen.query_one(AlertBanner)
         try:
-            await wait_for(pilot, lambda: any(a.kind == "rendezvous_late" for a in banner.alerts), 90,
-                           "the rendezvous alert")
+            await wait_for_app(pilot, lambda: any(a.kind == "rendezvous_late" for a in banner.alerts), 90,
+                               what="the rendezvous alert")
             alert = next(a for a in banner.alerts if a.kind == "rendezvous_late")
             assert alert.ranks == (1,), banner.plain
             assert banner.has_class("-visible")
@@ -47,6 +48,6 @@ async def test_rank_late_to_the_rendezvous_is_named_while_rank_0_waits(write_scr
             assert not screen.state.done
         finally:
             await asyncio.to_thread(screen.run.stop, 3)
-        await wait_for(pilot, lambda: screen.state.done, 60, "the run to stop")
+        await wait_for_app(pilot, lambda: screen.state.done, 60, what="the run to stop")
         await pilot.pause(0.2)
         assert not banner.has_class("-visible")  # a finished run carries no live alert

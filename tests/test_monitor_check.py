@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mgtutor.tui.widgets.check_panel import CheckPanel
-from tests.monitor_helpers import make_app, wait_for
+from tests.helpers import wait_for_app
+from tests.monitor_helpers import make_app
 from tests.test_monitor_live import SIZE, launch_from_form, open_form
 
 pytestmark = pytest.mark.slow
@@ -46,8 +47,8 @@ async def test_script_without_sampler_shows_the_finding_beside_the_run(write_scr
         screen, form = await open_form(pilot, kind="script", script=str(script), nproc="2", backend="gloo")
         await launch_from_form(pilot, form)
         panel = screen.query_one(CheckPanel)
-        await wait_for(pilot, lambda: bool(panel.findings) and screen.state is not None and screen.state.done,
-                       120, "the check and the run")
+        await wait_for_app(pilot, lambda: bool(panel.findings) and screen.state is not None and screen.state.done,
+                           120, what="the check and the run")
         assert screen.state.phase == "finished"  # the error-level finding did not stop the launch
         sampler = [f for f in panel.findings if f["rule"] == "ddp-no-sampler"]
         assert sampler and sampler[0]["severity"] == "error" and sampler[0]["line"] == 11
@@ -78,5 +79,5 @@ async def test_unreadable_script_gets_a_message_not_a_crash():
         screen, form = await open_form(pilot, kind="script", script="no/such/script.py", nproc="2", backend="gloo")
         await launch_from_form(pilot, form)
         panel = screen.query_one(CheckPanel)
-        await wait_for(pilot, lambda: panel.error is not None, 30, "the check's message")
+        await wait_for_app(pilot, lambda: panel.error is not None, 30, what="the check's message")
         assert "no such file" in panel.error and panel.has_class("-visible")

@@ -10,7 +10,8 @@ from mgtutor.training.runs.records import list_runs
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import RankLogs
-from tests.monitor_helpers import EVENT_SCRIPT, make_app, wait_for
+from tests.helpers import wait_for_app
+from tests.monitor_helpers import EVENT_SCRIPT, make_app
 
 pytestmark = pytest.mark.slow
 SIZE = (110, 45)
@@ -46,7 +47,7 @@ async def test_builtin_trainer_runs_to_finished_from_the_form():
         assert "mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.worker.train" in str(
             form.query_one("#form-command").render())
         await launch_from_form(pilot, form)
-        await wait_for(pilot, lambda: screen.state is not None and screen.state.done, 180, "the run to end")
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 180, what="the run to end")
         await pilot.pause(0.3)
         state = screen.state
         assert state.phase == "finished", screen.query_one("#run-state").plain
@@ -74,7 +75,7 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
         screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
                                        batch_size="16", inject="crash-rank", inject_rank="1")
         await launch_from_form(pilot, form)
-        await wait_for(pilot, lambda: screen.state is not None and screen.state.done, 180, "the run to end")
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 180, what="the run to end")
         await pilot.pause(0.3)
         first = screen.record.result().first_failure
         assert first is not None and first.rank == 1 and first.exit_code not in (0, None)
@@ -101,7 +102,7 @@ async def test_stop_asks_then_leaves_no_process(write_script):
         screen, form = await open_form(pilot, kind="script", script=str(script), script_args="5000",
                                        nproc="2", backend="gloo")
         await launch_from_form(pilot, form)
-        await wait_for(pilot, lambda: screen.state is not None and screen.state.phase == "training", 120, "training")
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.phase == "training", 120, what="training")
         assert "rendezvous" in screen.state.phases_seen  # the script holds the rendezvous for 0.3 s
         await pilot.press("s")
         await pilot.pause()
@@ -111,7 +112,7 @@ async def test_stop_asks_then_leaves_no_process(write_script):
         await pilot.press("s")
         await pilot.pause()
         await pilot.press("y")
-        await wait_for(pilot, lambda: screen.state.done, 60, "the run to stop")
+        await wait_for_app(pilot, lambda: screen.state.done, 60, what="the run to stop")
         assert screen.state.phase == "stopped"
         result = screen.record.result()
         assert result.status == "stopped" and result.stop is not None and result.stop.clean is True
@@ -129,7 +130,7 @@ async def test_form_rejects_bad_values_without_launching(monkeypatch):
         form.query_one("#f-batch-size").value = "32"
         form.query_one("#f-backend").value = "nccl"
         await launch_from_form(pilot, form)
-        await wait_for(pilot, lambda: "nccl" in str(form.query_one("#form-message").render()), 30, "the message")
+        await wait_for_app(pilot, lambda: "nccl" in str(form.query_one("#form-message").render()), 30, what="the message")
         message = str(form.query_one("#form-message").render())
         assert "needs NVIDIA GPUs" in message and "gloo" in message
         assert list(list_runs()) == [] and screen.record is None

@@ -11,7 +11,8 @@ import pytest
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.tui.widgets.launch_form import FormError, FormValues, build_launch
 from mgtutor.tui.widgets.run_state import NodeLine
-from tests.monitor_helpers import make_app, wait_for
+from tests.helpers import wait_for_app
+from tests.monitor_helpers import make_app
 from tests.test_monitor_state import FIXTURE
 
 NODE_META = {"nnodes": 2, "node_rank": 1, "world_size": 4, "nproc_per_node": 2, "host": "node-b",
@@ -44,7 +45,7 @@ async def test_node_line_shows_this_nodes_part_of_the_job(tmp_path):
         screen = pilot.app.screen
         line = screen.query_one(NodeLine)
         screen.attach(record, alive=lambda: True)
-        await wait_for(pilot, lambda: line.has_class("-visible"), 30, "the node line")
+        await wait_for_app(pilot, lambda: line.has_class("-visible"), 30, what="the node line")
         text = line.plain
         assert text.startswith("node 1/2") and "node-b (10.0.0.2 via eth1)" in text
         assert "rdzv 10.0.0.1:29400 id job7" in text and "ranks 2,3" in text and "training" in text
@@ -52,7 +53,7 @@ async def test_node_line_shows_this_nodes_part_of_the_job(tmp_path):
         single = RunRecord(tmp_path / "single")
         shutil.copytree(FIXTURE, single.path)
         screen.attach(single, alive=lambda: True)  # a run on one node has no node line
-        await wait_for(pilot, lambda: screen.state is not None, 30, "the single-node run")
+        await wait_for_app(pilot, lambda: screen.state is not None, 30, what="the single-node run")
         await pilot.pause(1.2)
         assert not line.has_class("-visible")
         screen.workers.cancel_group(screen, "monitor-watch")

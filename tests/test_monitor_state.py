@@ -128,7 +128,8 @@ async def test_search_and_follow_keys_on_a_replayed_run(tmp_path):
     """/ finds a line in the visible tab and stops following; p toggles following back on."""
     from textual.widgets import Input
 
-    from tests.monitor_helpers import make_app, wait_for
+    from tests.helpers import wait_for_app
+    from tests.monitor_helpers import make_app
     from mgtutor.tui.widgets.rank_logs import RankLogs
 
     path = tmp_path / FIXTURE.name
@@ -139,7 +140,7 @@ async def test_search_and_follow_keys_on_a_replayed_run(tmp_path):
         screen = app.screen
         screen.attach(RunRecord(path), alive=lambda: True)
         logs = screen.query_one(RankLogs)
-        await wait_for(pilot, lambda: logs.buffers[MERGED_TAB].total == 18, 30, "the fixture's lines")
+        await wait_for_app(pilot, lambda: logs.buffers[MERGED_TAB].total == 18, 30, what="the fixture's lines")
         await pilot.press("slash")
         assert app.focused is logs.query_one("#log-search", Input)
         await pilot.press(*"step   30", "enter")

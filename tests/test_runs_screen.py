@@ -11,7 +11,8 @@ from mgtutor.training.runs.procs import run_processes
 from mgtutor.training.runs.records import runs_root
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.rank_logs import RankLogs
-from tests.monitor_helpers import EVENT_SCRIPT, make_app, wait_for
+from tests.helpers import wait_for_app
+from tests.monitor_helpers import EVENT_SCRIPT, make_app
 
 FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
 
@@ -24,11 +25,11 @@ def no_nvml(monkeypatch):
 async def open_in_monitor(pilot, run_id: str) -> MonitorScreen:
     await pilot.press("r")
     table = pilot.app.screen.query_one("#runs-table")
-    await wait_for(pilot, lambda: table.row_count > 0, 30, "the runs table")
+    await wait_for_app(pilot, lambda: table.row_count > 0, 30, what="the runs table")
     table.move_cursor(row=table.get_row_index(run_id))
     table.focus()
     await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen), 10, "monitor mode")
+    await wait_for_app(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen), 10, what="monitor mode")
     return pilot.app.screen
 
 
@@ -38,7 +39,7 @@ async def test_a_past_run_opens_from_its_files():
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:
         screen = await open_in_monitor(pilot, FIXTURE.name)
-        await wait_for(pilot, lambda: screen.state is not None and screen.state.done, 30, "the replay")
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 30, what="the replay")
         await pilot.pause(0.2)
         assert screen.record.run_id == FIXTURE.name
         assert screen.state.phase == "lost"  # no result.json and no supervisor: the record says so
@@ -58,15 +59,15 @@ async def test_reattach_to_a_run_started_elsewhere_and_stop_it(write_script):
         async with app.run_test(size=(100, 40)) as pilot:
             screen = await open_in_monitor(pilot, run.record.run_id)
             assert screen.run is not None and screen.run.supervisor is None  # a handle from the record only
-            await wait_for(pilot, lambda: screen.state is not None and screen.state.phase == "training", 120,
-                           "training")
+            await wait_for_app(pilot, lambda: screen.state is not None and screen.state.phase == "training", 120,
+                               what="training")
             logs = screen.query_one(RankLogs)
-            await wait_for(pilot, lambda: logs.buffers.get("rank1") and logs.buffers["rank1"].total > 3, 30,
-                           "rank 1's lines")
+            await wait_for_app(pilot, lambda: logs.buffers.get("rank1") and logs.buffers["rank1"].total > 3, 30,
+                               what="rank 1's lines")
             await pilot.press("s")
             await pilot.pause()
             await pilot.press("y")
-            await wait_for(pilot, lambda: screen.state.done, 60, "the stop")
+            await wait_for_app(pilot, lambda: screen.state.done, 60, what="the stop")
             assert screen.state.phase == "stopped"
             assert run_processes(run.record.run_id) == []
             assert not app.running_runs()  # a reattached run is not one this app started

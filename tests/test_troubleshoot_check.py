@@ -1,7 +1,6 @@
 """Troubleshoot + `mgtutor check`: a symptom shows the findings in the user's own script that explain it."""
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from mgtutor.diagnostics.failures.symptoms import SYMPTOMS
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
+from tests.helpers import wait_for_app
 
 NO_SAMPLER = """import os
 import torch
@@ -33,13 +33,6 @@ if dist.get_rank() == 0:
     torch.save({}, "ckpt.pt")
     dist.barrier()
 """
-
-
-async def _wait(pilot, predicate, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await pilot.pause(0.1)
 
 
 async def _pick(pilot, screen: TroubleshootScreen, key: str) -> None:
@@ -82,9 +75,9 @@ async def test_same_data_shows_the_missing_sampler_in_the_users_script(tmp_path:
         await _pick(pilot, screen, "same-data")
         assert "give your training script" in str(screen.query_one(".script-heading", Static).render())
         field = screen.query_one("#ts-script", Input)
-        await _wait(pilot, lambda: field.value == str(script))  # offered from the newest run that had a script
+        await wait_for_app(pilot, lambda: field.value == str(script))  # offered from the newest run that had a script
         await pilot.press("s", "enter")
-        await _wait(pilot, lambda: bool(screen.script_findings))
+        await wait_for_app(pilot, lambda: bool(screen.script_findings))
         assert [f.rule for f in screen.script_findings] == ["ddp-no-sampler"]
         card = _cards(screen)[0]
         assert "ddp-no-sampler" in card and "train_ddp.py:9" in card and "loader = DataLoader(" in card
@@ -92,8 +85,8 @@ async def test_same_data_shows_the_missing_sampler_in_the_users_script(tmp_path:
 
         # the same script, another symptom: its own findings (or none), never the previous ones
         await _pick(pilot, screen, "hang-later")
-        await _wait(pilot, lambda: "ddp-no-sampler" not in " ".join(_cards(screen)) and
-                    "reading" not in str(screen.query_one(".script-heading", Static).render()))
+        await wait_for_app(pilot, lambda: "ddp-no-sampler" not in " ".join(_cards(screen)) and
+                           "reading" not in str(screen.query_one(".script-heading", Static).render()))
         assert all(f.rule != "ddp-no-sampler" for f in screen.script_findings)
 
 
@@ -108,10 +101,10 @@ async def test_hang_shows_a_barrier_only_rank0_reaches_and_bad_paths_say_why(tmp
         screen = app.screen
         await _pick(pilot, screen, "hang-later")
         await _give_script(pilot, str(script))
-        await _wait(pilot, lambda: bool(screen.script_findings))
+        await wait_for_app(pilot, lambda: bool(screen.script_findings))
         assert "collective-in-rank-branch" in {f.rule for f in screen.script_findings}
         assert any("ckpt.py:7" in card and "dist.barrier()" in card for card in _cards(screen))
 
         await _give_script(pilot, str(tmp_path / "missing.py"))
-        await _wait(pilot, lambda: "cannot check" in str(screen.query_one(".script-heading", Static).render()))
+        await wait_for_app(pilot, lambda: "cannot check" in str(screen.query_one(".script-heading", Static).render()))
         assert screen.script_findings == [] and not _cards(screen)

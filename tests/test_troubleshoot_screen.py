@@ -8,18 +8,9 @@ from textual.widgets import OptionList, Static
 
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
+from tests.helpers import wait_for_app
 
 LOGS = Path(__file__).parent / "data" / "logs"
-
-
-async def _wait(pilot, predicate, timeout: float = 120.0) -> None:
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached"
-        await pilot.pause(0.2)
 
 
 def _static_text(screen, selector: str) -> str:
@@ -36,14 +27,14 @@ async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch)
         options = screen.query_one("#ts-symptoms", OptionList)
         options.highlighted = [o.id for o in options._options].index("port")
         await pilot.press("enter")
-        await _wait(pilot, lambda: "port" in _static_text(screen, "#ts-checks"))
+        await wait_for_app(pilot, lambda: "port" in _static_text(screen, "#ts-checks"), 120)
         assert "29500" in _static_text(screen, "#ts-checks")
         assert "port-in-use" in _static_text(screen, "#ts-status")
         await pilot.press("o")
         for char in str(LOGS / "cuda_oom_interleaved.log"):
             await pilot.press(char if char != " " else "space")
         await pilot.press("enter")
-        await _wait(pilot, lambda: bool(screen.findings))
+        await wait_for_app(pilot, lambda: bool(screen.findings), 120)
         assert screen.findings[0].kind == "cuda_oom"
         cards = list(screen.query(".fix-card"))
         assert cards and "cuda_oom" in str(cards[0].render()) and "14-when-it-goes-wrong" in str(cards[0].render())
@@ -61,7 +52,7 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
         options.highlighted = [o.id for o in options._options].index("port")
         await pilot.press("enter")
         await pilot.press("x")
-        await _wait(pilot, lambda: bool(screen.findings) and not screen.busy, timeout=150)
+        await wait_for_app(pilot, lambda: bool(screen.findings) and not screen.busy, timeout=150)
         assert screen.findings[0].kind == "port_in_use"
         assert app.active_runs and not any(run.running() for run in app.active_runs.values())
         assert screen.query_one("#ts-log").line_count > 0

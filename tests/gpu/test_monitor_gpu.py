@@ -17,15 +17,9 @@ from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
+from tests.helpers import wait_for_app
 
 UTIL = re.compile(r"(\d+)%")
-
-
-async def wait_for(pilot, condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.2)
 
 
 async def test_meters_show_both_gpus_busy_with_their_ranks(two_gpus):
@@ -41,8 +35,8 @@ async def test_meters_show_both_gpus_busy_with_their_ranks(two_gpus):
         await pilot.pause()
         form.query_one("#f-nproc").focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.state is not None and screen.state.phase == "training"
-                       and any(r.last_step for r in screen.state.ranks.values()), 300, "training")
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.phase == "training"
+                           and any(r.last_step for r in screen.state.ranks.values()), 300, what="training")
         meters = screen.query_one(GpuMeters)
         seen: dict[str, set[int]] = {"gpu0": set(), "gpu1": set()}
         busy_with_rank = {"gpu0": False, "gpu1": False}
@@ -66,7 +60,7 @@ async def test_meters_show_both_gpus_busy_with_their_ranks(two_gpus):
         await pilot.press("s")
         await pilot.pause()
         await pilot.press("y")
-        await wait_for(pilot, lambda: screen.state.done, 60, "the stop")
+        await wait_for_app(pilot, lambda: screen.state.done, 60, what="the stop")
         assert screen.state.phase == "stopped" and run_processes(screen.record.run_id) == []
 
 

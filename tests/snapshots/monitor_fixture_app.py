@@ -43,13 +43,13 @@ class FixtureApp(MgTutorApp):
 
 async def show_fixture_run(pilot) -> None:
     """Open Monitor mode on the fixture run and wait until everything is drawn, then freeze it."""
-    from tests.monitor_helpers import wait_for
+    from tests.helpers import wait_for_app
 
     await pilot.press("m")
     screen = pilot.app.screen
     screen.attach(RunRecord(FIXTURE), alive=lambda: True)
-    await wait_for(pilot, lambda: screen.state is not None and screen.query_one("#training-charts").points == 120
-                   and screen.query_one(GpuMeters).rows, 30, "the fixture run on screen")
+    await wait_for_app(pilot, lambda: screen.state is not None and screen.query_one("#training-charts").points == 120
+                       and screen.query_one(GpuMeters).rows, 30, what="the fixture run on screen")
     screen.workers.cancel_group(screen, "monitor-watch")
     await pilot.pause(0.2)
     meters = screen.query_one(GpuMeters)

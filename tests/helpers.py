@@ -1,0 +1,41 @@
+"""Waiting in tests: poll a condition until it holds, never sleep a fixed time and hope.
+
+`wait_for` polls from plain code; `wait_for_app` polls inside a Textual test, where each pause
+lets the app run (`pilot.pause`). Both return the condition's first truthy value and fail with
+`what` when `timeout` seconds pass without one."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from textual.pilot import Pilot
+
+T = TypeVar("T")
+
+
+def _give_up_after(timeout: float, condition: Callable[[], object], what: str) -> Callable[[], None]:
+    deadline = time.monotonic() + timeout
+
+    def check() -> None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what or condition}")
+
+    return check
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 60.0, interval: float = 0.1, what: str = "") -> T:
+    give_up = _give_up_after(timeout, condition, what)
+    while not (value := condition()):
+        give_up()
+        time.sleep(interval)
+    return value
+
+
+async def wait_for_app(pilot: Pilot, condition: Callable[[], T], timeout: float = 60.0, interval: float = 0.1,
+                       what: str = "") -> T:
+    give_up = _give_up_after(timeout, condition, what)
+    while not (value := condition()):
+        give_up()
+        await pilot.pause(interval)
+    return value
