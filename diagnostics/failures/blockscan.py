@@ -8,6 +8,9 @@ rank that printed only noise still counts toward the world size), and the lines 
 every line while the scanner wants them all, go through logparse.lines_of, which cleans them as
 for any other reader. Other control bytes are not removed from the whole block (that pass costs
 more than the rest of the prefilter): one inside a message hides that line from the prefilter.
+A piece of an over-long line is searched only in its first PIECE_HEAD bytes, which hold the first
+MATCH_CHARS characters the scanner matches against (a 200 MB line of letters would otherwise stop
+the trie regex at almost every byte).
 """
 from __future__ import annotations
 
@@ -18,9 +21,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mgtutor.diagnostics.failures.logparse import CHUNK, lines_of
-from mgtutor.diagnostics.failures.scan import Scanner
+from mgtutor.diagnostics.failures.scan import MATCH_CHARS, Scanner
 
 BLOCK = 1 << 20
+PIECE_HEAD = 4 * MATCH_CHARS + 4096  # bytes that hold a piece's first MATCH_CHARS characters (and its rank prefix)
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 # a rank prefix at a line start, as logparse.split_prefix reads it (a stacked `[default1]:[rank1]:` names rank 1)
 _LINE_RANK = re.compile(rb"\n\[(?:[A-Za-z_]+?\d+\]: ?\[)?(?:rank ?(\d+)\]|[A-Za-z_]+?(\d+)\]:)")
@@ -62,7 +66,10 @@ def scan_handle(scanner: Scanner, handle: BinaryIO, name: str, default_rank: int
         block = _clean(raw)
         any_text = any_text or bool(block.strip())
         _note_ranks(scanner, block)
-        hits = scanner.prefilter.positions(block.lower())
+        if b"\n" in block or b"\r" in block:
+            hits = scanner.prefilter.positions(block.lower())
+        else:  # a piece of an over-long line: the scanner reads only its start (scan.MATCH_CHARS)
+            hits = scanner.prefilter.positions(block[:PIECE_HEAD].lower())
         size = len(block)
         counted = pos = 0
         while pos < size:
