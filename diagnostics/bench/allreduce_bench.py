@@ -82,7 +82,8 @@ def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = N
                 (f", rank {first.rank} failed first" if first else "") + f"); logs: {run.record.path}"
         text = error if not rows else f"{error}. {text}"
     busbws = [r["busbw_gbps"] for r in rows]
-    return {"backend": backend, "world_size": world, "device": info.device if info and info.device else meta.device_note,
+    device = info.device if info and info.device else meta.device_note
+    return {"backend": backend, "world_size": world, "device": device,
             "dtype": rows[0]["dtype"] if rows else None, "graph": info.graph if info else None,
             "oop_method": info.oop_method if info else None, "rows": rows, "link": link,
             "avg_busbw_gbps": round(sum(busbws) / len(busbws), 2) if busbws else None,

@@ -92,7 +92,7 @@ def parse_endpoint(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, in
 def resolve(host: str) -> list[str]:
     """IPv4 addresses first (torch's store and gloo try them first), without duplicates."""
     infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    addrs = [i[4][0] for i in infos]
+    addrs = [str(i[4][0]) for i in infos]
     ordered = [a for a in addrs if ":" not in a] + [a for a in addrs if ":" in a]
     return list(dict.fromkeys(ordered))
 
@@ -113,15 +113,15 @@ def interface_mtu(iface: str | None) -> int | None:
 def route_to(dest: str) -> Route:
     """The kernel's choice of source address for `dest` (a UDP connect sends nothing)."""
     family = socket.AF_INET6 if ":" in dest else socket.AF_INET
-    source = None
+    source: str | None = None
     try:
         with socket.socket(family, socket.SOCK_DGRAM) as sock:
             sock.connect((dest, 9))
-            source = sock.getsockname()[0]
+            source = str(sock.getsockname()[0])
     except OSError:
         pass
     iface = interface_of(source) if source else None
-    loopback = bool(source) and ipaddress.ip_address(source.split("%")[0]).is_loopback
+    loopback = bool(source) and ipaddress.ip_address((source or "").split("%")[0]).is_loopback
     return Route(dest=dest, source=source, iface=iface, mtu=interface_mtu(iface), loopback=loopback)
 
 

@@ -79,7 +79,7 @@ class RunTail:
         self._from_start = from_start
 
     def _discover(self) -> None:
-        found = [(r, s, p) for r, s, p in self.record.rank_logs()]
+        found: list[tuple[int | None, str, Path]] = [(r, s, p) for r, s, p in self.record.rank_logs()]
         if self.include_torchrun:
             found.append((None, "torchrun", self.record.torchrun_log))
         for rank, stream, path in found:

@@ -125,7 +125,8 @@ class RunWatch:
             lead = max(last.values())
             for rank, step in sorted(last.items()):
                 if lead - step >= STEP_LAG and not any(rank in a.ranks for a in alerts):
-                    alerts.append(Alert("straggler", (rank,), f"rank {rank} is {lead - step} steps behind the fastest rank"))
+                    behind = f"rank {rank} is {lead - step} steps behind the fastest rank"
+                    alerts.append(Alert("straggler", (rank,), behind))
         return alerts
 
     def last_lines(self, ranks: list[int], count: int = 3) -> dict[int, list[str]]:

@@ -158,8 +158,8 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[RunWatch]
     if on_update is not None:
         on_update(final)
     stop = final.result.stop if final.result else None
-    print(f"mgtutor: stopped; {'no process left' if stop is None or stop.clean else 'processes left: ' + str(stop.survivors)}",
-          file=sys.stderr)
+    left = "no process left" if stop is None or stop.clean else f"processes left: {stop.survivors}"
+    print(f"mgtutor: stopped; {left}", file=sys.stderr)
     return final
 
 
