@@ -73,6 +73,8 @@ def test_ranks_get_the_variables_and_keep_the_users_own(tmp_path):
     assert env["TORCH_FR_DUMP_TEMP_FILE"] == env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == str(tmp_path / "fr" / "rank_")
     assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == str(tmp_path / "fr" / "pipe_rank_")
     assert (tmp_path / "fr").is_dir()
+    gloo = flight_env(record, {}, backend="gloo")
+    assert sorted(gloo) == ["TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE"]  # no deprecated NCCL names
 
 
 def test_dump_request_through_a_pipe_and_what_is_missing(tmp_path):
@@ -97,11 +99,12 @@ def test_dump_request_through_a_pipe_and_what_is_missing(tmp_path):
 
     thread = threading.Thread(target=monitor, daemon=True)
     thread.start()
-    request = request_dump(record, [0, 1, 2], wait_s=5.0)
+    request = request_dump(record, {0: None, 1: None, 2: None}, wait_s=5.0)
     thread.join(5)
     os.close(fd)
     assert request.asked == [0] and request.dumped == [0]
-    assert any(p.startswith("rank 1: no Flight Recorder pipe") for p in request.problems)
+    assert any(p.startswith("rank 1: no Flight Recorder pipe (no NCCL group yet, and the stack hook is not")
+               for p in request.problems)
     assert any(p.startswith("rank 2: cannot write its dump pipe: nobody reads it") for p in request.problems)
 
 

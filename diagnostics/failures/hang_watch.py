@@ -46,12 +46,17 @@ def is_hang(report: HangReport) -> bool:
 
 
 def take_report(record: RunRecord, reason: str, save: bool | None = None) -> tuple[HangReport, Any]:
-    """Capture now and explain; saved when `save` (None: only when it shows a hang)."""
+    """Capture now and explain; saved when `save` (None: only when it shows a hang). The Flight
+    Recorder is asked for a dump only once the stacks show a hang (a dump can take seconds)."""
     meta = record.meta()
     capture = capture_stacks(record, reason=reason, save=bool(save))
-    flight, problems = _flight(record, sorted({p.rank for p in capture.processes})) if meta.backend == "nccl" \
-        else (None, [])
-    report = analyse_texts(capture.texts(), capture.index(), meta.world_size, flight)
+    report = analyse_texts(capture.texts(), capture.index(), meta.world_size)
+    problems: list[str] = []
+    if is_hang(report) or save:
+        mains = {p.rank: p.pid for p in capture.processes if p.role == "main"}
+        flight, problems = _flight(record, mains, wait_s=8.0 if meta.backend == "nccl" else 3.0)
+        if flight:
+            report = analyse_texts(capture.texts(), capture.index(), meta.world_size, flight)
     if save or (save is None and is_hang(report)):
         save_capture(record, capture)
     report.capture = str(capture.path) if capture.path else None
@@ -62,9 +67,9 @@ def take_report(record: RunRecord, reason: str, save: bool | None = None) -> tup
     return report, capture
 
 
-def _flight(record: RunRecord, ranks: list[int]) -> tuple[dict[int, FlightRank] | None, list[str]]:
+def _flight(record: RunRecord, ranks: dict[int, int | None], wait_s: float) -> tuple[dict[int, FlightRank] | None, list[str]]:
     """Ask for a fresh dump, then read whatever dumps there are (a fresh one, or one from a timeout)."""
-    request = request_dump(record, ranks)
+    request = request_dump(record, ranks, wait_s=wait_s)
     dumps = read_dumps(fr_dir(record))
     problems = [f"Flight Recorder: {p}" for p in request.problems]
     if not dumps:
@@ -85,8 +90,7 @@ def latest_report(record: RunRecord) -> HangReport | None:
     if not captures:
         return None
     meta = record.meta()
-    flight = read_dumps(fr_dir(record)) if meta.backend == "nccl" else None
-    return analyse_capture(captures[-1], meta.world_size, flight or None)
+    return analyse_capture(captures[-1], meta.world_size, read_dumps(fr_dir(record)) or None)
 
 
 def with_hang_finding(record: RunRecord, findings: Sequence[Finding]) -> list[Finding]:

@@ -2,7 +2,7 @@
 dump asked for from outside while the ranks hang.
 
     env.update(flight_env(record))         # at launch (ProcessGroupNCCL reads these when it is created)
-    asked = request_dump(record)           # at a stall: writes to each rank's dump pipe
+    asked = request_dump(record, {0: pid0, 1: pid1})   # at a stall: writes to each rank's dump pipe
     fr_dir(record) / "rank_0"              # a pickle, read by diagnostics/failures/hang_fr.py
 
 Variable names, checked against PyTorch's source (2.4 to 2.14): the ring buffer is
@@ -10,8 +10,10 @@ TORCH_NCCL_TRACE_BUFFER_SIZE (newer builds also read TORCH_FR_BUFFER_SIZE); the 
 TORCH_NCCL_DEBUG_INFO_TEMP_FILE (2.4-2.6), TORCH_FR_DUMP_TEMP_FILE (later builds read it first), the
 file being prefix + global rank; TORCH_NCCL_DUMP_ON_TIMEOUT dumps when the watchdog times out; and
 TORCH_NCCL_DEBUG_INFO_PIPE_FILE makes each rank's heartbeat monitor open a FIFO `<prefix><rank>.pipe`:
-any byte written there asks that rank for a dump now. Only NCCL process groups have the pipe; on
-gloo no dump can be asked for from outside (and the stacks are all there is).
+any byte written there asks that rank for a dump now. Only NCCL process groups have that pipe; for
+gloo (whose collectives torch >= 2.7 also records) mgtutor's stack hook (stackhook/sitecustomize.py)
+keeps a pipe of its own per rank process, `<run>/stacks/live/fr_pid<PID>.pipe`, and writes torch's
+dump when asked. A torch without a Flight Recorder simply writes nothing, and the report says so.
 Headless and torch-free.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.stacks import live_dir
 
 TRACE_ENTRIES = "2000"
 
@@ -31,8 +34,10 @@ def fr_dir(record: RunRecord) -> Path:
     return record.path / "fr"
 
 
-def flight_env(record: RunRecord, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The Flight Recorder variables for the ranks; a value the user set already is left alone."""
+def flight_env(record: RunRecord, base: dict[str, str] | None = None, backend: str = "nccl") -> dict[str, str]:
+    """The Flight Recorder variables for the ranks; a value the user set already is left alone. On
+    gloo only the current names (torch records gloo collectives only in versions that read them; the
+    old NCCL names would print a deprecation warning in every rank's log)."""
     base = base or {}
     folder = fr_dir(record)
     try:
@@ -47,6 +52,8 @@ def flight_env(record: RunRecord, base: dict[str, str] | None = None) -> dict[st
         "TORCH_FR_DUMP_TEMP_FILE": str(folder / "rank_"),
         "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(folder / "pipe_rank_"),
     }
+    if backend != "nccl":
+        wanted = {k: v for k, v in wanted.items() if k.startswith("TORCH_FR_")}
     return {k: v for k, v in wanted.items() if k not in base}
 
 
@@ -69,16 +76,19 @@ def dump_files(record: RunRecord) -> dict[int, Path]:
     return out
 
 
-def request_dump(record: RunRecord, ranks: list[int], wait_s: float = 5.0) -> DumpRequest:
-    """Ask each rank's NCCL heartbeat monitor for a dump through its pipe, and wait for the files."""
+def request_dump(record: RunRecord, ranks: dict[int, int | None], wait_s: float = 5.0) -> DumpRequest:
+    """Ask each rank (rank → its main pid) for a dump through NCCL's pipe, else the stack hook's, and
+    wait for the files."""
     request = DumpRequest()
     folder = fr_dir(record)
     before = {r: _mtime(p) for r, p in dump_files(record).items()}
-    for rank in ranks:
+    for rank, pid in sorted(ranks.items()):
         pipe = folder / f"pipe_rank_{rank}.pipe"
+        if not pipe.exists() and pid is not None:
+            pipe = live_dir(record, pid) / f"fr_pid{pid}.pipe"
         if not pipe.exists():
-            request.problems.append(f"rank {rank}: no Flight Recorder pipe (not an NCCL process group, or "
-                                    "this torch has no dump pipe)")
+            request.problems.append(f"rank {rank}: no Flight Recorder pipe (no NCCL group yet, and the stack "
+                                    "hook is not loaded in this rank)")
             continue
         try:
             fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)

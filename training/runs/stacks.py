@@ -181,7 +181,7 @@ def _pyspy(spy: str, pid: int) -> tuple[str | None, str | None]:
 
 
 def _signal_dump(record: RunRecord, pid: int) -> tuple[str | None, str | None]:
-    live = _live_dir(record, pid) / f"pid{pid}.txt"
+    live = live_dir(record, pid) / f"pid{pid}.txt"
     try:
         before = live.stat().st_size
     except OSError:
@@ -208,7 +208,7 @@ def _signal_dump(record: RunRecord, pid: int) -> tuple[str | None, str | None]:
         return handle.read().decode("utf-8", "replace"), None
 
 
-def _live_dir(record: RunRecord, pid: int) -> Path:
+def live_dir(record: RunRecord, pid: int) -> Path:
     """Where the hook of this process writes: its own environment says (the run dir by default)."""
     try:
         chosen = psutil.Process(pid).environ().get(LIVE_ENV)

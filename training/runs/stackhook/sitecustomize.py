@@ -8,6 +8,11 @@ stacks to `<run>/stacks/live/pid<PID>.txt`. The user's script runs unchanged; an
 that was on the path before this one is still imported afterwards.
 
 Only processes with RANK in their environment (torchrun's workers and their children) take part.
+
+The same hook serves Flight Recorder dumps where torch has no way to ask from outside (gloo: NCCL
+has its own dump pipe): a daemon thread blocks on a FIFO `<live>/fr_pid<PID>.pipe` and, when a byte
+arrives, writes torch's own dump (`_dump_fr_trace`) to TORCH_FR_DUMP_TEMP_FILE + rank. It costs
+nothing until asked: the thread sleeps in read(). Forked DataLoader workers get no thread.
 """
 from __future__ import annotations
 
@@ -25,7 +30,47 @@ def _signal_number() -> int | None:
     return int(rtmin) + 5 if rtmin is not None else int(getattr(signal, "SIGUSR2", 0)) or None
 
 
-def _install() -> None:
+def _dump_flight_recorder() -> None:
+    c10d = sys.modules.get("torch._C._distributed_c10d")
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    if c10d is None or not prefix or not hasattr(c10d, "_dump_fr_trace"):
+        return
+    target = f"{prefix}{os.environ.get('RANK', '0')}"
+    data = c10d._dump_fr_trace(includeStackTraces=False)  # symbolizing call sites takes seconds; stacks have lines
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, target)
+
+
+def _start_flight_listener(live: str) -> None:
+    import threading
+
+    path = os.path.join(live, f"fr_pid{os.getpid()}.pipe")
+    try:
+        if os.path.exists(path):
+            os.unlink(path)
+        os.mkfifo(path, 0o600)
+        fd = os.open(path, os.O_RDWR)  # read-write: the read never sees end-of-file, it just waits
+    except OSError:
+        return
+
+    def serve() -> None:
+        while True:
+            try:
+                if not os.read(fd, 64):
+                    return
+            except OSError:
+                return
+            try:
+                _dump_flight_recorder()
+            except Exception:  # a failed dump must never disturb the rank
+                pass
+
+    threading.Thread(target=serve, name="mgtutor-fr-dump", daemon=True).start()
+
+
+def _install(forked: bool = False) -> None:
     live = os.environ.get("MGTUTOR_STACKS_LIVE")
     signum = _signal_number()
     if not live or "RANK" not in os.environ or signum is None:
@@ -41,6 +86,8 @@ def _install() -> None:
     faulthandler.register(signum, file=handle, all_threads=True, chain=False)
     global _HANDLE
     _HANDLE = handle  # keep the file open for the handler
+    if not forked:
+        _start_flight_listener(live)
 
 
 _HANDLE = None
@@ -67,7 +114,7 @@ def _chain_next_sitecustomize() -> None:
 try:
     _install()
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_install)  # forked DataLoader workers get their own file
+        os.register_at_fork(after_in_child=lambda: _install(forked=True))  # forked workers: own file, no thread
 except Exception:  # never break the user's interpreter start
     pass
 _chain_next_sitecustomize()
