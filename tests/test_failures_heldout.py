@@ -80,3 +80,11 @@ def test_port_in_use_fix_names_mgtutor_flags() -> None:
     first, _ = _first("port_in_use_libuv.log")
     assert "mgtutor run --nnodes N --node-rank R --rdzv-endpoint HOST:PORT" in first.fix
     assert first.fix.index("mgtutor run") < first.fix.index("torchrun")
+
+
+def test_nccl_init_timeout_without_rank_prefixes_has_no_hole() -> None:
+    text = "torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//cuda//0\n"
+    first = diagnose_lines(read_text(text))[0]
+    assert first.kind == "nccl_init_timeout" and first.summary.startswith("A rank waited for rank 0's ncclUniqueId")
+    two = "".join(f"[rank{r}]: wait timeout after 600000ms, keys: /default_pg/0//cuda//0\n" for r in (1, 2))
+    assert diagnose_lines(read_text(two))[0].summary.startswith("Ranks 1, 2 waited for rank 0's")

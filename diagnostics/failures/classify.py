@@ -212,7 +212,7 @@ def _rendezvous_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits:
 def _nccl_init_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits: dict) -> Finding:
     fields = _merged(hits)
     root = int(fields["root"]) if str(fields.get("root", "")).isdigit() else 0
-    return make_finding(spec, hits, root, {"root": root, "rank": ", ".join(map(str, sorted({h.rank for h in hits if h.rank is not None}))) or "?"})
+    return make_finding(spec, hits, root, {"root": root, "waiters": _waiters_text({h.rank for h in hits if h.rank is not None})})
 
 
 def _simple_fields(builder):
