@@ -18,7 +18,7 @@ import pytest
 from mgtutor.diagnostics.failures.hang_stacks import parse_rank_file
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.stacks import PYSPY_ENV, _pyspy, capture_stacks, hook_env, list_captures, pyspy_path
+from mgtutor.training.runs.stacks import PYSPY_ENV, _pyspy, capture_stacks, list_captures, pyspy_path
 
 pytestmark = pytest.mark.integration
 
@@ -37,11 +37,7 @@ def start(tmp_path: Path, nproc: int, **env: str) -> Run:
     script.write_text(SLEEPER)
     root = tmp_path / "runs"
     run = launch(LaunchSpec(target=[str(script)], nproc=nproc, backend="gloo", env=env), root)
-    env_hook = hook_env(run.record, dict(os.environ))
-    if "MGTUTOR_STACKS_LIVE" not in run.record.meta().env:  # the launcher does not add the hook yet
-        run.stop(grace=2)
-        run = launch(LaunchSpec(target=[str(script)], nproc=nproc, backend="gloo", env={**env, **env_hook,
-                     "MGTUTOR_STACKS_LIVE": str(tmp_path / "live")}), root)
+    assert run.record.meta().env["MGTUTOR_STACKS_LIVE"] == str(run.record.path / "stacks" / "live")
     deadline = time.monotonic() + 120
     expected = nproc - (1 if "EXIT_RANK" in env else 0)
     while time.monotonic() < deadline:
@@ -109,15 +105,17 @@ def test_a_run_dir_where_nothing_can_be_written(tmp_path):
     run = start(tmp_path, 2)
     try:
         stacks = run.record.path / "stacks"
-        if stacks.exists():
-            shutil.rmtree(stacks)
+        stacks.rename(tmp_path / "moved-away")  # the hook's files go with it
         stacks.write_text("in the way")  # mkdir fails here as it would in a read-only run dir
-        capture = capture_stacks(run.record, method="signal")
+        by_hook = capture_stacks(run.record, method="signal")
+        capture = capture_stacks(run.record)
     finally:
         run.stop(grace=5)
     assert capture.path is None
     assert any(m.startswith("stacks not saved: cannot write") for m in capture.missing)
-    assert all(p.method == "signal" for p in capture.processes)  # the hook wrote where its env said
+    assert all(p.method == "py-spy" for p in capture.processes)  # still in memory, and in the report
+    assert by_hook.processes and all(p.method is None for p in by_hook.processes)
+    assert all("stack hook: not loaded in this process" in p.problem for p in by_hook.processes)
     record = RunRecord(tmp_path / "elsewhere")
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "meta.json").write_text("{}")

@@ -23,8 +23,10 @@ import psutil
 
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.events import EVENTS_ENV
+from mgtutor.training.runs.flight import flight_env
 from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
 from mgtutor.training.runs.procs import describe, run_processes, signal_all
+from mgtutor.training.runs.stacks import hook_env
 from mgtutor.training.runs.records import (
     RUN_DIR_ENV,
     RUN_ID_ENV,
@@ -163,6 +165,8 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
     argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
                          rendezvous_args(node) if node else None)
     env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)
+    env.update(hook_env(record, env))  # every rank process can show its stack without ptrace rights
+    env.update(flight_env(record, env, the_plan.backend))  # NCCL's Flight Recorder (and gloo's) into <run>/fr/
     record.write_meta(RunMeta.from_json({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
