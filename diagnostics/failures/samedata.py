@@ -24,12 +24,14 @@ _EXCLUDE = re.compile(r"\b(?:shape|size|loss|lr|parameters?|params?|grad|weights
 _NOISE = re.compile(r"cuda:\d+|\b(?:local_rank|rank|gpu|device|worker)\s*[:=#]?\s*\d+|\d\d:\d\d:\d\d(?:[.,]\d+)?|"
                     r"\d{4}-\d\d-\d\d")
 _SPACE = re.compile(r"\s+")
+_NUMBER = re.compile(r"\d+")
 MAX_KEYS = 10_000
 KEY_CHARS = 300
 
 
-def _has_numbers(data: str) -> bool:
-    return not data.lstrip("tensor(").startswith("[") or len(re.findall(r"\d+", data)) >= 2
+def _identifies(data: str) -> bool:
+    """A digest or a long float does; a list needs two numbers at least ([0] is too common to mean anything)."""
+    return "[" not in data or len(_NUMBER.findall(data)) >= 2
 
 
 class SameData:
@@ -45,7 +47,7 @@ class SameData:
         if word is None or _EXCLUDE.search(low):
             return None
         match = _PAYLOAD.search(low, word.start())
-        if match is None or match.start() > word.end() + NEAR or not _has_numbers(match.group()):
+        if match is None or match.start() > word.end() + NEAR or not _identifies(match.group()):
             return None
         key = _SPACE.sub(" ", _NOISE.sub("", low)).strip()[:KEY_CHARS]
         first = self._first.get(key)
