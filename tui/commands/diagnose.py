@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from mgtutor.diagnostics.failures.classify import Finding, diagnose_files, diagnose_run
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
+from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
+from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,10 +67,9 @@ def format_finding(index: int, finding: Finding) -> str:
 def main(args: argparse.Namespace) -> int:
     try:
         what, target = resolve(args.inputs)
-        findings = diagnose_run(target) if what == "run" else diagnose_files(target)  # type: ignore[arg-type]
+        findings = diagnose_with_hangs(target) if what == "run" else diagnose_files(target)  # type: ignore[arg-type]
     except (ValueError, OSError) as exc:
-        print(f"mgtutor diagnose: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     source = str(target.path) if what == "run" else ", ".join(target)  # type: ignore[union-attr,arg-type]
     if args.json:
         print(json.dumps({"source": source, "findings": [f.to_dict() for f in findings]}, indent=2))
