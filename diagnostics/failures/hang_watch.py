@@ -35,6 +35,12 @@ REPORT_FILE = "report.json"
 @dataclass(frozen=True)
 class HangAlert(Alert):
     report: HangReport | None = None
+    stop_run: bool = False  # the user asked to stop a run that hangs (mgtutor run --stop-on-hang)
+    why: str = ""  # what the stall clock saw: "no output and no event from any rank for 6 s"
+
+    def text(self, prefix: str = "mgtutor: ") -> str:
+        head = f"{prefix}the ranks stopped moving ({self.why}); each rank's stack says:"
+        return head + "\n" + (prefix + self.report.text() if self.report else "")
 
 
 def is_hang(report: HangReport) -> bool:
@@ -116,8 +122,9 @@ def diagnose_with_hangs(record: RunRecord) -> list[Finding]:
 class HangWatch:
     """A Detector (training/runs/watch.py): observe(events), poll(state, now) → alerts that hold now."""
 
-    def __init__(self, record: RunRecord, quiet_s: float = QUIET_S) -> None:
+    def __init__(self, record: RunRecord, quiet_s: float = QUIET_S, stop_on_hang: bool = False) -> None:
         self.record = record
+        self.stop_on_hang = stop_on_hang
         self.clock = StallClock(record, quiet_s=quiet_s)
         self.reports: list[HangReport] = []
         self._held: HangAlert | None = None
@@ -138,5 +145,6 @@ class HangWatch:
             return []
         self.reports.append(report)
         message = f"{why}. {report.text()}"
-        self._held = HangAlert("hang", tuple(report.ranks), message, report=report)
+        self._held = HangAlert("hang", tuple(report.ranks), message, report=report, stop_run=self.stop_on_hang,
+                               why=why)
         return [self._held]

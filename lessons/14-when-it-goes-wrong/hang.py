@@ -66,12 +66,15 @@ def main():
     parser.add_argument("--stuck-rank", type=int, default=1)
     args = parser.parse_args()
     rank = setup(args.mode)
-    print(f"rank {rank}: joined", flush=True)
-    if args.mode == "skip-allreduce":
-        skip_allreduce(rank, args.steps)
-    else:
-        slow_loader(rank, args.stuck_rank)
-    dist.destroy_process_group()
+    try:
+        print(f"rank {rank}: joined", flush=True)
+        if args.mode == "skip-allreduce":
+            skip_allreduce(rank, args.steps)
+        else:
+            slow_loader(rank, args.stuck_rank)
+        dist.barrier()  # only reached when nothing hung
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
+from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
 from mgtutor.training.runs.session import RunSession, Update
 from mgtutor.training.runs.tail import LineTuple
-from mgtutor.training.runs.watch import Alert, RunWatch
+from mgtutor.training.runs.watch import Alert, Detector, RunWatch
 from mgtutor.tui.commands.check import precheck
 
 
@@ -28,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  mgtutor run --nnodes 2 --node-rank 1 --rdzv-endpoint 10.0.0.1:29400 -- train.py   # on the other node\n"
                "  mgtutor run --rendezvous-warn 10 --silent-warn 60 -- train.py   # warn sooner about a hang\n\n"
                "While the run goes, warnings on stderr name a rank missing at the rendezvous, a straggler, or a\n"
-               "run that went silent; a failed run ends with the likely cause and its fix (mgtutor diagnose RUN_ID).",
+               "run that went silent; when the ranks stop moving, a hang report says where each one waits and why\n"
+               "(--stop-on-hang ends the run there); a failed run ends with the likely cause and its fix\n"
+               "(mgtutor diagnose RUN_ID).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
@@ -56,18 +59,29 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
                            "wait (default 30; PyTorch itself waits 10-30 minutes)")
     live.add_argument("--silent-warn", type=float, default=120.0, metavar="S",
                       help="warn that the run may be hung when no rank printed anything for S s (default 120)")
+    live.add_argument("--hang-after", type=float, default=5.0, metavar="S",
+                      help="when no rank printed anything for S s (or, once steps are logged, a rank's step is "
+                           "10x late), take every rank's stack and print a hang report: who waits where, and why "
+                           "(default 5)")
+    live.add_argument("--stop-on-hang", action="store_true",
+                      help="stop the run after the hang report (default: report, and let it go on)")
 
 
 def live_options_problem(args: argparse.Namespace) -> str | None:
-    for flag, value in (("--rendezvous-warn", args.rendezvous_warn), ("--silent-warn", args.silent_warn)):
+    for flag, value in (("--rendezvous-warn", args.rendezvous_warn), ("--silent-warn", args.silent_warn),
+                        ("--hang-after", args.hang_after)):
         if not value >= 0:  # also rejects nan
             return f"{flag} {value:g}: give seconds >= 0 (0 turns the warning off)"
     return None
 
 
-def live_detectors(run: Run, args: argparse.Namespace) -> list[RunWatch]:
+def live_detectors(run: Run, args: argparse.Namespace) -> list[Detector]:
     """The live warnings the flags ask for (0 turns one off)."""
-    return [RunWatch(run.record, rendezvous_after=args.rendezvous_warn, silent_after=args.silent_warn)]
+    detectors: list[Detector] = [RunWatch(run.record, rendezvous_after=args.rendezvous_warn,
+                                          silent_after=args.silent_warn)]
+    if args.hang_after:
+        detectors.append(HangWatch(run.record, quiet_s=args.hang_after, stop_on_hang=args.stop_on_hang))
+    return detectors
 
 
 def alert_text(alert: Alert) -> str:
@@ -134,23 +148,26 @@ def _print_lines(lines: list[LineTuple], out: TextIO) -> None:
         print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
 
 
-def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[RunWatch] = (),
+def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector] = (),
                on_update: Callable[[Update], None] | None = None) -> Update:
     """Print every line prefixed with its rank until the run ends, and each live warning once on stderr;
     `on_update` sees every update (e.g. for a progress line). Ctrl+C stops every rank.
     Returns the final update: the result, and the diagnosis of a failed run."""
-    session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_run)
+    session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs)
     try:
         for update in session.updates():
             _print_lines(update.lines, out)
             if update.detector_error:
                 print(f"mgtutor: live warnings off ({update.detector_error})", file=sys.stderr)
             for alert in update.new_alerts:
-                print(alert_text(alert), file=sys.stderr, flush=True)
+                print(alert.text() if isinstance(alert, HangAlert) else alert_text(alert), file=sys.stderr, flush=True)
             if on_update is not None:
                 on_update(update)
             if update.final:
                 return update
+            if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
+                print("mgtutor: stopping every rank (--stop-on-hang)…", file=sys.stderr, flush=True)
+                break
     except KeyboardInterrupt:
         print("\nmgtutor: stopping every rank…", file=sys.stderr, flush=True)
     final = session.stop()

@@ -1,4 +1,4 @@
-"""`mgtutor runs [list|show ID] [--json]`: past and running runs from their run directories."""
+"""`mgtutor runs [list|show ID|stacks ID] [--json]`: past and running runs from their run directories."""
 from __future__ import annotations
 
 import argparse
@@ -6,15 +6,17 @@ import json
 import time
 
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
+from mgtutor.tui.commands.runs_stacks import stacks_main
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("runs", help="list past runs (newest first) or show one",
                             description="Runs are kept in $XDG_STATE_HOME/mgtutor/runs/.",
                             epilog="examples:\n  mgtutor runs\n  mgtutor runs show 20261130-120000-train-1a2b\n"
-                                   "  mgtutor runs list --json",
+                                   "  mgtutor runs list --json\n"
+                                   "  mgtutor runs stacks 20261130-1200     every rank's Python stack now, and why it waits",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    parser.add_argument("action", nargs="?", choices=["list", "show", "stacks"], default="list")
     parser.add_argument("run_id", nargs="?", metavar="ID", help="run id, a unique part of it, or a path")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument("-n", "--limit", type=int, default=30, help="how many runs to list (default 30)")
@@ -36,6 +38,8 @@ def summary(record: RunRecord) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.action == "stacks":
+        return stacks_main(args.run_id, args.json)
     if args.action == "show":
         if not args.run_id:
             print("mgtutor runs show: error: give a run id (see `mgtutor runs`)")

@@ -15,7 +15,7 @@ from mgtutor.training.runs.records import exit_code_for
 from mgtutor.training.runs.session import Update
 from mgtutor.training.runs.summary import TrainSummary, summarize
 from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
-from mgtutor.training.runs.watch import RunWatch
+from mgtutor.training.runs.watch import Detector
 from mgtutor.tui.commands.run import (
     add_launch_options,
     describe_result,
@@ -73,7 +73,7 @@ def progress_line(latest: dict[int, StepEvent], total: Any) -> str:
 
 
 def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every: float = 2.0,
-                    detectors: Sequence[RunWatch] = ()) -> tuple[Update, list[Event]]:
+                    detectors: Sequence[Detector] = ()) -> tuple[Update, list[Event]]:
     """`stream_run` plus a per-rank progress line every few seconds, from the step events;
     returns the final update and every event of the run (for the summary table)."""
     latest: dict[int, StepEvent] = {}

@@ -1,0 +1,54 @@
+"""Hang forensics on 2 GPUs over NCCL: rank 1 skips an all_reduce (600 s collective timeout, so only
+mgtutor's own stall detection can answer in time). Within 30 s of rank 1 skipping, `mgtutor run`
+must print a report that names rank 1, rank 0's all_reduce line and rank 1's line, and the Flight
+Recorder's sequence numbers (asked for through each rank's dump pipe). Run on the GPU machine:
+`pytest -m gpu tests/gpu/test_hang_gpu.py -s` (the numbers printed go to docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from test_hang_cli import REPORT_BY_S, Cli, diagnose_json, report_block
+from mgtutor.training.runs.nvml import inventory
+from mgtutor.training.runs.procs import run_processes
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def gpus2() -> None:
+    if len(inventory().gpus) < 2:
+        pytest.skip("needs 2 NVIDIA GPUs")
+
+
+@pytest.mark.timeout(REPORT_BY_S + 180)
+def test_skipped_all_reduce_on_nccl_names_rank_1_with_flight_recorder_seq(gpus2) -> None:
+    env = dict(os.environ)
+    if not env.get("MGTUTOR_PYSPY") and Path("/tmp/site/bin/py-spy").is_file():
+        env["MGTUTOR_PYSPY"] = "/tmp/site/bin/py-spy"  # device_setup.sh installs wheels with --target
+    cli = Cli("run", "--nproc", "2", "--backend", "nccl", "--", "-m", "mgtutor.diagnostics.failures.demo_workers",
+              "skip-allreduce", "--timeout", "600", env=env)
+    try:
+        waited = cli.wait_for("hang report (", after="skipping the next all-reduce")
+        time.sleep(2.0)
+        err = cli.interrupt()
+    finally:
+        cli.kill()
+    print(f"nccl skip-allreduce: hang report {waited:.1f} s after rank 1 skipped\n{err[-4000:]}")
+    block = report_block(err)
+    assert block.startswith(("hang report (rank_outside_collective)", "hang report (collective_mismatch)"))
+    assert "rank 1" in block.split("\n", 1)[0]
+    assert block.count("demo_workers.py:") >= 2  # rank 0's all_reduce line and rank 1's own line
+    assert "flight recorder: rank 0: last entered #2 all_reduce" in block
+    assert "first divergence at collective #2" in block and "rank 1 never reached it" in block
+    assert waited < REPORT_BY_S, f"report after {waited:.1f} s"
+    record = cli.record()
+    assert not run_processes(record.name)
+    assert list((record / "fr").glob("rank_*")), "no Flight Recorder dump in the run dir"
+    finding = diagnose_json(record)["findings"][0]
+    assert finding["kind"] in ("rank_outside_collective", "collective_mismatch") and 1 in finding["ranks"]
+    assert any("#2" in line for line in finding["flight_recorder"])

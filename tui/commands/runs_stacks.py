@@ -1,0 +1,44 @@
+"""`mgtutor runs stacks ID [--json]`: every rank's Python stack now, saved in the run, and what they say.
+
+A run that still goes gets a fresh capture (py-spy, or the stack hook the launcher loaded into the
+ranks) under `stacks/<id>/`, and the hang report made from it; a run that has ended shows the report
+of its last saved capture. Called by `mgtutor runs` (tui/commands/runs.py).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from mgtutor.diagnostics.failures.hang_watch import latest_report, take_report
+from mgtutor.training.runs.records import RunStatus, find_run, runs_root
+from mgtutor.tui.errors import CliError
+
+
+def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    if not run_id:
+        raise CliError("stacks: give a run id (see `mgtutor runs`)")
+    record = find_run(run_id)
+    if record is None:
+        raise CliError(f"no single run matches {run_id!r} in {runs_root()}")
+    status = record.status()
+    if status == RunStatus.RUNNING:
+        report, capture = take_report(record, reason="on demand", save=True)
+        where = f"captured now in {capture.seconds:.2f} s"
+    else:
+        report = latest_report(record)
+        capture = None
+        if report is None:
+            raise CliError(f"run {record.run_id} is {status.value} and has no saved stacks "
+                           "(stacks are taken while a run goes)", exit_code=1)
+        where = f"run {status.value}: its last capture"
+    if as_json:
+        data = {"run_id": record.run_id, "status": status.value, "live": capture is not None, **report.to_dict()}
+        print(json.dumps(data, indent=2), file=out)
+        return 0
+    print(f"stacks of run {record.run_id} ({where})", file=out)
+    print(report.text(), file=out)
+    for rank, path in sorted(report.stacks.items()):
+        print(f"  rank {rank}: {path}", file=out)
+    return 0
