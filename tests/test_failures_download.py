@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import mgtutor_argv, no_gpu_env
@@ -37,7 +38,8 @@ def test_download_without_network_is_diagnosed_as_such(write_script) -> None:
     run = _cli("run", "--nproc", "2", "--", str(write_script("train_cifar.py", SCRIPT)))
     assert run.returncode != 0
     assert "URLError" in run.stdout + run.stderr  # the real failure happened
-    diagnosis = _cli("diagnose", "--json")
+    record = next(line.removeprefix("run record: ") for line in run.stdout.splitlines() if line.startswith("run record: "))
+    diagnosis = _cli("diagnose", Path(record).name, "--json")
     assert diagnosis.returncode == 0, diagnosis.stderr
     findings = json.loads(diagnosis.stdout)["findings"]
     assert findings[0]["kind"] == "dataset_download_failed", [f["kind"] for f in findings]
