@@ -29,6 +29,7 @@ _TRACEBACK = "Traceback (most recent call last)"
 SCANNER_TRIGGERS = ("traceback (most recent call last)", "exitcode", "root cause", "local_rank",
                     "received by pid", "=" * 20)
 MAX_EXCEPTIONS = 1024
+MAX_OPEN_TRACEBACKS = 64  # tracebacks being read at once (ranks interleaved); each open one makes every line read
 TRACEBACK_LINES = 20_000  # a traceback still open after this many lines is given up (its rank died mid-way)
 _PREFILTERS: dict[int, tuple[dict[str, KindSpec], Prefilter]] = {}
 
@@ -126,7 +127,8 @@ class Scanner:
         key = (line.file, line.rank)
         text = line.text
         if text.startswith(_TRACEBACK):
-            if line.rank not in self.exceptions and len(self.exceptions) < MAX_EXCEPTIONS:
+            if (line.rank not in self.exceptions and len(self.exceptions) < MAX_EXCEPTIONS
+                    and len(self._open_tracebacks) < MAX_OPEN_TRACEBACKS):
                 self._open_tracebacks[key] = self._order
             return
         if not self._open_tracebacks:
