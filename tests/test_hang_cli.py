@@ -17,6 +17,7 @@ import pytest
 
 from conftest import REPO, mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.procs import run_processes
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -50,14 +51,14 @@ class Cli:
         """Seconds from `after` appearing on stdout (or from now) until `text` appears on stderr."""
         begun = time.monotonic()
         if after is not None:
-            while not any(after in line for line in self.out):
-                assert self.proc.poll() is None, "".join(self.err)
-                time.sleep(0.1)
+            wait_for(lambda: self._shows(self.out, after), 300, what=f"{after!r} on stdout")
             begun = time.monotonic()
-        while not any(text in line for line in self.err):
-            assert self.proc.poll() is None, "".join(self.err)
-            time.sleep(0.1)
+        wait_for(lambda: self._shows(self.err, text), 300, what=f"{text!r} on stderr")
         return time.monotonic() - begun
+
+    def _shows(self, lines: list[str], text: str) -> bool:
+        assert self.proc.poll() is None, "".join(self.err)
+        return any(text in line for line in lines)
 
     def interrupt(self) -> str:
         os.killpg(self.proc.pid, signal.SIGINT)  # Ctrl+C in a terminal

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from mgtutor.diagnostics.failures.hang_stacks import parse_rank_file
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.stacks import PYSPY_ENV, _pyspy, capture_stacks, list_captures, pyspy_path
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -38,15 +38,15 @@ def start(tmp_path: Path, nproc: int, **env: str) -> Run:
     root = tmp_path / "runs"
     run = launch(LaunchSpec(target=[str(script)], nproc=nproc, backend="gloo", env=env), root)
     assert run.record.meta().env["MGTUTOR_STACKS_LIVE"] == str(run.record.path / "stacks" / "live")
-    deadline = time.monotonic() + 120
     expected = nproc - (1 if "EXIT_RANK" in env else 0)
-    while time.monotonic() < deadline:
+
+    def settled() -> bool:
         ready = sum("ready" in p.read_text() for r, s, p in run.record.rank_logs() if s == "stdout")
         infos = run.record.ranks()
         exited = all(i.ended is not None for i in infos if str(i.rank) == env.get("EXIT_RANK"))
-        if ready >= expected and len(infos) >= nproc and exited:
-            break
-        time.sleep(0.2)
+        return ready >= expected and len(infos) >= nproc and exited
+
+    wait_for(settled, 120, interval=0.2, what="every rank ready (and EXIT_RANK gone)")
     return run
 
 

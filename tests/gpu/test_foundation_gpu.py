@@ -9,6 +9,7 @@ from textual.widgets import Static
 from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
+from tests.helpers import wait_for_app
 
 NCCL_ALLREDUCE = """
 import os, torch, torch.distributed as dist
@@ -48,10 +49,10 @@ def test_cli_run_nccl(two_gpus, write_script):
 async def test_home_shows_both_gpus_from_nvml(two_gpus):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        for _ in range(100):
-            text = str(app.screen.query_one("#machine", Static).render())
-            if "looking" not in text:
-                break
-            await pilot.pause(0.05)
+        def summary() -> str:
+            shown = str(app.screen.query_one("#machine", Static).render())
+            return "" if "looking" in shown else shown
+
+        text = await wait_for_app(pilot, summary, 30, interval=0.05, what="the machine summary")
     print(text)
     assert "2 NVIDIA GPU(s)" in text and "GPU 1" in text
