@@ -23,6 +23,7 @@ async def wait_for_machine(pilot, app) -> str:
     return await wait_for_app(pilot, summary, 30, interval=0.05, what="the machine summary")
 
 
+@pytest.mark.integration
 async def test_home_then_every_mode_by_key():
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -59,6 +60,7 @@ async def test_home_lists_gpus_from_nvml(monkeypatch):
 SLEEPS = "import time\ntime.sleep(600)\n"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("choice, still_running", [("s", False), ("k", True)])
 async def test_quit_asks_before_stopping_runs(choice, still_running, write_script):
     run = launch(LaunchSpec(target=[str(write_script("sleep.py", SLEEPS))], nproc=2, backend="gloo"))

@@ -6,6 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from mgtutor.training.runs.record_types import RunMeta, RunResult
 from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.training.runs.records import RunRecord
@@ -18,6 +19,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(mgtutor_argv("diagnose", *args), capture_output=True, text=True, env=no_gpu_env(), timeout=60)
 
 
+@pytest.mark.integration
 def test_diagnose_log_files_json_and_exit_codes(tmp_path: Path) -> None:
     proc = _cli(str(LOGS / "nccl_init_timeout.log"), str(LOGS / "healthy.log"), "--json")
     assert proc.returncode == 0, proc.stderr

@@ -16,6 +16,7 @@ from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.watch import RunWatch
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_missing_rank_is_named_while_the_other_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

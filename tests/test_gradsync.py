@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from mgtutor.training.runs.launcher import LaunchSpec, launch
+
+pytestmark = pytest.mark.integration  # starts processes
 
 COMPARE = r'''
 import json, os, sys

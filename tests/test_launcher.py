@@ -56,6 +56,7 @@ def collect(run):
     return lines
 
 
+@pytest.mark.integration
 def test_two_ranks_allreduce_and_print(write_script):
     run = launch(LaunchSpec(target=[str(write_script("ar.py", ALLREDUCE))], nproc=2, backend="gloo", label="ar"))
     lines = collect(run)
@@ -74,6 +75,7 @@ def test_two_ranks_allreduce_and_print(write_script):
     assert on_disk["first_failure"] is None
 
 
+@pytest.mark.integration
 def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
     run = launch(LaunchSpec(target=[str(write_script("fail.py", RANK1_EXITS_3))], nproc=2, backend="gloo"))
     result = run.wait(timeout=120).to_json()
@@ -84,6 +86,7 @@ def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
     assert not run_processes(run.record.run_id)
 
 
+@pytest.mark.integration
 def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
     run = launch(LaunchSpec(target=[str(write_script("hang.py", HANGS))], nproc=2, backend="gloo"))
     wait_for(lambda: sum(1 for r in run.record.ranks() if r.pid) == 2, 60, what="both ranks' pids")
@@ -97,6 +100,7 @@ def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
     assert json.loads((run.record.path / "result.json").read_text())["status"] == "stopped"
 
 
+@pytest.mark.integration
 def test_long_lines_and_carriage_returns_are_not_lost(write_script):
     run = launch(LaunchSpec(target=[str(write_script("noisy.py", NOISY))], nproc=2, backend="gloo"))
     lines = collect(run)

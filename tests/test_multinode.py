@@ -108,6 +108,7 @@ def test_launch_refuses_a_second_node_without_an_endpoint(tmp_path: Path) -> Non
         launch(LaunchSpec(target=[str(script)], nproc=1, backend="gloo", nnodes=2, node_rank=1))
 
 
+@pytest.mark.integration
 def test_cli_flags_reach_the_launcher_and_bad_ones_are_one_line(tmp_path: Path) -> None:
     script = tmp_path / "t.py"
     script.write_text("print('hi')\n")

@@ -14,6 +14,8 @@ from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.training.runs.records import RunRecord
 
+pytestmark = pytest.mark.integration  # starts processes
+
 BASE = ["--model", "tinycnn", "--batch-size", "16", "--dataset-size", "512", "--log-every", "1", "--seed", "7"]
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.events import encode
 from mgtutor.training.runs.events import EventReader, read_events
@@ -22,6 +23,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=timeout, env=no_gpu_env())
 
 
+@pytest.mark.integration
 def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None:
     """The real input pipeline (pickle → PIL → transforms → DataLoader workers) on 2 ranks; without
     DistributedSampler both ranks train on the very same samples."""
@@ -40,6 +42,7 @@ def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None
     assert seen[0] == seen[1] and len(seen[0]) == 3 * 8 and max(seen[0]) < 128
 
 
+@pytest.mark.integration
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     for args in (["--data", "cifar10"], ["--data", "imagefolder", "--data-dir", str(tmp_path / "nope")],
                  ["--strategy", "single", "--nproc", "2"], ["--resume"], ["--bucket-mb", "0"],
@@ -51,6 +54,7 @@ def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_bench_scaling_json_measures_one_and_two_ranks() -> None:
     proc = cli("bench", "scaling", *SMALL, "--steps", "4", "--dataset-size", "256", "--max-gpus", "2", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
