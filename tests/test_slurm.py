@@ -29,7 +29,8 @@ def test_script_asks_for_the_nodes_and_runs_one_torchrun_per_node() -> None:
                                   partition="gpu", time="02:00:00"))
     assert directives(text) == {"job-name": "mgtutor", "nodes": "4", "ntasks-per-node": "1", "gpus-per-node": "8",
                                 "partition": "gpu", "time": "02:00:00", "output": "mgtutor-%j.out"}
-    assert 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
+    assert 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)' in text
+    assert "| head" not in text  # under pipefail, head's early exit can kill the script with SIGPIPE (141)
     command = text[text.index("srun "):]
     assert "-m torch.distributed.run" in command and "--nproc-per-node 8" in command
     assert '--nnodes "$SLURM_JOB_NUM_NODES"' in command and "--rdzv-backend c10d" in command
@@ -71,10 +72,32 @@ def test_script_passes_bash_n_and_quotes_arguments(tmp_path: Path, target: list[
     (SlurmJob(target=["t.py"], time="2 hours"), "not a Slurm time"),
     (SlurmJob(target=["t.py"], port=80), "--port"),
     (SlurmJob(target=["t.py"], nccl_ifname="eth0; rm -rf /"), "not an interface list"),
+    # a newline (even a trailing one) or a # in a directive's value would write a directive of its own
+    (SlurmJob(target=["t.py"], partition="gpu\n#SBATCH --wrap=evil"), "--partition 'gpu\\n#SBATCH --wrap=evil'"),
+    (SlurmJob(target=["t.py"], partition="gpu#x"), "--partition 'gpu#x': use letters, digits"),
+    (SlurmJob(target=["t.py"], job_name="mgtutor\n"), "--job-name 'mgtutor\\n'"),
+    (SlurmJob(target=["t.py"], time="30\n"), "--time '30\\n' is not a Slurm time"),
+    (SlurmJob(target=["t.py"], gloo_ifname="eth0\n"), "not an interface list"),
 ])
 def test_bad_input_is_refused_with_the_fix(job: SlurmJob, message: str) -> None:
     with pytest.raises(SlurmError, match=re.escape(message)):
         sbatch_script(job)
+
+
+def test_several_partitions_are_one_directive() -> None:
+    assert directives(sbatch_script(SlurmJob(target=["t.py"], partition="gpu,gpu-long")))["partition"] == "gpu,gpu-long"
+
+
+@pytest.mark.integration
+def test_cli_refuses_a_newline_or_hash_in_a_directive_value(tmp_path: Path) -> None:
+    for flag, value in (("--partition", "gpu\n#SBATCH --wrap=evil"), ("--partition", "gpu#1"),
+                        ("--job-name", "x\n#SBATCH --wrap=evil"), ("--time", "30\n")):
+        out = tmp_path / "job.sbatch"
+        done = cli("--nodes", "2", flag, value, "-o", str(out), "--", "train.py")
+        assert done.returncode == 2, (flag, value, done.stdout)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"mgtutor slurm: error: {flag} "), done.stderr
+        assert not out.exists() and "#SBATCH" not in done.stdout
 
 
 @pytest.mark.integration

@@ -34,7 +34,7 @@ def check_target(target: list[str], command: str) -> None:
 
 
 def check_ifname(flag: str, value: str | None) -> None:
-    if value is not None and not _IFNAME.match(value):
+    if value is not None and not _IFNAME.fullmatch(value):
         raise ClusterJobError(f"{flag} {value!r} is not an interface list (e.g. eth0, ib0 or ^docker,lo)")
 
 

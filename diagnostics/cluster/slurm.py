@@ -16,7 +16,11 @@ from mgtutor.diagnostics.cluster.common import (
 )
 
 DEFAULT_PORT = 29500
-_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+# Values that land in an #SBATCH line, each matched whole (fullmatch: a `$` would let a trailing
+# newline through, and a newline in a directive value starts a line of the caller's choosing).
+_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+_JOB_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")  # one partition, or several: gpu,gpu-long
 
 
 class SlurmError(ClusterJobError):
@@ -48,14 +52,19 @@ class SlurmJob:
             raise SlurmError(str(exc)) from None
         if not 1024 <= self.port < 65536:
             raise SlurmError(f"--port must be from 1024 to 65535 (got {self.port})")
-        if self.time is not None and not _TIME.match(self.time):
+        if self.time is not None and not _TIME.fullmatch(self.time):
             raise SlurmError(f"--time {self.time!r} is not a Slurm time: use MM, HH:MM:SS or D-HH:MM:SS")
-        if not re.match(r"^[A-Za-z0-9_.+-]+$", self.job_name):
+        if not _JOB_NAME.fullmatch(self.job_name):
             raise SlurmError(f"--job-name {self.job_name!r}: use letters, digits, . _ + -")
+        if self.partition is not None and not _PARTITION.fullmatch(self.partition):
+            raise SlurmError(f"--partition {self.partition!r}: use letters, digits, . _ - "
+                             "(several partitions: gpu,gpu-long)")
 
 
 def _line(code: str, why: str) -> list[str]:
     """The explanation goes above its line: sbatch reads `#SBATCH` lines whole, comments included."""
+    if code.startswith("#SBATCH") and ("\n" in code or "\r" in code or "#" in code[1:]):
+        raise SlurmError(f"refusing to write the directive {code!r}: a value holds a newline or #")  # checked above too
     return [f"# {why}", code]
 
 
@@ -85,8 +94,9 @@ def sbatch_script(job: SlurmJob) -> str:
     lines += _line(f"#SBATCH --output={job.job_name}-%j.out", "All nodes' output in one file; %j is the job id.")
     lines += [""]
     lines += _line("set -euo pipefail", "Stop at the first failing command or unset variable.")
-    lines += _line('head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-                   "The first node of the allocation hosts the rendezvous store.")
+    lines += _line('head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
+                   "The first node of the allocation hosts the rendezvous store (sed reads the whole list: "
+                   "`head -n 1` could end scontrol with SIGPIPE, which pipefail makes fatal).")
     lines += _line(f"rdzv_port={job.port}", "A port free on that node; every node connects to it.")
     if job.nccl_ifname:
         lines += _line(f"export NCCL_SOCKET_IFNAME={q(job.nccl_ifname)}",

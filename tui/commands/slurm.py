@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "only needed to run it.",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_shape_flags(parser, node_is="nodes")
-    parser.add_argument("--partition", default=None, metavar="P", help="Slurm partition (queue)")
+    parser.add_argument("--partition", default=None, metavar="P", help="Slurm partition (queue): letters, digits, . _ - (several: gpu,gpu-long)")
     parser.add_argument("--time", default=None, metavar="T", help="wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00")
-    parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help="job name (default mgtutor)")
+    parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help="job name: letters, digits, . _ + - (default mgtutor)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
                         help=f"rendezvous port on the first node (default {DEFAULT_PORT})")
     parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help="CPU cores per node")
