@@ -4,8 +4,10 @@ replaced for every rank but rank 0. Each answers True, False, or None for "could
 from __future__ import annotations
 
 import ast
+from typing import Callable, Sequence, TypeVar
+
 from mgtutor.diagnostics.check.model import (
-    DEF_NODES, RANK_ENV_VARS, ScriptModel, constant, dotted, identifier_parts, last_name,
+    DEF_NODES, RANK_ENV_VARS, FunctionNode, ScriptModel, constant, dotted, identifier_parts, last_name,
 )
 
 MAX_DEPTH = 3
@@ -15,6 +17,8 @@ BUILTIN_PRINT = {"builtins.print", "__builtin__.print", "__builtins__.print"}
 THIRD_PARTY_ROOTS = {"torch", "accelerate", "lightning", "pytorch_lightning", "deepspeed", "horovod", "os", "sys"}
 
 Target = tuple[ScriptModel, ast.AST]
+NodeTest = Callable[[ScriptModel, ast.AST], bool]   # a question asked of each node of a function
+N = TypeVar("N", bound=ast.AST)
 
 
 def resolve_function(m: ScriptModel, call: ast.Call) -> Target | None:
@@ -30,7 +34,7 @@ def resolve_function(m: ScriptModel, call: ast.Call) -> Target | None:
     return m.project.function(full)
 
 
-def _reach(m: ScriptModel, fn: ast.AST, test, depth: int, seen: set) -> bool:
+def _reach(m: ScriptModel, fn: ast.AST, test: NodeTest, depth: int, seen: set[tuple[str, int]]) -> bool:
     """Whether `test(model, node)` holds for a node of `fn` or of a helper it calls (bounded)."""
     key = (m.filename, getattr(fn, "lineno", 0))
     if key in seen:
@@ -48,32 +52,38 @@ def _reach(m: ScriptModel, fn: ast.AST, test, depth: int, seen: set) -> bool:
     return False
 
 
-def _own_answer(m: ScriptModel, fn: ast.AST, test) -> tuple[bool, list[ast.Call]]:
+def _own_answer(m: ScriptModel, fn: ast.AST, test: NodeTest) -> tuple[bool, list[ast.Call]]:
     """One walk of a function: does it hold the node itself, and which calls does it make.
     Remembered per project, since every file of a folder asks about the same helpers."""
     memo = m.project.memo if m.project is not None else {}
     key = (test.__name__, m.filename, getattr(fn, "lineno", 0))
     if key not in memo:
-        calls, own = [], False
+        calls: list[ast.Call] = []
+        own = False
         for node in ast.walk(fn):
             own = own or test(m, node)
             if isinstance(node, ast.Call):
                 calls.append(node)
         memo[key] = (own, calls)
-    return memo[key]  # type: ignore[return-value]
+    return memo[key]
 
 
-def find_in_helper(m: ScriptModel, call: ast.Call, test, depth: int = 1) -> tuple[ScriptModel, ast.AST] | None:
-    """The first node `test` accepts inside the function this call runs (or a helper it calls)."""
+def find_in_helper(m: ScriptModel, call: ast.Call, test: NodeTest, kind: type[N],
+                   depth: int = 1) -> tuple[ScriptModel, N] | None:
+    """The first node `test` accepts inside the function this call runs (or a helper it calls);
+    `test` accepts only nodes of this kind."""
     target = resolve_function(m, call)
     if target is None or depth > MAX_DEPTH:
         return None
     model, fn = target
     own, calls = _own_answer(model, fn, test)
     if own:
-        return next(((model, n) for n in ast.walk(fn) if test(model, n)), None)
+        for node in ast.walk(fn):
+            if isinstance(node, kind) and test(model, node):
+                return model, node
+        return None
     for inner in calls:
-        found = find_in_helper(model, inner, test, depth + 1)
+        found = find_in_helper(model, inner, test, kind, depth + 1)
         if found:
             return found
     return None
@@ -96,9 +106,9 @@ def _sets_attr(target: ast.AST, name: str) -> bool:
     return isinstance(target, ast.Attribute) and target.attr == name
 
 
-def calls_reaching(m: ScriptModel, test) -> bool:
+def calls_reaching(m: ScriptModel, test: NodeTest) -> bool:
     """Whether any call of this file leads (through helpers) to a node `test` accepts."""
-    seen: set = set()
+    seen: set[tuple[str, int]] = set()
     for call in m.calls:
         target = resolve_function(m, call)
         if target and _reach(target[0], target[1], test, 1, seen):
@@ -109,22 +119,18 @@ def calls_reaching(m: ScriptModel, test) -> bool:
 def helper_reads_rank_env(m: ScriptModel) -> bool:
     """A function this script calls (here or in a project module) reads RANK/LOCAL_RANK from the
     environment — timm's init_distributed_device, DINO's and MAE's init_distributed_mode."""
-    key = "helper_reads_rank_env"
-    if key not in m.facts:
-        m.facts[key] = calls_reaching(m, _reads_rank_env)
-    return bool(m.facts[key])
+    return m.remember("helper_reads_rank_env", lambda: calls_reaching(m, _reads_rank_env))
 
 
 def print_replaced(m: ScriptModel) -> bool:
     """`print` is not the builtin here: a module-level `def print`/`print = …`, or `builtins.print`
     replaced in this file or a helper it calls (`setup_for_distributed(is_master)`)."""
-    key = "print_replaced"
-    if key not in m.facts:
+    def replaced() -> bool:
         local = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "print" or
                     isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "print" for t in n.targets)
                     for n in m.tree.body)
-        m.facts[key] = local or any(_replaces_print(m, n) for n in m.nodes) or calls_reaching(m, _replaces_print)
-    return bool(m.facts[key])
+        return local or any(_replaces_print(m, n) for n in m.nodes) or calls_reaching(m, _replaces_print)
+    return m.remember("print_replaced", replaced)
 
 
 def project_calls(m: ScriptModel, method: str) -> bool:
@@ -165,43 +171,45 @@ def describe_call(m: ScriptModel, call: ast.Call) -> str:
 
 
 # -- mp.spawn: what runs in the launching process only --------------------------------------------
-def spawn_targets(m: ScriptModel) -> list[ast.AST]:
-    key = "spawn_targets"
-    if key not in m.facts:
-        targets = []
-        for call in m.calls:
-            if last_name(call.func) in ("spawn", "start_processes") and (m.resolve(call.func) or "").startswith(
-                    ("torch.multiprocessing", "mp.", "multiprocessing")) or _is_process_call(m, call):
-                arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("fn", "target")),
-                                                          None)
-                if isinstance(arg, ast.Name):
-                    targets += m.functions.get(arg.id, [])
-        m.facts[key] = targets
-    return m.facts[key]  # type: ignore[return-value]
+def spawn_targets(m: ScriptModel) -> list[FunctionNode]:
+    return m.remember("spawn_targets", lambda: _find_spawn_targets(m))
+
+
+def _find_spawn_targets(m: ScriptModel) -> list[FunctionNode]:
+    targets: list[FunctionNode] = []
+    for call in m.calls:
+        if last_name(call.func) in ("spawn", "start_processes") and (m.resolve(call.func) or "").startswith(
+                ("torch.multiprocessing", "mp.", "multiprocessing")) or _is_process_call(m, call):
+            arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("fn", "target")),
+                                                      None)
+            if isinstance(arg, ast.Name):
+                targets += m.functions.get(arg.id, [])
+    return targets
 
 
 def _is_process_call(m: ScriptModel, call: ast.Call) -> bool:
     return (m.resolve(call.func) or "").endswith(("multiprocessing.Process", "multiprocessing.spawn"))
 
 
-def worker_functions(m: ScriptModel) -> set[ast.AST]:
+def worker_functions(m: ScriptModel) -> set[FunctionNode]:
     """The spawn targets and every function of this file they call: the code each worker runs."""
-    key = "worker_functions"
-    if key not in m.facts:
-        reached: set[ast.AST] = set()
-        queue = list(spawn_targets(m))
-        while queue:
-            fn = queue.pop()
-            if fn in reached:
-                continue
-            reached.add(fn)
-            for node in ast.walk(fn):
-                if isinstance(node, (ast.Name, ast.Attribute)):
-                    queue += m.functions.get(last_name(node), [])
-                    queue += [f for cls in m.classes.get(last_name(node), []) for f in cls.body
-                              if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        m.facts[key] = reached
-    return m.facts[key]  # type: ignore[return-value]
+    return m.remember("worker_functions", lambda: _find_worker_functions(m))
+
+
+def _find_worker_functions(m: ScriptModel) -> set[FunctionNode]:
+    reached: set[FunctionNode] = set()
+    queue = list(spawn_targets(m))
+    while queue:
+        fn = queue.pop()
+        if fn in reached:
+            continue
+        reached.add(fn)
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                queue += m.functions.get(last_name(node), [])
+                queue += [f for cls in m.classes.get(last_name(node), []) for f in cls.body
+                          if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return reached
 
 
 def in_spawn_parent(m: ScriptModel, node: ast.AST) -> bool:
@@ -210,7 +218,7 @@ def in_spawn_parent(m: ScriptModel, node: ast.AST) -> bool:
     if not spawn_targets(m):
         return False
     workers = worker_functions(m)
-    current = node
+    current: ast.AST | None = node
     while current is not None:
         if current in workers:
             return False
@@ -243,7 +251,7 @@ def assigned_before(m: ScriptModel, name: ast.Name) -> ast.AST | None:
     return best.value if best is not None else None
 
 
-def per_rank_path(m: ScriptModel, exprs: list[ast.AST]) -> bool:
+def per_rank_path(m: ScriptModel, exprs: Sequence[ast.AST]) -> bool:
     """A file name built from the rank (`f"queue{rank}.pth"`, or a name assigned one): each rank
     has its own file, so saving or loading it on every rank is the point."""
     def ranked(node: ast.AST | None) -> bool:
@@ -256,23 +264,22 @@ def per_rank_path(m: ScriptModel, exprs: list[ast.AST]) -> bool:
 def rank_tagged_names(m: ScriptModel) -> set[str]:
     """Names holding text built from the rank — `device = f"cuda:{local_rank}"` — so a print of
     them says which rank speaks."""
-    key = "rank_tagged_names"
-    if key not in m.facts:
-        names = set()
+    def tagged() -> set[str]:
+        names: set[str] = set()
         for node in m.nodes:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr) and any(
                     isinstance(v, ast.FormattedValue) and m.is_rank_test(v.value) for v in node.value.values):
                 names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        m.facts[key] = names
-    return m.facts[key]  # type: ignore[return-value]
+        return names
+    return m.remember("rank_tagged_names", tagged)
 
 
-def mentions_pid(nodes: list[ast.AST]) -> bool:
+def mentions_pid(nodes: Sequence[ast.AST]) -> bool:
     """`print(f"[{os.getpid()}] …")` tags each process's lines: they can be told apart."""
     return any(isinstance(n, ast.Call) and last_name(n.func) == "getpid" for node in nodes for n in ast.walk(node))
 
 
-def tagged_output(m: ScriptModel, nodes: list[ast.AST]) -> bool:
+def tagged_output(m: ScriptModel, nodes: Sequence[ast.AST]) -> bool:
     """The printed text names its process: a pid, or text built from the rank."""
     tagged = rank_tagged_names(m)
     return mentions_pid(nodes) or any(isinstance(n, ast.Name) and n.id in tagged

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.model import (
@@ -32,15 +32,14 @@ COLLECTIVES = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_
 DIST_WORDS = {"ddp", "distributed", "dist", "world", "rank", "initialized", "multiprocessing", "nproc", "gpus"}
 LOCAL_RANK_VARS = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
 CUDA_INDEX = re.compile(r"^cuda:\d+$")
+T = TypeVar("T")
 
 
 # -- shared facts ------------------------------------------------------------------------------
-def fact(func):
+def fact(func: Callable[[ScriptModel], T]) -> Callable[[ScriptModel], T]:
     """Answer once per script: several rules ask the same question."""
-    def cached(m: ScriptModel):
-        if func.__name__ not in m.facts:
-            m.facts[func.__name__] = func(m)
-        return m.facts[func.__name__]
+    def cached(m: ScriptModel) -> T:
+        return m.remember(func.__name__, lambda: func(m))
     cached.__name__, cached.__doc__ = func.__name__, func.__doc__
     return cached
 
@@ -63,13 +62,13 @@ def distributed(m: ScriptModel) -> bool:
 
 @fact
 def uses_cuda(m: ScriptModel) -> bool:
-    return bool(m.method_calls("cuda")) or any(re.match(r"^cuda(:\d+)?$", s.value) for s in m.strings())
+    return bool(m.method_calls("cuda")) or any(re.match(r"^cuda(:\d+)?$", s.text) for s in m.strings())
 
 
 @fact
 def sets_visible_devices(m: ScriptModel) -> bool:
     """A script that sets CUDA_VISIBLE_DEVICES per rank may rightly use cuda:0; we cannot tell."""
-    return any(s.value == "CUDA_VISIBLE_DEVICES" for s in m.strings())
+    return any(s.text == "CUDA_VISIBLE_DEVICES" for s in m.strings())
 
 
 @fact
@@ -110,7 +109,7 @@ def in_single_process_branch(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
-def mentions_rank(m: ScriptModel, nodes: list[ast.AST]) -> bool:
+def mentions_rank(m: ScriptModel, nodes: Sequence[ast.AST]) -> bool:
     return any(m.is_rank_test(n) for node in nodes for n in ast.walk(node)
                if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)))
 
@@ -183,7 +182,7 @@ def no_set_device(m: ScriptModel) -> Hits:
     if not manual_ddp(m) or binds_device(m) or sets_visible_devices(m) or not uses_cuda(m):
         return
     inits = m.calls_to(*INIT)
-    nccl = any(s.value.lower() == "nccl" for s in m.strings()) or m.mentions("torch.distributed.Backend.NCCL") \
+    nccl = any(s.text.lower() == "nccl" for s in m.strings()) or m.mentions("torch.distributed.Backend.NCCL") \
         or any(not c.args and keyword(c, "backend") is None and not has_star_kwargs(c) for c in inits)
     if nccl:
         yield (inits or m.calls_to(*DDP, *FSDP))[0], None
@@ -200,8 +199,8 @@ def hardcoded_cuda0(m: ScriptModel) -> Hits:
 def _fixed_device_uses(m: ScriptModel) -> Iterator[ast.AST]:
     ddp_calls = {id(c) for c in m.calls_to(*DDP)}
     for s in m.strings():
-        if CUDA_INDEX.match(s.value) and _is_device_context(m, s):
-            yield s
+        if CUDA_INDEX.match(s.text) and _is_device_context(m, s.node):
+            yield s.node
     for call in m.calls:
         name = last_name(call.func)
         if name in ("cuda", "set_device", "device", "to") and call.args and \
@@ -240,9 +239,10 @@ def distributed_launch(m: ScriptModel) -> Hits:
     for s in m.strings():
         # a string statement inside the code is a note about something else; the module's own
         # docstring is how this script says it is launched
-        note = isinstance(m.parent.get(s), ast.Expr) and not (m.tree.body and m.tree.body[0] is m.parent.get(s))
-        if "torch.distributed.launch" in s.value and not note:
-            yield s, None
+        parent = m.parent.get(s.node)
+        note = isinstance(parent, ast.Expr) and not (m.tree.body and m.tree.body[0] is parent)
+        if "torch.distributed.launch" in s.text and not note:
+            yield s.node, None
             return
 
 
@@ -251,7 +251,7 @@ def local_rank_argument(m: ScriptModel) -> Hits:
     from the environment; advice when the setup happens in code that was not read."""
     arguments = [c for c in m.method_calls("add_argument")
                  if any(constant(a) in ("--local_rank", "--local-rank") for a in c.args)]
-    if not arguments or any(s.value in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m):
+    if not arguments or any(s.text in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m):
         return
     unread = follow.unread_setup_calls(m)
     for call in arguments:
@@ -267,10 +267,10 @@ def spawn_master_port(m: ScriptModel) -> Hits:
     if not m.calls_to(*SPAWN, bare=False):
         return
     for s in m.strings():
-        parent = m.parent.get(s)
-        if s.value == "MASTER_PORT" and (isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store)
+        parent = m.parent.get(s.node)
+        if s.text == "MASTER_PORT" and (isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store)
                                          or isinstance(parent, ast.Call) and last_name(parent.func) == "setdefault"):
-            yield s, None
+            yield s.node, None
             return
 
 

@@ -24,7 +24,7 @@ FIRST_CONTEXTS = ("first",)   # main_process_first(), rank_zero_first(), local_m
 
 
 # -- where a data set comes from ---------------------------------------------------------------
-def dataset_source(m: ScriptModel, node: ast.AST, depth: int = 0) -> str | None:
+def dataset_source(m: ScriptModel, node: ast.AST | None, depth: int = 0) -> str | None:
     """'disk' (files read per sample), 'memory' (tensors, arrays, pre-tokenized tables) or None."""
     if depth > 6 or node is None:
         return None
@@ -82,7 +82,7 @@ def download_every_rank(m: ScriptModel) -> Hits:
         if constant(keyword(call, "download")) is True:
             yield call, None
             continue
-        found = follow.find_in_helper(m, call, _downloads_unguarded)
+        found = follow.find_in_helper(m, call, _downloads_unguarded, ast.Call)
         if found and found[0] is not m and id(found[1]) not in helpers_seen:  # this file's own: found directly
             helpers_seen.add(id(found[1]))
             model, node = found
@@ -112,7 +112,7 @@ def _in_first_context(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
-def _after_barrier(m: ScriptModel, node: ast.AST) -> bool:
+def _after_barrier(m: ScriptModel, node: ast.expr) -> bool:
     """A barrier earlier in the same function: the first-process-downloads pattern."""
     scope = m.enclosing(node, DEF_NODES)
     for other in (walk_local(scope) if scope is not None else m.nodes):
@@ -144,7 +144,7 @@ def load_without_map_location(m: ScriptModel) -> Hits:
 
 
 def _on_gpus(m: ScriptModel) -> bool:
-    return uses_cuda(m) or bool(m.method_calls("set_device")) or any(s.value == "nccl" for s in m.strings())
+    return uses_cuda(m) or bool(m.method_calls("set_device")) or any(s.text == "nccl" for s in m.strings())
 
 
 def _has_map_location(call: ast.Call) -> bool:

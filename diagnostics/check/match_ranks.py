@@ -8,7 +8,7 @@ from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
-from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, dotted, keyword, last_name
+from mgtutor.diagnostics.check.model import DEF_NODES, GuardNode, ScriptModel, dotted, keyword, last_name
 
 
 def unguarded_checkpoint(m: ScriptModel) -> Hits:
@@ -80,8 +80,8 @@ def collective_in_rank_branch(m: ScriptModel) -> Hits:
         if guard is None:
             continue
         same = [o for o in m.calls if o is not call and last_name(o.func) == last_name(call.func)]
-        if any(m.rank_guard(o) is not None and _branch(m, o, m.rank_guard(o)) != _branch(m, call, guard)
-               for o in same):
+        guarded = [(o, g) for o in same for g in [m.rank_guard(o)] if g is not None]
+        if any(_branch(m, o, g) != _branch(m, call, guard) for o, g in guarded):
             continue  # "rank 0 first, then the others" on purpose: both sides meet at a barrier
         message = f"{last_name(call.func)}() runs only on the ranks that pass line {guard.lineno}: " \
                   "the other ranks never join it, so the job hangs"
@@ -93,7 +93,7 @@ def collective_in_rank_branch(m: ScriptModel) -> Hits:
                                   "never does when this collective runs, every rank joins it")
 
 
-def _other_condition(m: ScriptModel, call: ast.AST, guard: ast.AST) -> str | None:
+def _other_condition(m: ScriptModel, call: ast.AST, guard: GuardNode) -> str | None:
     """`if not fsdp_eval and not is_rank0: return` — an early exit that also needs a condition
     unrelated to the rank: the names in that condition, or None for a plain rank guard."""
     if not isinstance(guard, ast.If) or _inside(m, call, guard) or not isinstance(guard.test, ast.BoolOp) \
@@ -126,7 +126,7 @@ def _inside(m: ScriptModel, node: ast.AST, ancestor: ast.AST) -> bool:
     return False
 
 
-def _branch(m: ScriptModel, node: ast.AST, guard: ast.AST) -> tuple[int, str]:
+def _branch(m: ScriptModel, node: ast.AST, guard: GuardNode) -> tuple[int, str]:
     child = node
     while m.parent.get(child) is not None and m.parent[child] is not guard:
         child = m.parent[child]

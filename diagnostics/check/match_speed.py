@@ -14,9 +14,13 @@ from mgtutor.diagnostics.check.model import (
 def deprecated_cuda_amp(m: ScriptModel) -> Hits:
     seen = set()
     for node in m.nodes:
-        hit = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.cuda.amp") or \
-            isinstance(node, ast.Attribute) and (m.resolve(node) or "").startswith("torch.cuda.amp.") \
-            and not isinstance(m.parent.get(node), ast.Attribute)
+        if isinstance(node, ast.ImportFrom):
+            hit = (node.module or "").startswith("torch.cuda.amp")
+        elif isinstance(node, ast.Attribute):
+            hit = (m.resolve(node) or "").startswith("torch.cuda.amp.") \
+                and not isinstance(m.parent.get(node), ast.Attribute)
+        else:
+            continue
         if hit and node.lineno not in seen and not m.enclosing(node, (ast.ExceptHandler,)):  # an old-torch fallback
             seen.add(node.lineno)
             yield node, None
@@ -39,7 +43,7 @@ def fp16_without_scaler(m: ScriptModel) -> Hits:
 def _scaler_in_hand(m: ScriptModel) -> bool:
     """A scaler made elsewhere and handed in (`def train_one_epoch(…, loss_scaler)`, timm's NativeScaler)."""
     return any(isinstance(n, ast.arg) and "scaler" in n.arg.lower() for n in m.nodes) or \
-        any(last_name(c.func) and "Scaler" in last_name(c.func) for c in m.calls)
+        any("Scaler" in (last_name(c.func) or "") for c in m.calls)
 
 
 def _autocast_is_fp16(m: ScriptModel, call: ast.Call) -> bool:

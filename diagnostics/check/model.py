@@ -9,7 +9,15 @@ from __future__ import annotations
 import ast
 import re
 from functools import cached_property
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, TypeVar, overload
+
+if TYPE_CHECKING:
+    from mgtutor.diagnostics.check.project import Project
+
+T = TypeVar("T")
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+LoopNode = ast.For | ast.AsyncFor | ast.While
+GuardNode = ast.If | ast.IfExp | ast.While   # what makes code run on some ranks only
 
 RANK_ENV_VARS = {"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "SLURM_PROCID", "SLURM_LOCALID",
                  "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK"}
@@ -47,6 +55,10 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+@overload
+def last_name(node: ast.Name | ast.Attribute) -> str: ...
+@overload
+def last_name(node: ast.AST) -> str | None: ...
 def last_name(node: ast.AST) -> str | None:
     """The name a callable is spelled with: `f` in `f()`, `save` in `torch.save()`."""
     if isinstance(node, ast.Name):
@@ -67,7 +79,7 @@ def has_star_kwargs(call: ast.Call) -> bool:
     return any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
 
 
-def constant(node: ast.AST | None, default=None):
+def constant(node: ast.AST | None, default: Any = None) -> Any:
     return node.value if isinstance(node, ast.Constant) else default
 
 
@@ -81,6 +93,12 @@ def walk_local(node: ast.AST) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(child))
 
 
+class StringLiteral(NamedTuple):
+    """A string constant of the script and its text (an ast.Constant's value may be any constant)."""
+    node: ast.Constant
+    text: str
+
+
 class ScriptModel:
     """One parsed script plus the facts rules ask about; cheap queries, computed lazily."""
 
@@ -89,12 +107,12 @@ class ScriptModel:
         self.lines = source.splitlines()
         self.parent: dict[ast.AST, ast.AST] = {}
         self.calls: list[ast.Call] = []
-        self.functions: dict[str, list[ast.AST]] = {}
+        self.functions: dict[str, list[FunctionNode]] = {}
         self.classes: dict[str, list[ast.ClassDef]] = {}
         self.aliases: dict[str, str] = {}
         self.nodes: list[ast.AST] = list(ast.walk(tree))  # one walk; rules filter this list
-        self.facts: dict[str, object] = {}                # per-script answers rules share (check_match.fact)
-        self.project = None                               # a check.project.Project when the files around are known
+        self._facts: dict[str, Any] = {}                  # per-script answers rules share (remember)
+        self.project: Project | None = None               # set when the files around are known
         for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
@@ -124,6 +142,12 @@ class ScriptModel:
         self._rank_names = self._find_rank_names()
         self._fn_guard: dict[ast.AST, bool | None] = {}
         self._rank_test_cache: dict[ast.AST, bool] = {}
+
+    def remember(self, key: str, compute: Callable[[], T]) -> T:
+        """Answer a question once per script: several rules ask the same one."""
+        if key not in self._facts:
+            self._facts[key] = compute()
+        return self._facts[key]
 
     # -- names --------------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> str | None:
@@ -168,10 +192,11 @@ class ScriptModel:
         return any(full == n or full.startswith(n + ".") for full in self._resolved_names for n in names)
 
     @cached_property
-    def _strings(self) -> list[ast.Constant]:
-        return [n for n in self.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    def _strings(self) -> list[StringLiteral]:
+        return [StringLiteral(n, n.value) for n in self.nodes
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
-    def strings(self) -> list[ast.Constant]:
+    def strings(self) -> list[StringLiteral]:
         return self._strings
 
     @cached_property
@@ -190,12 +215,12 @@ class ScriptModel:
     def _find_rank_names(self) -> set[str]:
         """Names assigned from a rank: `gpu_id = int(os.environ["LOCAL_RANK"])`, `self.master = rank == 0`."""
         names: set[str] = set()
-        assigns = [n for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value]
+        assigns = [(n, n.value) for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value]
         for _ in range(4):
             before = len(names)
             self._taint_parameters(names)
-            for node in assigns:
-                if self._is_rank_source(node.value, names):
+            for node, value in assigns:
+                if self._is_rank_source(value, names):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
                         if isinstance(target, (ast.Name, ast.Attribute)):
@@ -208,7 +233,7 @@ class ScriptModel:
         """`Trainer(model, rank)` makes `Trainer.__init__`'s matching parameter a rank; so does
         the first parameter of an `mp.spawn` target."""
         for call in self.calls:
-            name = last_name(call.func)
+            name = last_name(call.func) or ""
             if name == "spawn" and call.args and isinstance(call.args[0], ast.Name):
                 for fn in self.functions.get(call.args[0].id, []):
                     if fn.args.args:
@@ -269,12 +294,12 @@ class ScriptModel:
         return self._is_rank_source(test)
 
     def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
-        node = self.parent.get(node)
-        while node is not None and not isinstance(node, kinds):
-            node = self.parent.get(node)
-        return node
+        current = self.parent.get(node)
+        while current is not None and not isinstance(current, kinds):
+            current = self.parent.get(current)
+        return current
 
-    def rank_guard(self, node: ast.AST) -> ast.AST | None:
+    def rank_guard(self, node: ast.AST) -> GuardNode | None:
         """The `if` (or early `return`) that makes this node run on some ranks only, within its
         function; None when every rank that reaches the function runs it."""
         child, parent = node, self.parent.get(node)
@@ -301,11 +326,11 @@ class ScriptModel:
         fn = self.enclosing(node, DEF_NODES)
         if fn is None:
             return True
-        if isinstance(fn, (ast.Lambda, ast.ClassDef)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):  # a lambda or a class body
             return None
         return self._function_on_all_ranks(fn)
 
-    def _function_on_all_ranks(self, fn: ast.AST) -> bool | None:
+    def _function_on_all_ranks(self, fn: FunctionNode) -> bool | None:
         if fn in self._fn_guard:
             return self._fn_guard[fn]
         self._fn_guard[fn] = None  # a cycle answers "unknown"
@@ -332,9 +357,9 @@ class ScriptModel:
 
     # -- loops --------------------------------------------------------------------------------
     @cached_property
-    def training_loops(self) -> list[ast.AST]:
+    def training_loops(self) -> list[LoopNode]:
         """Innermost loops whose own body calls `.backward()`: one pass of them is one step."""
-        loops = []
+        loops: list[LoopNode] = []
         for node in self.nodes:
             if isinstance(node, LOOP_NODES) and _calls_backward(node):
                 inner = [n for n in walk_local(node) if isinstance(n, LOOP_NODES) and _calls_backward(n)]

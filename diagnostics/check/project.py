@@ -27,7 +27,8 @@ class Project:
             root = root.parent  # a package's modules import each other by its name, from its parent up
         self.root = root
         self._models: dict[Path, ScriptModel | None] = {}
-        self.memo: dict[tuple, object] = {}   # follow's answers per (question, file, function)
+        # follow's answers per (question, file, function line): (the function holds it, the calls it makes)
+        self.memo: dict[tuple[str, str, int], tuple[bool, list[ast.Call]]] = {}
 
     def load(self, path: Path, source: str | None = None) -> ScriptModel | None:
         path = path.resolve()
