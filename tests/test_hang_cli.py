@@ -168,3 +168,33 @@ def test_rank_stuck_in_its_data_loader_is_named():
     finding = diagnose_json(record)["findings"][0]
     assert finding["kind"] == "rank_outside_collective" and finding["ranks"] == [1]
     assert finding["where"]["1"]["worker"]["function"] == "__getitem__"
+
+
+QUIET_BUT_BUSY = """import os, time, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+class Slow(Dataset):
+    def __len__(self):
+        return 600
+    def __getitem__(self, i):
+        end = time.time() + (0.05 if os.environ["RANK"] == "1" else 0.0)
+        while time.time() < end:  # rank 1's samples cost CPU time: slow, not stuck
+            pass
+        return torch.ones(4)
+dist.init_process_group("gloo")
+print("joined", flush=True)
+for batch in DataLoader(Slow(), batch_size=8, num_workers=2):
+    total = batch.sum()
+    dist.all_reduce(total)
+print("done", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_quiet_run_that_computes_gets_no_hang_report(write_script):
+    """15 s without a line while rank 1 computes its batches and rank 0 waits for it: no report."""
+    proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--",
+                                       str(write_script("busy.py", QUIET_BUT_BUSY))),
+                          capture_output=True, text=True, timeout=200, env=no_gpu_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[rank 1] done" in proc.stdout and "hang report" not in proc.stderr

@@ -61,6 +61,9 @@ def test_not_stuck_asks_again_after_quiet_s(tmp_path):
     clock.not_stuck(T0 + 6)  # the stacks showed the ranks still importing torch
     assert clock.check(State(), T0 + 8) is None
     assert clock.check(State(), T0 + 11.5) == "no output and no event from any rank for 12 s"
+    clock.not_stuck(T0 + 12)  # still no hang: the next look waits twice as long
+    assert clock.check(State(), T0 + 21) is None
+    assert clock.check(State(), T0 + 22.5) is not None
 
 
 def test_nothing_before_every_rank_started(tmp_path):

@@ -73,6 +73,7 @@ class HangReport:
     stacks: dict[int, str] = field(default_factory=dict)  # rank → saved stack file
     missing: list[str] = field(default_factory=list)
     flight: list[str] = field(default_factory=list)  # Flight Recorder lines (NCCL), when read
+    places: tuple[Any, ...] = ()  # where every rank was by its stack alone (hang_watch compares two looks)
 
     def text(self, prefix: str = "") -> str:
         head = f"hang report ({self.kind or 'no known cause'})"

@@ -18,17 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang import HangReport, analyse_capture, analyse_texts
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
 from mgtutor.training.runs.event_types import Event
 from mgtutor.training.runs.flight import fr_dir, request_dump
 from mgtutor.training.runs.records import RunRecord, RunStatus
-from mgtutor.training.runs.stacks import capture_stacks, list_captures, save_capture
+from mgtutor.training.runs.stacks import capture_stacks, list_captures, rank_processes, save_capture
 from mgtutor.training.runs.stall import QUIET_S, StallClock
 from mgtutor.training.runs.watch import Alert
 
-STUCK = {"init", "collective", "backward", "gpu", "data"}  # places where a rank waits on someone else
+STUCK = {"init", "collective"}  # with no kind found, only these are a hang (else: a long step, slow data)
+CONFIRM_S = 2.0  # a second look this much later must find every rank in the same place
+BUSY_CPU_S = 0.5  # CPU seconds the ranks' processes may burn between the two looks and still be "waiting"
 REPORT_FILE = "report.json"
 
 
@@ -44,29 +48,44 @@ class HangAlert(Alert):
 
 
 def is_hang(report: HangReport) -> bool:
-    """A kind was found, or every rank waits on something: worth telling. Else the run just computes."""
+    """A kind was found, or every rank waits in init or a collective: worth a second look."""
     if report.kind is not None:
         return True
     categories = {w.where.category for w in report.where.values()}
     return bool(categories) and categories <= STUCK
 
 
-def take_report(record: RunRecord, reason: str, save: bool | None = None) -> tuple[HangReport, Any]:
-    """Capture now and explain; saved when `save` (None: only when it shows a hang). The Flight
-    Recorder is asked for a dump only once the stacks show a hang (a dump can take seconds)."""
+def places(report: HangReport) -> tuple[Any, ...]:
+    """Where every rank (and its busy worker) is: equal in two captures = nobody moved."""
+    out = []
+    for rank, w in sorted(report.where.items()):
+        frame, worker = w.where.frame, w.worker.frame if w.worker and w.worker.frame else None
+        out.append((rank, w.where.category, frame and (frame.file, frame.line),
+                    worker and (worker.file, worker.line)))
+    return tuple(out)
+
+
+def take_report(record: RunRecord, reason: str, save: bool | None = None,
+                expect: tuple[Any, ...] | None = None) -> tuple[HangReport, Any]:
+    """Capture now and explain; saved when `save`, or (None) when it shows a hang and, given `expect`,
+    every rank is where that earlier look found it. The Flight Recorder is asked for a dump only then
+    (a dump can take seconds). `report.places` is the stack-only place of every rank."""
     meta = record.meta()
     capture = capture_stacks(record, reason=reason, save=bool(save))
     report = analyse_texts(capture.texts(), capture.index(), meta.world_size)
+    seen = places(report)
+    confirmed = is_hang(report) and (expect is None or seen == expect)
     problems: list[str] = []
-    if is_hang(report) or save:
+    if confirmed or save:
         mains = {p.rank: p.pid for p in capture.processes if p.role == "main"}
         flight, problems = _flight(record, mains, wait_s=8.0 if meta.backend == "nccl" else 3.0)
         if flight:
             report = analyse_texts(capture.texts(), capture.index(), meta.world_size, flight)
-    if save or (save is None and is_hang(report)):
+    if save or (save is None and confirmed):
         save_capture(record, capture)
     report.capture = str(capture.path) if capture.path else None
     report.missing = list(capture.missing) + problems
+    report.places = seen
     if capture.path is not None:
         report.stacks = {r: str(capture.path / f"rank{r}.txt") for r in report.where}
         _write_report(capture.path, report)
@@ -119,6 +138,18 @@ def diagnose_with_hangs(record: RunRecord) -> list[Finding]:
     return with_hang_finding(record, diagnose_run(record))
 
 
+def cpu_seconds(record: RunRecord) -> float:
+    """CPU time used so far by every live process of the run's ranks (main processes and workers)."""
+    total = 0.0
+    for _rank, pid, _role in rank_processes(record)[0]:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
 class HangWatch:
     """A Detector (training/runs/watch.py): observe(events), poll(state, now) → alerts that hold now."""
 
@@ -129,22 +160,39 @@ class HangWatch:
         self.reports: list[HangReport] = []
         self._held: HangAlert | None = None
         self._spell: float | None = None
+        self._first: HangReport | None = None  # the first look of this spell, waiting for its second
+        self._confirm_at = 0.0
+        self._cpu = 0.0
+        self._why = ""
 
     def observe(self, events: Sequence[Event]) -> None:
         self.clock.observe(events)
 
     def poll(self, state: Any, now: float) -> list[Alert]:
         why = self.clock.check(state, now)
-        if self.clock.spell != self._spell:  # the ranks moved since the last report
-            self._spell, self._held = self.clock.spell, None
-        if why is None:
+        if self.clock.spell != self._spell:  # the ranks moved since the last look
+            self._spell, self._held, self._first = self.clock.spell, None, None
+        if why is not None:  # first look: stacks only, nothing saved
+            self._why = why
+            first, _capture = take_report(self.record, reason="stall", save=False)
+            if not is_hang(first):
+                self.clock.not_stuck(now)
+                return []
+            self._first, self._confirm_at = first, now + CONFIRM_S
+            self._cpu = cpu_seconds(self.record)
+            return []
+        if self._first is None or now < self._confirm_at:
             return [self._held] if self._held else []
-        report, _capture = take_report(self.record, reason="stall")
-        if not is_hang(report):
-            self.clock.not_stuck(now)
+        expect, self._first = self._first.places, None
+        # CPU ranks that wait use no CPU; NCCL ranks may spin in cudaStreamSynchronize, so only gloo asks
+        if self.record.meta().backend != "nccl" and cpu_seconds(self.record) - self._cpu > BUSY_CPU_S:
+            self.clock.not_stuck(now)  # quiet, but computing: a long step or a slow batch
+            return []
+        report, _capture = take_report(self.record, reason="stall", expect=expect)
+        if not is_hang(report) or report.places != expect:
+            self.clock.not_stuck(now)  # somebody moved or computes: a long step or a slow batch, not a hang
             return []
         self.reports.append(report)
-        message = f"{why}. {report.text()}"
-        self._held = HangAlert("hang", tuple(report.ranks), message, report=report, stop_run=self.stop_on_hang,
-                               why=why)
+        self._held = HangAlert("hang", tuple(report.ranks), f"{self._why}. {report.text()}", report=report,
+                               stop_run=self.stop_on_hang, why=self._why)
         return [self._held]

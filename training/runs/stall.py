@@ -11,7 +11,7 @@ Two rules (issue: hang forensics):
   median time between steps).
 While the run moves this costs one stat() per rank log per poll. A check that turns out to be no
 hang (the caller looked at the stacks: still importing, computing) calls `not_stuck()`, and the
-clock asks again `quiet_s` later while the silence lasts.
+clock asks again later while the silence lasts: `quiet_s`, then twice that, up to a minute.
 Headless and torch-free.
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ QUIET_S = 5.0
 MIN_STEP_GAP_S = 20.0
 STEP_FACTOR = 10.0
 RECENT = 50
+MAX_WAIT_S = 60.0
 
 
 class StallClock:
@@ -43,6 +44,7 @@ class StallClock:
         self._spell_start: float | None = None  # the activity time the current quiet spell began after
         self._reported = False
         self._next_check = 0.0
+        self._wait = quiet_s  # after a look that found no hang; doubles while the spell lasts, up to MAX_WAIT_S
 
     def observe(self, events: Sequence[Event]) -> None:
         for event in events:
@@ -62,8 +64,8 @@ class StallClock:
     def check(self, state: Any, now: float) -> str | None:
         """A sentence saying why the ranks look stuck, or None. Once per quiet spell unless `not_stuck()`."""
         activity = self.last_activity()
-        if self._spell_start is None or activity > self._spell_start:
-            self._spell_start, self._reported, self._next_check = activity, False, 0.0  # it moved: a new spell
+        if self._spell_start is None or activity > self._spell_start:  # it moved: a new spell
+            self._spell_start, self._reported, self._next_check, self._wait = activity, False, 0.0, self.quiet_s
         if self._reported or now < self._next_check or not self._all_started(state):
             return None
         why = self._step_gap(now) if self._steps else self._silence(now, activity)
@@ -72,9 +74,11 @@ class StallClock:
         return why
 
     def not_stuck(self, now: float) -> None:
-        """The caller found no hang in this spell (yet): look again `quiet_s` from now if it stays quiet."""
+        """The caller found no hang in this spell (yet): look again later if it stays quiet, each time
+        twice as late (a healthy run that prints rarely pays for a look less and less often)."""
         self._reported = False
-        self._next_check = now + self.quiet_s
+        self._next_check = now + self._wait
+        self._wait = min(self._wait * 2, MAX_WAIT_S)
 
     def _silence(self, now: float, activity: float) -> str | None:
         quiet = now - activity if activity else 0.0
