@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
+from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunResult
 from mgtutor.training.runs.session import RunSession
@@ -34,6 +35,7 @@ class Scenario:
     hold_port: bool = False
     limit_s: float = 120.0
     cpu_ok: bool = True
+    hang: bool = False  # nothing fails: the run hangs, mgtutor's hang report names the cause, the demo stops it
 
     def expected(self, backend: str) -> str:
         return self.expect_gpu if backend == "nccl" and self.expect_gpu else self.expect
@@ -74,6 +76,16 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("skip-allreduce", "A rank skips a collective", "hangs at start",
              "Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here).",
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
+    Scenario("world-size", "The script sets the world size", "hangs at start",
+             "The script asks for one rank more than torchrun started; every rank waits in init_process_group for a "
+             "peer that never comes (PyTorch's own timeout: 30 minutes on gloo). mgtutor reads their stacks instead.",
+             ("-m", "mgtutor.diagnostics.failures.demo_workers", "world-size", "--timeout", "1800"),
+             "world_size_mismatch", hang=True),
+    Scenario("stuck-loader", "A data loader that never returns", "hangs after a while",
+             "Rank 1's Dataset.__getitem__ never returns (a dead network disk); rank 0 waits for it in all_reduce. "
+             "The stacks show rank 1 in its data loading, and the worker's line.",
+             ("-m", "mgtutor.diagnostics.failures.demo_workers", "stuck-loader", "--timeout", "1800"),
+             "rank_outside_collective", hang=True),
 ]}
 
 
@@ -115,7 +127,9 @@ def run_demo(name: str, nproc: int = 2, backend: str = "auto", on_line: Callable
                                 label=f"demo-{name}", env=env), root)
         if on_start:
             on_start(run)
-        session = RunSession(run.record, run, timeout_s=scenario.limit_s, diagnose=diagnose_run)
+        detectors = [HangWatch(run.record)] if scenario.hang else []
+        session = RunSession(run.record, run, detectors=detectors, timeout_s=scenario.limit_s,
+                             diagnose=diagnose_with_hangs)
         final = None
         try:
             for update in session.updates():
@@ -124,10 +138,13 @@ def run_demo(name: str, nproc: int = 2, backend: str = "auto", on_line: Callable
                         on_line(rank, stream, line)
                 if update.final:
                     final = update
+                if any(isinstance(alert, HangAlert) for alert in update.new_alerts):
+                    break  # the report is saved in the run: stop the hung ranks
         finally:
             final = final or session.stop()
     finally:
         if holder is not None:
             holder.close()
     assert final.result is not None
-    return DemoOutcome(scenario, run, final.result, list(final.findings))
+    findings = list(final.findings) if final.findings or not scenario.hang else diagnose_with_hangs(run.record)
+    return DemoOutcome(scenario, run, final.result, findings)

@@ -100,8 +100,9 @@ class HangReport:
     def finding(self) -> HangFinding | None:
         if self.kind is None:
             return None
-        evidence = [{"file": self.stacks.get(r, self.capture or "?"), "line": w.where.frame.line if w.where.frame else 0,
-                     "text": f"rank {r}: {w.describe()}"} for r, w in sorted(self.where.items())][:4]
+        evidence = [{"file": w.where.frame.file if w.where.frame else self.stacks.get(r, self.capture or "?"),
+                     "line": w.where.frame.line if w.where.frame else 0, "text": f"rank {r}: {w.describe()}"}
+                    for r, w in sorted(self.where.items())][:4]
         return HangFinding(kind=self.kind, rank=self.ranks[0] if len(self.ranks) == 1 else None,
                            summary=self.summary, fix=self.fix, evidence=evidence, lesson=self.lesson,
                            ranks=list(self.ranks), report=self)
