@@ -149,11 +149,12 @@ def check_nccl_env() -> Check:
 SYMPTOMS: tuple[Symptom, ...] = (
     Symptom("hang", "Hangs at start", "a rank never started or never reached init_process_group; MASTER_ADDR or "
             "the port unreachable; a collective one rank never entered",
-            (check_addr_resolves, check_port, check_port_reachable, check_interfaces), ("never-joins", "skip-allreduce"),
+            (check_addr_resolves, check_port, check_port_reachable, check_interfaces),
+            ("never-joins", "world-size", "skip-allreduce"),
             "hang"),
     Symptom("hang-later", "Hangs after a while", "a collective only some ranks reach (a barrier or all_reduce under "
             "if rank == 0, an uneven last batch), a rank that died or was OOM-killed, a stuck DataLoader worker",
-            (check_debug_env, check_nccl_env, check_host_memory, check_shm), ("skip-allreduce",), "hang"),
+            (check_debug_env, check_nccl_env, check_host_memory, check_shm), ("skip-allreduce", "stuck-loader"), "hang"),
     Symptom("oom", "Out of memory", "batch too large for the GPU, several ranks on one GPU, host RAM or /dev/shm exhausted",
             (check_gpu_memory, check_host_memory, check_shm), ("oom",)),
     Symptom("one-gpu", "Only one GPU busy", "DataParallel's GPU-0 bottleneck, too few ranks, every rank on cuda:0",

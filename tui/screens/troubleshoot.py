@@ -19,7 +19,8 @@ from textual.widgets.option_list import Option
 
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file, findings_for_symptom
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
-from mgtutor.diagnostics.failures.classify import Finding, diagnose_files, diagnose_run
+from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
+from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs
@@ -276,9 +277,9 @@ class TroubleshootScreen(Screen):
                 record = next(iter(list_runs()), None)
                 if record is None:
                     raise ValueError("no runs yet")
-                findings, source = diagnose_run(record), record.run_id
+                findings, source = diagnose_with_hangs(record), record.run_id
             elif len(words) == 1 and (record := find_run(words[0])) is not None:
-                findings, source = diagnose_run(record), record.run_id
+                findings, source = diagnose_with_hangs(record), record.run_id
             else:
                 findings, source = diagnose_files(words), ", ".join(words)
         except (OSError, ValueError) as exc:
