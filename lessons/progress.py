@@ -15,6 +15,9 @@ from mgtutor.lessons.loader import PATH, Lesson
 from mgtutor.training.runs.records import read_json, write_json_atomic
 
 
+GPU_SKIP = "NVIDIA GPU"  # in every skip reason of a step that needs GPUs
+
+
 def data_home() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "mgtutor"
@@ -65,12 +68,29 @@ class Progress:
         self.save()
 
     def record_check(self, lesson_id: str, status: str, summary: list[dict[str, Any]]) -> None:
-        """status: passed | failed | skipped. A pass marks the lesson done; nothing un-marks it."""
+        """status: passed | failed | skipped. A pass marks the lesson done; nothing un-marks it.
+        Without GPUs a lesson is done "on CPU" when every step that could run passed and the others
+        were skipped only for want of a GPU: otherwise the path could never be finished there."""
         entry = self.lesson(lesson_id)
         entry["checked"] = {"status": status, "t": time.time(), "checks": summary}
         if status == "passed":
             entry["done"] = True
+            entry.pop("done_cpu", None)
+        elif status == "skipped" and passed_without_gpus(summary) and not entry.get("done"):
+            entry["done"] = True
+            entry["done_cpu"] = True
         self.save()
+
+    def done_on_cpu(self, lesson_id: str) -> bool:
+        """Done with the GPU-only steps skipped (shown "(CPU)")."""
+        return bool(self.data["lessons"].get(lesson_id, {}).get("done_cpu"))
+
+    def mark(self, lesson_id: str) -> str:
+        """✓ done, ✗ the last check failed, – it ran with steps skipped, blank not checked yet."""
+        if self.done(lesson_id):
+            return "✓"
+        checked = self.data["lessons"].get(lesson_id, {}).get("checked") or {}
+        return {"failed": "✗", "skipped": "–"}.get(checked.get("status", ""), " ")
 
     def hints_shown(self, lesson_id: str) -> int:
         return int(self.data["lessons"].get(lesson_id, {}).get("hints_shown", 0))
@@ -86,6 +106,15 @@ class Progress:
 
     def summary(self) -> tuple[int, int]:
         return sum(self.done(lid) for lid in PATH), len(PATH)
+
+
+def passed_without_gpus(summary: list[dict[str, Any]]) -> bool:
+    """Something ran, all that ran passed, and each skipped step was skipped for lack of a GPU
+    (lessons.runner.skip_reason says "NVIDIA GPU" then; a missing package is not such a reason)."""
+    ran = [step for step in summary if step.get("status") != "skipped"]
+    skipped = [step for step in summary if step.get("status") == "skipped"]
+    return (bool(ran) and all(step.get("status") == "passed" for step in ran)
+            and all(GPU_SKIP in (step.get("reason") or "") for step in skipped))
 
 
 def workspace_copy(lesson: Lesson) -> Path | None:

@@ -72,7 +72,9 @@ async def test_quit_asks_before_stopping_runs(choice, still_running, write_scrip
             await pilot.pause()
             assert type(app.screen).__name__ == "QuitScreen"
             await pilot.press(choice)
-            await pilot.pause()
+            # stopping runs in a thread worker; the app quits when it is done
+            await wait_for_app(pilot, lambda: app.return_code is not None, 30, what="the app to quit")
+            assert app.return_code == 0
         assert run.running() is still_running
         if not still_running:
             assert run.record.result().stop.clean and not run_processes(run.record.run_id)

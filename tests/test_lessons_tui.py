@@ -3,11 +3,12 @@ and says why, the fixed one passes, and the progress is there after a restart.""
 from __future__ import annotations
 
 import pytest
-from textual.widgets import ListItem, Log, Static, TabbedContent
+from textual.widgets import ListItem, RichLog, Static, TabbedContent
 
 from mgtutor.lessons.loader import get_lesson
 from mgtutor.lessons.progress import Progress, workspace_copy
 from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.messages import OpenLesson
 from mgtutor.tui.screens.lessons import LessonsScreen
 from tests.helpers import wait_for_app
 
@@ -15,6 +16,11 @@ from tests.helpers import wait_for_app
 async def wait_idle(pilot, screen: LessonsScreen, limit: float = 300.0) -> None:
     await wait_for_app(pilot, lambda: not screen.busy, limit, interval=0.2, what="the lesson run to finish")
     await pilot.pause(0.2)
+
+
+async def wait_lesson(pilot, app: MgTutorApp, lesson_id: str, limit: float = 30.0) -> None:
+    await wait_for_app(pilot, lambda: getattr(getattr(app.screen, "lesson", None), "id", None) == lesson_id, limit,
+                       what=f"lesson {lesson_id} on screen")
 
 
 def plain(renderable) -> str:
@@ -55,7 +61,7 @@ async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch):
         checks = text_of(screen, "#lesson-checks")
         assert "✗ failed" in checks and "every rank trains on the same data" in checks
         assert screen.query_one("#lesson-tabs", TabbedContent).active == "tab-checks"
-        log_lines = screen.query_one("#lesson-log", Log).lines
+        log_lines = [strip.text for strip in screen.query_one("#lesson-log", RichLog).lines]
         assert any(line.startswith("r1│ ") for line in log_lines), log_lines[-20:]
         assert not Progress().done(lesson.id)
 
@@ -101,13 +107,32 @@ async def test_lessons_mode_shows_the_path_text_and_code():
 async def test_open_lesson_from_another_mode_and_from_lessons():
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("m")  # a failure banner in Monitor links to its lesson
+        await pilot.press("m")  # a failure banner in Monitor links to its lesson: the screen posts OpenLesson
         await pilot.pause()
-        app.open_lesson("14-when-it-goes-wrong")
-        await pilot.pause(0.3)
+        app.screen.post_message(OpenLesson("14-when-it-goes-wrong"))
+        await wait_lesson(pilot, app, "14-when-it-goes-wrong")
         assert app.current_mode == "lessons"
-        assert app.screen.lesson.id == "14-when-it-goes-wrong"
-        app.open_lesson("05-distributed-sampler")  # already in Lessons
-        await pilot.pause(0.3)
+        app.screen.post_message(OpenLesson("05-distributed-sampler"))  # already in Lessons
+        await wait_lesson(pilot, app, "05-distributed-sampler")
         assert app.screen.lesson.id == "05-distributed-sampler"
         assert app.screen.query_one("#lesson-list").index == 4
+
+
+async def test_at_80x24_next_lesson_has_its_own_run_log_and_says_each_key_once():
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        screen = app.screen
+        await wait_lesson(pilot, app, screen.lesson.id)
+        screen.query_one("#lesson-tabs", TabbedContent).active = "tab-run"
+        await pilot.pause()
+        log = screen.query_one("#lesson-log", RichLog)
+        log.write("[rank 0] " + "a long line of lesson output " * 6)
+        await pilot.pause()
+        assert len(log.lines) > 1  # wrapped at the pane's width, not cut
+        status = text_of(screen, "#lesson-status")
+        assert status.count("g run") == 1, status  # (it said "g runs the steps · g run")
+        first = screen.lesson.id
+        await pilot.press("n")
+        await pilot.pause()
+        assert screen.lesson.id != first and not log.lines  # the previous lesson's output is gone

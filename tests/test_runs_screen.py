@@ -74,3 +74,22 @@ async def test_reattach_to_a_run_started_elsewhere_and_stop_it(write_script):
     finally:
         if run.running():
             run.stop(grace=2)
+
+
+async def test_the_runs_table_fits_80_columns():
+    import time
+
+    from textual.widgets import DataTable
+
+    runs_root().mkdir(parents=True)
+    shutil.copytree(FIXTURE, runs_root() / FIXTURE.name)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        table = pilot.app.screen.query_one("#runs-table", DataTable)
+        await wait_for_app(pilot, lambda: table.row_count > 0, 30, what="the runs table")
+        await pilot.pause()
+        assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)  # nothing cut
+        row = table.get_row(FIXTURE.name)
+        assert row[0] == "train-tinycnn-f1x7"  # the date is in the started column
+        assert row[4] == time.strftime("%m-%d %H:%M", time.localtime(1767225600.0))

@@ -56,3 +56,26 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
         assert screen.findings[0].kind == "port_in_use"
         assert app.active_runs and not any(run.running() for run in app.active_runs.values())
         assert screen.query_one("#ts-log").line_count > 0
+
+
+async def test_last_run_diagnosis_is_in_view_at_80x24(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from mgtutor.training.runs.records import runs_root
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    fixture = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
+    runs_root().mkdir(parents=True)
+    shutil.copytree(fixture, runs_root() / fixture.name)
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        assert not screen.query_one("#ts-log").display  # no empty box before a demo has run
+        await pilot.press("g")
+        await wait_for_app(pilot, lambda: "diagnosis of" in _static_text(screen, "#ts-status"), 120)
+        await pilot.pause(0.3)
+        status = screen.query_one("#ts-status")
+        assert 0 < status.region.y and status.region.bottom <= 23, status.region  # on screen, above the footer
+        cards = list(screen.query(".fix-card"))
+        assert all(card.region.height for card in cards[:1])  # the first card is drawn in the viewport

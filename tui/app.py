@@ -1,10 +1,17 @@
-"""The Textual app: six modes, one key each; the App owns every run it starts."""
+"""The Textual app: six modes, one key each; the App owns every run it starts.
+
+Screens talk to it by messages (tui/messages.py): it tracks the runs they start, opens the lesson
+or run they ask for, and stops runs in a thread worker when the user quits.
+"""
 from __future__ import annotations
 
+from textual import work
 from textual.app import App
 from textual.binding import Binding
 
 from mgtutor.training.runs.launcher import Run
+from mgtutor.training.runs.records import RunRecord, runs_root
+from mgtutor.tui.messages import AttachRun, OpenLesson, OpenRun, RunStarted, ShowLesson
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from mgtutor.tui.screens.help import HelpScreen
 from mgtutor.tui.screens.home import HomeScreen
@@ -27,13 +34,14 @@ class MgTutorApp(App[None]):
         "runs": RunsScreen,
     }
     DEFAULT_MODE = "home"
+    # The mode keys stay out of the footer (80 columns are for the screen's own keys); ? lists them.
     BINDINGS = [
-        Binding("h", "switch_mode('home')", "Home"),
-        Binding("l", "switch_mode('lessons')", "Lessons"),
-        Binding("d", "switch_mode('diagnostics')", "Diagnostics"),
-        Binding("m", "switch_mode('monitor')", "Monitor"),
-        Binding("t", "switch_mode('troubleshoot')", "Troubleshoot"),
-        Binding("r", "switch_mode('runs')", "Runs"),
+        Binding("h", "switch_mode('home')", "Home", show=False),
+        Binding("l", "switch_mode('lessons')", "Lessons", show=False),
+        Binding("d", "switch_mode('diagnostics')", "Diagnostics", show=False),
+        Binding("m", "switch_mode('monitor')", "Monitor", show=False),
+        Binding("t", "switch_mode('troubleshoot')", "Troubleshoot", show=False),
+        Binding("r", "switch_mode('runs')", "Runs", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "request_quit", "Quit"),
     ]
@@ -41,25 +49,31 @@ class MgTutorApp(App[None]):
     def __init__(self) -> None:
         super().__init__()
         self.active_runs: dict[str, Run] = {}  # runs this app started; screens come and go, runs stay
-        self.lesson_to_open: str | None = None  # read by the Lessons screen when it shows
 
-    def open_lesson(self, lesson_id: str) -> None:
-        """Show one lesson in Lessons mode (from a diagnosis's "open lesson" key)."""
-        self.lesson_to_open = lesson_id
-        if self.current_mode == "lessons":
-            self.screen.call_later(self.screen._open_requested)
-        else:
-            self.switch_mode("lessons")
+    def on_run_started(self, message: RunStarted) -> None:
+        self.track_run(message.run)
 
     def track_run(self, run: Run) -> None:
         self.active_runs[run.record.run_id] = run
+
+    async def on_open_lesson(self, message: OpenLesson) -> None:
+        if self.current_mode != "lessons":
+            await self.switch_mode("lessons")
+        self.screen.post_message(ShowLesson(message.lesson_id))
+
+    async def on_open_run(self, message: OpenRun) -> None:
+        owned = self.active_runs.get(message.run_id)
+        record = owned.record if owned else RunRecord(runs_root() / message.run_id)
+        if self.current_mode != "monitor":
+            await self.switch_mode("monitor")
+        self.screen.post_message(AttachRun(record, owned))
 
     def running_runs(self) -> list[Run]:
         return [run for run in self.active_runs.values() if run.running()]
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.screen))
 
     def action_request_quit(self) -> None:
         running = self.running_runs()
@@ -69,13 +83,19 @@ class MgTutorApp(App[None]):
 
         def decide(choice: str | None) -> None:
             if choice == "stop":
-                for run in running:
-                    run.stop()
-                self.exit()
+                self.notify(f"stopping {len(running)} run(s)…")
+                self.stop_runs_then_exit(running)
             elif choice == "leave":
                 self.exit()
 
         self.push_screen(QuitScreen(len(running)), decide)
+
+    @work(thread=True, exclusive=True, group="quit")
+    def stop_runs_then_exit(self, runs: list[Run]) -> None:
+        """Stopping waits for every rank to go (up to its grace period): never on the event loop."""
+        for run in runs:
+            run.stop()
+        self.call_from_thread(self.exit)
 
 
 def run_app() -> int:

@@ -1,6 +1,7 @@
 """The one way a command fails: raise `CliError`; `cli.main` prints it once on stderr and exits with its code."""
 from __future__ import annotations
 
+EXIT_FAILED = 1  # it ran and did not succeed: a check failed, a run or a bench failed
 EXIT_USAGE = 2  # bad input: a flag, a value, a missing file
 
 

@@ -54,6 +54,8 @@ def cpu_model() -> str | None:
 
 
 def host_facts() -> dict[str, Any]:
+    shm_total: int | None
+    shm_free: int | None
     try:
         shm = os.statvfs("/dev/shm")
         shm_total = shm.f_blocks * shm.f_frsize // MIB

@@ -11,6 +11,15 @@ def report(**fields):
     print("REPORT " + json.dumps(fields), flush=True)
 
 
+def dotted_cudnn(version):
+    """cuDNN says 92400 for 9.24.0 (and 8902 for 8.9.2 before version 9)."""
+    if not version:
+        return None
+    if version >= 10000:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--require-gpu", action="store_true", help="fail when no GPU can compute")
@@ -20,14 +29,17 @@ def main():
     count = torch.cuda.device_count() if cuda else 0
     print(f"PyTorch {torch.__version__}, built for CUDA {torch.version.cuda}")
     print(f"CUDA usable: {cuda}, GPUs visible to this process: {count}")
+    # The versions this build carries: a CUDA build has them even on a machine without a GPU.
     nccl = None
-    if cuda and hasattr(torch.cuda, "nccl"):
+    if torch.version.cuda and hasattr(torch.cuda, "nccl"):
         try:
             version = torch.cuda.nccl.version()
             nccl = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
-        except RuntimeError:
+        except (RuntimeError, AttributeError):
             nccl = None
-    print(f"NCCL: {nccl or 'not available'}; cuDNN: {torch.backends.cudnn.version() if cuda else None}")
+    cudnn = dotted_cudnn(torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None)
+    built = f"NCCL {nccl or 'not in this build'}; cuDNN {cudnn or 'not in this build'}"
+    print(built + ("" if cuda else " (no usable GPU here: gloo is the backend on CPU)"))
 
     names, computed = [], []
     for index in range(count):

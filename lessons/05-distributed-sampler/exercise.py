@@ -1,6 +1,6 @@
 """Lesson 5 exercise: two ranks, twice the GPUs, but are they really splitting the work?
 
-    torchrun --nproc-per-node 2 example.py
+    torchrun --nproc-per-node 2 THIS_FILE.py      (or: mgtutor lessons check 05-distributed-sampler)
 Each rank prints the sample indices it trained on, per epoch.
 """
 import argparse

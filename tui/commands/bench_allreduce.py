@@ -8,9 +8,10 @@ import sys
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.allreduce_bench import HEADER, BenchOptions, collect, env_note, format_pair, start
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.diagnostics.bench.sizes import canonical_dtype, parse_size
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.options.bench import BENCH_FLAGS, BenchForm
+from mgtutor.tui.options.flags import OptionError, add_flags
 
 EPILOG = """examples:
   mgtutor bench allreduce                          8 B … 256 MiB on every GPU (4 MiB on CPU ranks)
@@ -22,64 +23,21 @@ Columns and formulas follow NVIDIA nccl-tests: algbw = bytes / time; busbw = alg
 comparable with the link's bandwidth whatever the rank count."""
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _dtype(text: str) -> str:
-    try:
-        return canonical_dtype(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive(text: str) -> int:
-    value = int(text) if text.lstrip("-").isdigit() else -1
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1 (got {text!r})")
-    return value
-
-
 def register(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("allreduce", help="all-reduce bandwidth per message size (like nccl-tests)",
                          description="Sweep message sizes, time out-of-place and in-place all-reduce on N "
                                      "ranks, and relate the bus bandwidth to the GPU link.",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nproc", type=_positive, default=None, metavar="N", help="ranks (default: one per GPU, or 2 on CPU)")
-    p.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
-    p.add_argument("-b", "--minbytes", type=_size, default=8, metavar="SIZE", help="smallest message (default 8)")
-    p.add_argument("-e", "--maxbytes", type=_size, default=None, metavar="SIZE",
-                   help="largest message (default 256M on GPUs, 4M on CPU)")
-    p.add_argument("-f", "--stepfactor", type=float, default=2.0, metavar="F", help="size multiplier (default 2)")
-    p.add_argument("-n", "--iters", type=_positive, default=20, help="timed iterations per size (default 20)")
-    p.add_argument("-w", "--warmup", type=_positive, default=5, help="untimed iterations per size (default 5)")
-    p.add_argument("-d", "--dtype", type=_dtype, default="float",
-                   help="float, half, bfloat16, double, int8, uint8, int32, int64 (default float)")
-    p.add_argument("-c", "--check", action="store_true", help="validate every result (#wrong column)")
-    p.add_argument("--graph", choices=("auto", "on", "off"), default="auto",
-                   help="capture the timed calls in a CUDA graph (default auto: when capture works)")
-    p.add_argument("--oop", choices=("auto", "nccl", "copy"), default="auto",
-                   help="out-of-place method: NCCL called directly (like nccl-tests) or copy + in-place all_reduce")
+    add_flags(p, BENCH_FLAGS, BenchForm())
     p.add_argument("--json", action="store_true", help="print one JSON object (schema: allreduce_schema.json)")
     p.set_defaults(func=main)
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:
-    if args.stepfactor <= 1:
-        raise CliError(f"-f must be more than 1 (got {args.stepfactor})")
-    if args.maxbytes is not None and args.maxbytes < args.minbytes:
-        raise CliError(f"-e ({args.maxbytes} B) is smaller than -b ({args.minbytes} B)")
-    return BenchOptions(nproc=args.nproc, backend=args.backend, min_bytes=args.minbytes, max_bytes=args.maxbytes,
-                        factor=args.stepfactor, iters=args.iters, warmup=args.warmup, dtype=args.dtype,
-                        check=args.check, graph=args.graph, oop=args.oop)
-
-
-def _fail(message: str) -> int:
-    print(f"mgtutor bench allreduce: error: {message}", file=sys.stderr)
-    return 2
+    try:
+        return BenchForm.from_values(vars(args)).options()
+    except OptionError as exc:
+        raise CliError(str(exc)) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -87,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         run = start(options)
     except LaunchError as exc:
-        return _fail(str(exc))
+        raise CliError(str(exc)) from None
     meta = run.record.meta()
     if not args.json:
         print(f"# mgtutor bench allreduce: {meta.world_size} rank(s), {meta.backend} — {meta.device_note}")

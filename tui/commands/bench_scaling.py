@@ -9,6 +9,7 @@ from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report
+from mgtutor.tui.errors import CliError, EXIT_FAILED
 
 _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
              "--checkpoint-dir", "--checkpoint-every", "--record-indices")
@@ -53,14 +54,11 @@ def main(args: argparse.Namespace) -> int:
     if problem is None and args.max_gpus is not None and args.max_gpus < 1:
         problem = "--max-gpus must be at least 1"
     if problem:
-        print(f"mgtutor bench scaling: error: {problem}", file=sys.stderr)
-        return 2
+        raise CliError(problem)
     gpus = inventory().gpus
     backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
     if args.cuda_graphs and backend == "gloo":
-        print("mgtutor bench scaling: error: --cuda-graphs needs NVIDIA GPUs; none was found "
-              "(or --backend gloo was given)", file=sys.stderr)
-        return 2
+        raise CliError("--cuda-graphs needs NVIDIA GPUs; none was found (or --backend gloo was given)")
     max_devices = args.max_gpus or (len(gpus) if backend == "nccl" else 2)
     train_argv = worker_argv(args, strategy="ddp")
     if not args.json:
@@ -73,8 +71,7 @@ def main(args: argparse.Namespace) -> int:
                                                                                f"rank(s): {p.samples_per_s:,.0f} samples/s",
                                                                                file=sys.stderr, flush=True))
     except (LaunchError, ScalingError) as exc:
-        print(f"mgtutor bench scaling: error: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc), EXIT_FAILED) from None  # a run that failed, not bad input
     if args.json:
         print(json.dumps({"model": args.model, "image_size": args.image_size, "batch_size": args.batch_size,
                           "backend": backend, "baseline": "1 device, no DDP wrapper",

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from mgtutor.tui.errors import CliError
+
 SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice"}
 
 
@@ -47,8 +49,7 @@ def main(args: argparse.Namespace) -> int:
         else:
             findings, files, report = check_file(args.script), [args.script], None
     except CheckError as exc:
-        print(f"mgtutor check: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     shown = [f for f in findings if _rank(f.severity) <= _rank(args.min_severity)]
     if args.json:
         data = {"file": args.script, "findings": [f.to_json() for f in shown]}

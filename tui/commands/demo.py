@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.commands.diagnose import format_finding
+from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,9 +32,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"{s.name:<15} {s.title:<28} symptom: {s.symptom}")
         return 0
     if args.scenario not in SCENARIOS:
-        print(f"mgtutor demo: error: unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}",
-              file=sys.stderr)
-        return 2
+        raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
     scenario = SCENARIOS[args.scenario]
 
     def show(rank: int | None, _stream: str, line: str) -> None:
@@ -46,8 +44,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         outcome = run_demo(scenario.name, nproc=args.nproc, backend=args.backend, on_line=show)
     except LaunchError as exc:
-        print(f"mgtutor demo: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     except KeyboardInterrupt:
         return 130
     expected = scenario.expected(outcome.backend)

@@ -11,6 +11,8 @@ from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
 from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.options.flags import OptionError, add_flags
+from mgtutor.tui.options.probe import PROBE_FLAGS, ProbeForm
 
 EPILOG = """examples:
   mgtutor doctor                          the checklist (paste it into a bug report)
@@ -38,28 +40,11 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 (got {text!r})")
-    return value
-
-
 def add_rendezvous_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("rendezvous probe")
     group.add_argument("--rendezvous", action="store_true",
                        help="start N ranks that only join, barrier and all-reduce; report each rank's join time")
-    group.add_argument("--nproc", type=int, default=None, metavar="N",
-                       help="ranks for --rendezvous (default: one per GPU, or 2 on CPU)")
-    group.add_argument("--timeout", type=_seconds, default=30.0, metavar="S",
-                       help="seconds to wait for every rank to join (default 30)")
-    group.add_argument("--skip-rank", type=int, action="append", default=[], metavar="R",
-                       help="tell rank R not to join (to see what a missing rank looks like); repeatable")
-    group.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"),
-                       help="backend for --rendezvous (default auto)")
+    add_flags(group, PROBE_FLAGS, ProbeForm())
 
 
 def main(args: argparse.Namespace) -> int:
@@ -85,21 +70,17 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_rendezvous(args: argparse.Namespace) -> int:
-    from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeOptions, format_report, start, wait
+    from mgtutor.diagnostics.doctor.rendezvous_probe import format_report, start, wait
 
-    if args.nproc is not None and args.nproc < 1:
-        raise CliError(f"--nproc must be at least 1 (got {args.nproc})")
-    options = ProbeOptions(nproc=args.nproc, timeout=args.timeout, backend=args.backend, skip_ranks=args.skip_rank)
     try:
-        world = plan(LaunchSpec(target=[], nproc=args.nproc, backend=args.backend)).nproc
-        bad = [r for r in args.skip_rank if not 0 <= r < world]
-        if bad:
-            raise CliError(f"--skip-rank {bad[0]} is not a rank of this probe (ranks 0..{world - 1})")
+        form = ProbeForm.from_values(vars(args))
+        world = plan(LaunchSpec(target=[], nproc=form.nproc, backend=form.backend)).nproc
+        options = form.validate(world).options()
         run = start(options)
-    except LaunchError as exc:
+    except (OptionError, LaunchError) as exc:
         raise CliError(str(exc)) from None
     if not args.json:
-        print(f"starting {world} rank(s); waiting up to {args.timeout:g} s for all to join…", file=sys.stderr, flush=True)
+        print(f"starting {world} rank(s); waiting up to {options.timeout:g} s for all to join…", file=sys.stderr, flush=True)
     try:
         rep = wait(run, options)
     except KeyboardInterrupt:

@@ -5,6 +5,8 @@ import argparse
 import json
 import sys
 
+from mgtutor.tui.errors import CliError
+
 EPILOG = """examples:
   mgtutor lessons                          the path, with progress marks
   mgtutor lessons list --json              the path for scripts
@@ -42,14 +44,11 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(all_lessons(), progress, args.json)
     if not args.lesson:
-        print(f"mgtutor lessons {args.action}: error: give a lesson id, e.g. 05-distributed-sampler "
-              "(see `mgtutor lessons list`)", file=sys.stderr)
-        return 2
+        raise CliError("give a lesson id, e.g. 05-distributed-sampler (see `mgtutor lessons list`)")
     try:
         lesson = get_lesson(args.lesson)
     except LessonError as exc:
-        print(f"mgtutor lessons {args.action}: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     if args.action == "show":
         return _show(lesson, progress, args.json)
     if args.action == "hint":
@@ -61,17 +60,21 @@ def main(args: argparse.Namespace) -> int:
 
 def _list(lessons, progress, as_json: bool) -> int:
     rows = [{"id": lesson.id, "title": lesson.title, "gpu_only": lesson.gpu_only, "example": str(lesson.example),
-             "has_exercise": lesson.exercise is not None, "done": progress.done(lesson.id)} for lesson in lessons]
+             "has_exercise": lesson.exercise is not None, "done": progress.done(lesson.id),
+             "done_cpu": progress.done_on_cpu(lesson.id), "mark": progress.mark(lesson.id)} for lesson in lessons]
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
     done, total = progress.summary()
     print(f"The path from one GPU to many — {done}/{total} done\n")
     for lesson, row in zip(lessons, rows):
-        mark = "✓" if row["done"] else ("▸" if lesson.id == progress.current else " ")
-        tags = " ".join(t for t, on in (("[exercise]", row["has_exercise"]), ("[GPU]", row["gpu_only"])) if on)
-        print(f" {mark} {lesson.number:2d}  {lesson.id:<24} {lesson.title}  {tags}".rstrip())
-    print("\n`mgtutor lessons show ID` to read one, `mgtutor lessons run ID` to run it.")
+        mark = progress.mark(lesson.id)  # the marks of the TUI's list
+        here = "▸" if lesson.id == progress.current and mark == " " else mark
+        tags = " ".join(t for t, on in (("[exercise]", row["has_exercise"]), ("[GPU]", row["gpu_only"]),
+                                        ("(CPU)", row["done_cpu"])) if on)
+        print(f" {here} {lesson.number:2d}  {lesson.id:<24} {lesson.title}  {tags}".rstrip())
+    print("\n✓ done  ✗ check failed  – ran with steps skipped (no GPU here)  (CPU) done without the GPU-only steps")
+    print("`mgtutor lessons show ID` to read one, `mgtutor lessons run ID` to run it.")
     return 0
 
 
@@ -126,8 +129,7 @@ def _reset(lesson) -> int:
     from mgtutor.lessons.progress import ensure_workspace
 
     if lesson.exercise is None:
-        print(f"mgtutor lessons reset: error: lesson {lesson.id} has no exercise", file=sys.stderr)
-        return 2
+        raise CliError(f"lesson {lesson.id} has no exercise")
     print(f"the broken exercise is back in {ensure_workspace(lesson, reset=True)}")
     return 0
 
@@ -163,8 +165,7 @@ def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
         else:
             results = check_lesson(lesson, args.solution, args.backend, on_line, progress)
     except LaunchError as exc:
-        print(f"mgtutor lessons {args.action}: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     status = overall(results)
     if args.json:
         print(json.dumps({"lesson": lesson.id, "status": status, "steps": [r.to_json() for r in results]}, indent=2))

@@ -15,6 +15,7 @@ from mgtutor.training.runs.session import RunSession, Update
 from mgtutor.training.runs.tail import LineTuple
 from mgtutor.training.runs.watch import Alert, Detector, RunWatch
 from mgtutor.tui.commands.check import precheck
+from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -188,15 +189,13 @@ def main(args: argparse.Namespace) -> int:
     target = args.target[1:] if args.target[:1] == ["--"] else args.target
     problem = live_options_problem(args)
     if problem:
-        print(f"mgtutor run: error: {problem}", file=sys.stderr)
-        return 2
+        raise CliError(problem)
     precheck(target)  # static check of the script: findings only, never blocks the launch
     try:
         run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
                                 **node_options(args)))
     except LaunchError as exc:
-        print(f"mgtutor run: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     meta = run.record.meta()
     print(f"mgtutor: {meta.world_size} rank(s), backend {meta.backend} — {meta.device_note}",
           file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ import time
 
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
 from mgtutor.tui.commands.runs_stacks import stacks_main
+from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,12 +43,10 @@ def main(args: argparse.Namespace) -> int:
         return stacks_main(args.run_id, args.json)
     if args.action == "show":
         if not args.run_id:
-            print("mgtutor runs show: error: give a run id (see `mgtutor runs`)")
-            return 2
+            raise CliError("give a run id (see `mgtutor runs`)")
         record = find_run(args.run_id)
         if record is None:
-            print(f"mgtutor runs show: error: no single run matches {args.run_id!r} in {runs_root()}")
-            return 2
+            raise CliError(f"no single run matches {args.run_id!r} in {runs_root()}")
         meta, result, status = record.meta(), record.result(), record.status()
         logs = [str(p) for _, _, p in record.rank_logs()]
         if args.json:

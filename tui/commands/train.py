@@ -25,6 +25,7 @@ from mgtutor.tui.commands.run import (
     print_failure_diagnosis,
     stream_run,
 )
+from mgtutor.tui.errors import CliError
 
 WORKER = ["-m", "mgtutor.training.worker.train"]
 
@@ -114,15 +115,13 @@ def summary_table(summary: TrainSummary) -> str:
 def main(args: argparse.Namespace) -> int:
     problem = check(args)
     if problem:
-        print(f"mgtutor train: error: {problem}", file=sys.stderr)
-        return 2
+        raise CliError(problem)
     nproc = 1 if args.strategy != "ddp" else args.nproc
     try:
         run = launch(LaunchSpec(target=worker_target(args), nproc=nproc, backend=args.backend,
                                 label=f"train-{args.model}", **node_options(args)))
     except LaunchError as exc:
-        print(f"mgtutor train: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     meta = run.record.meta()
     print(f"mgtutor: training {args.model} on {meta.world_size} rank(s), backend {meta.backend} — "
           f"{meta.device_note}", file=sys.stderr, flush=True)

@@ -3,8 +3,6 @@ rendezvous probe. Everything runs in thread workers (doctor asks torch in a subp
 and probe are torchrun runs the App owns); the last results are saved and shown at once."""
 from __future__ import annotations
 
-import argparse
-import shlex
 import time
 from typing import Any
 
@@ -14,10 +12,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Input, ProgressBar, Static, TabbedContent, TabPane
 
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.sizes import format_size
+from mgtutor.tui.messages import RunStarted
+from mgtutor.tui.options.bench import BenchForm
+from mgtutor.tui.options.flags import OptionError
+from mgtutor.tui.options.probe import ProbeForm
+from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.diagnostics_text import (BENCH_COLUMNS, RANK_COLUMNS, bench_cells, checklist_text,
                                                  rank_cells, topology_text)
 from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
@@ -26,25 +29,13 @@ DEFAULT_BENCH_ARGS = "--check"
 DEFAULT_PROBE_ARGS = "--timeout 30"
 
 
-def _parse(register: Any, words: str) -> argparse.Namespace:
-    """Parse the Input's text with the CLI's own parser, so the screen and the CLI accept the same."""
-    parser = argparse.ArgumentParser(prog="mgtutor", exit_on_error=False, add_help=False)
-    sub = parser.add_subparsers(dest="cmd")
-    register(sub)
-    name = next(iter(sub.choices))
-    child = sub.choices[name]
-    child.exit_on_error = False
-    child.error = lambda message: (_ for _ in ()).throw(ValueError(message))  # type: ignore[method-assign]
-    return parser.parse_args([name, *shlex.split(words)])
-
-
 class DiagnosticsScreen(Screen):
     TITLE = "Diagnostics"
     BINDINGS = [
-        Binding("c", "doctor", "Check (doctor)"),
-        Binding("b", "bench", "Bench all-reduce"),
-        Binding("p", "probe", "Probe rendezvous"),
-        Binding("y", "copy_report", "Copy report"),
+        Binding("c", "doctor", "Check"),
+        Binding("b", "bench", "Bench"),
+        Binding("p", "probe", "Probe"),
+        Binding("y", "copy_report", "Copy"),
         Binding("s", "stop", "Stop"),
     ]
 
@@ -61,7 +52,7 @@ class DiagnosticsScreen(Screen):
         with TabbedContent(id="diag-tabs"):
             with TabPane("Doctor", id="tab-doctor"):
                 with VerticalScroll():
-                    yield Static("Press c to check this machine.", id="doctor-status")
+                    yield Static("Checking this machine… (torch answers from a subprocess)", id="doctor-status")
                     yield Static("", id="doctor-checks")
             with TabPane("Topology", id="tab-topology"):
                 with VerticalScroll():
@@ -82,12 +73,13 @@ class DiagnosticsScreen(Screen):
                     yield Static("", id="probe-status")
                     yield DataTable(id="probe-table", zebra_stripes=True)
                     yield Static("", id="probe-message")
-        yield Footer()
+        yield ModeFooter()
 
     def on_mount(self) -> None:
         self.query_one("#bench-table", DataTable).add_columns(*BENCH_COLUMNS)
         self.query_one("#probe-table", DataTable).add_columns(*RANK_COLUMNS)
         self.load_saved()
+        self.action_doctor()  # what the user came for; the saved report shows meanwhile
 
     @work(thread=True, group="diag-load")
     def load_saved(self) -> None:
@@ -96,7 +88,7 @@ class DiagnosticsScreen(Screen):
 
     def _show_saved(self, found: dict[str, dict[str, Any] | None]) -> None:
         if found["doctor"] and self.doctor_report is None:
-            self.show_doctor(found["doctor"], saved_note=True)
+            self.show_doctor(found["doctor"], saved_note=True, checking="doctor" in self.busy)
         if found["allreduce"] and self.bench_report is None and "bench" not in self.busy:
             self.show_bench(found["allreduce"], saved_note=True)
         if found["rendezvous"] and self.probe_report is None and "probe" not in self.busy:
@@ -127,26 +119,32 @@ class DiagnosticsScreen(Screen):
         self.busy.discard("doctor")
         self.query_one("#doctor-status", Static).update(Text(f"The check failed: {why}"))
 
-    def show_doctor(self, report: dict[str, Any], saved_note: bool = False) -> None:
-        self.busy.discard("doctor")
+    def show_doctor(self, report: dict[str, Any], saved_note: bool = False, checking: bool = False) -> None:
+        if not checking:
+            self.busy.discard("doctor")
         self.doctor_report = report
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.get("generated", time.time())))
-        note = f"saved report from {when} — c checks again" if saved_note else f"checked {when} — y copies the report"
+        if checking:
+            note = f"saved report from {when}; checking again…"
+        elif saved_note:
+            note = f"saved report from {when} — c checks again"
+        else:
+            note = f"checked {when} — y copies the report (Markdown), c checks again"
         self.query_one("#doctor-status", Static).update(note)
         self.query_one("#doctor-checks", Static).update(checklist_text(report))
         self.query_one("#topology-view", Static).update(topology_text(report))
 
     def action_copy_report(self) -> None:
-        from mgtutor.diagnostics.doctor.report import render_text
+        from mgtutor.diagnostics.doctor.report import render_markdown
 
         if self.doctor_report is None:
-            self.notify("No report yet: press c first.", severity="warning")
+            self.notify("No report yet: the check is running (c runs it again).", severity="warning")
             return
-        text = render_text(self.doctor_report)
+        text = render_markdown(self.doctor_report)
         self.app.copy_to_clipboard(text)
-        path = saved.saved_path("doctor").with_suffix(".txt")
+        path = saved.saved_path("doctor").with_suffix(".md")
         path.write_text(text + "\n")
-        self.notify(f"Report copied to the clipboard and written to {path}")
+        self.notify(f"Report (Markdown) copied to the clipboard and written to {path}")
 
     # all-reduce bench -------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -156,23 +154,43 @@ class DiagnosticsScreen(Screen):
             self.action_probe()
 
     def action_bench(self) -> None:
-        from mgtutor.diagnostics.bench.allreduce_bench import start
-        from mgtutor.training.runs.launcher import LaunchSpec, plan
-        from mgtutor.tui.commands import bench_allreduce
-
         if self.busy & {"bench", "probe"}:
             self.notify("A bench or probe is running: s stops it.", severity="warning")
             return
         self.query_one(TabbedContent).active = "tab-bench"
         try:
-            options = bench_allreduce.options_from(_parse(bench_allreduce.register, self.query_one("#bench-args", Input).value))
-            sizes = options.sizes(plan(LaunchSpec(target=[], nproc=options.nproc, backend=options.backend)).backend)
-            run = start(options)
-        except Exception as exc:  # bad options or a launch refusal: shown, not raised
+            options = BenchForm.from_words(self.query_one("#bench-args", Input).value).options()
+        except OptionError as exc:
             self.query_one("#bench-status", Static).update(Text(f"Cannot start: {exc}"))
             return
-        self._track(run)
         self.busy.add("bench")
+        self.query_one("#bench-status", Static).update("starting the ranks…")
+        self.launch_bench(options)
+
+    @work(thread=True, group="bench")
+    def launch_bench(self, options: Any) -> None:
+        """Planning asks NVML and launching spawns torchrun: both off the event loop."""
+        from mgtutor.diagnostics.bench.allreduce_bench import collect, start
+        from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
+
+        try:
+            sizes = options.sizes(plan(LaunchSpec(target=[], nproc=options.nproc, backend=options.backend)).backend)
+            run = start(options)
+        except LaunchError as exc:  # a launch refusal: shown, not raised
+            self.app.call_from_thread(self._bench_refused, str(exc))
+            return
+        self.post_message(RunStarted(run))
+        self.app.call_from_thread(self._bench_started, run, sizes)
+        report = collect(run, on_rows=lambda rows: self.app.call_from_thread(self.add_bench_rows, rows))
+        saved.save("allreduce", report)
+        self.app.call_from_thread(self.show_bench, report)
+
+    def _bench_refused(self, why: str) -> None:
+        self.busy.discard("bench")
+        self.query_one("#bench-status", Static).update(Text(f"Cannot start: {why}"))
+
+    def _bench_started(self, run: Any, sizes: list[int]) -> None:
+        self.current_run = run
         self.bench_report = None
         self.query_one("#bench-table", DataTable).clear()
         self.query_one("#bench-chart", BandwidthChart).set_points([])
@@ -182,21 +200,6 @@ class DiagnosticsScreen(Screen):
         self.query_one("#bench-status", Static).update(Text(
             f"{meta.world_size} rank(s), {meta.backend} — {meta.device_note}; "
             f"{len(sizes)} sizes {format_size(sizes[0])}…{format_size(sizes[-1])}; s stops"))
-        self.follow_bench(run)
-
-    def _track(self, run: Any) -> None:
-        self.current_run = run
-        track = getattr(self.app, "track_run", None)
-        if track:
-            track(run)
-
-    @work(thread=True, group="bench")
-    def follow_bench(self, run: Any) -> None:
-        from mgtutor.diagnostics.bench.allreduce_bench import collect
-
-        report = collect(run, on_rows=lambda rows: self.app.call_from_thread(self.add_bench_rows, rows))
-        saved.save("allreduce", report)
-        self.app.call_from_thread(self.show_bench, report)
 
     def add_bench_rows(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#bench-table", DataTable).add_row(*bench_cells(rows))
@@ -221,36 +224,47 @@ class DiagnosticsScreen(Screen):
 
     # rendezvous probe -------------------------------------------------------------------------
     def action_probe(self) -> None:
-        from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeOptions, start
-        from mgtutor.tui.commands import doctor
-
         if self.busy & {"bench", "probe"}:
             self.notify("A bench or probe is running: s stops it.", severity="warning")
             return
         self.query_one(TabbedContent).active = "tab-probe"
         try:
-            args = _parse(doctor.register, self.query_one("#probe-args", Input).value)
-            options = ProbeOptions(nproc=args.nproc, timeout=args.timeout, backend=args.backend,
-                                   skip_ranks=args.skip_rank)
-            run = start(options)
-        except Exception as exc:  # bad options or a launch refusal: shown, not raised
+            form = ProbeForm.from_words(self.query_one("#probe-args", Input).value)
+        except OptionError as exc:
             self.query_one("#probe-status", Static).update(Text(f"Cannot start: {exc}"))
             return
-        self._track(run)
         self.busy.add("probe")
+        self.query_one("#probe-status", Static).update("starting the ranks…")
+        self.launch_probe(form)
+
+    @work(thread=True, group="probe")
+    def launch_probe(self, form: ProbeForm) -> None:
+        from mgtutor.diagnostics.doctor.rendezvous_probe import start, wait
+        from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
+
+        try:
+            world = plan(LaunchSpec(target=[], nproc=form.nproc, backend=form.backend)).nproc
+            options = form.validate(world).options()
+            run = start(options)
+        except (OptionError, LaunchError) as exc:  # shown, not raised
+            self.app.call_from_thread(self._probe_refused, str(exc))
+            return
+        self.post_message(RunStarted(run))
+        self.app.call_from_thread(self._probe_started, run, options)
+        report = wait(run, options)
+        saved.save("rendezvous", report)
+        self.app.call_from_thread(self.show_probe, report)
+
+    def _probe_refused(self, why: str) -> None:
+        self.busy.discard("probe")
+        self.query_one("#probe-status", Static).update(Text(f"Cannot start: {why}"))
+
+    def _probe_started(self, run: Any, options: Any) -> None:
+        self.current_run = run
         self.query_one("#probe-table", DataTable).clear()
         self.query_one("#probe-message", Static).update("")
         self.query_one("#probe-status", Static).update(Text(
             f"{run.record.meta().world_size} rank(s) joining; waiting up to {options.timeout:g} s… s stops"))
-        self.follow_probe(run, options)
-
-    @work(thread=True, group="probe")
-    def follow_probe(self, run: Any, options: Any) -> None:
-        from mgtutor.diagnostics.doctor.rendezvous_probe import wait
-
-        report = wait(run, options)
-        saved.save("rendezvous", report)
-        self.app.call_from_thread(self.show_probe, report)
 
     def show_probe(self, report: dict[str, Any], saved_note: bool = False) -> None:
         self.busy.discard("probe")

@@ -1,28 +1,63 @@
-"""Help: every key, in one modal."""
+"""Help: the keys of the screen the user came from, then the global ones, in one modal."""
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-HELP = """\
-[b]mgtutor keys[/b]
-
+GLOBAL_KEYS = """\
+[b]Everywhere[/b]
   h  Home            l  Lessons        d  Diagnostics
   m  Monitor         t  Troubleshoot   r  Runs
   ?  this help       q  quit (asks before stopping a run you started)
 
-Every mode also lists its own keys in the footer.
 Everything here is also a command: run `mgtutor --help` in a shell.
-
 [dim]escape or ? closes this window[/dim]"""
+
+KEY_NAMES = {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]", "enter": "enter",
+             "escape": "esc", "question_mark": "?"}
+
+
+def key_label(binding: Binding) -> str:
+    if binding.key_display:
+        return binding.key_display
+    return ",".join(KEY_NAMES.get(key, key) for key in binding.key.split(","))
+
+
+def screen_keys(bindings: list[BindingType]) -> list[tuple[str, str]]:
+    """(key, what it does) for a screen's own bindings, hidden ones included: help is where they are found."""
+    keys = []
+    for binding in bindings:
+        if isinstance(binding, Binding) and binding.description:
+            keys.append((key_label(binding), binding.description))
+    return keys
+
+
+def help_text(screen: Screen | None) -> Text:
+    text = Text()
+    title = screen.title if screen is not None and screen.title else "this screen"
+    keys = screen_keys(list(type(screen).BINDINGS)) if screen is not None else []
+    text.append(f"mgtutor keys — {title}\n", style="bold")
+    for key, what in keys:
+        text.append(f"  {key:<6}", style="bold cyan")
+        text.append(f"{what}\n")
+    if not keys:
+        text.append("  (no keys of its own)\n", style="dim")
+    text.append("\n")
+    text.append_text(Text.from_markup(GLOBAL_KEYS))
+    return text
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close")]
 
+    def __init__(self, screen: Screen | None = None) -> None:
+        super().__init__()
+        self.for_screen = screen
+
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(HELP)
+        with VerticalScroll(classes="dialog"):
+            yield Static(help_text(self.for_screen), id="help-text")

@@ -1,23 +1,35 @@
 """Home: what this machine has, and the way forward."""
 from __future__ import annotations
 
+from rich.table import Table
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from mgtutor.training.runs.nvml import Inventory, inventory
+from mgtutor.tui.widgets.mode_footer import ModeFooter
 
-WAY_FORWARD = """\
-[b]The way forward[/b]
-  [b]l[/b]  Lessons       learn by running: one GPU → DataParallel → DDP → scaling, each step checked
-  [b]d[/b]  Diagnostics   is this machine ready? versions, topology, all-reduce bandwidth
-  [b]m[/b]  Monitor       launch a training run and watch every rank and every GPU live
-  [b]t[/b]  Troubleshoot  a hang, an OOM, an NCCL error: from symptom to cause and fix
-  [b]r[/b]  Runs          past and running runs; reattach, diagnose
-  [b]?[/b]  Help          every key
-"""
+WAY_FORWARD = [
+    ("l", "Lessons", "learn by running: one GPU → DataParallel → DDP → scaling, each step checked"),
+    ("d", "Diagnostics", "is this machine ready? versions, topology, all-reduce bandwidth"),
+    ("m", "Monitor", "launch a training run and watch every rank and every GPU live"),
+    ("t", "Troubleshoot", "a hang, an OOM, an NCCL error: from symptom to cause and fix"),
+    ("r", "Runs", "past and running runs; reattach, diagnose"),
+    ("?", "Help", "every key"),
+]
+
+
+def way_forward() -> Table:
+    """A grid, so that a description that wraps at 80 columns stays in its own column."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(ratio=1)
+    for key, mode, what in WAY_FORWARD:
+        grid.add_row(f" {key}", mode, what)
+    return grid
 
 
 def describe_machine(inv: Inventory) -> str:
@@ -41,8 +53,9 @@ class HomeScreen(Screen):
             yield Static("[b]mgtutor[/b] — from one GPU to many, by running it for real.", id="tagline")
             yield Static("This machine", classes="section-title")
             yield Static("looking for GPUs…", id="machine", classes="machine-summary")
-            yield Static(WAY_FORWARD, id="way-forward")
-        yield Footer()
+            yield Static("The way forward", classes="section-title")
+            yield Static(way_forward(), id="way-forward")
+        yield ModeFooter()
 
     def on_mount(self) -> None:
         self.load_machine()

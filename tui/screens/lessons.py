@@ -8,34 +8,38 @@ import shlex
 import subprocess
 import time
 from collections import deque
+from pathlib import Path
 
 from rich.syntax import Syntax
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import (Footer, Header, ListItem, ListView, Log, Markdown, Static, TabbedContent,
-                             TabPane)
+from textual.widgets import Header, ListItem, ListView, Markdown, RichLog, Static, TabbedContent, TabPane
 
-from mgtutor.lessons.loader import Lesson, all_lessons
+from mgtutor.lessons.loader import Lesson, Step, all_lessons
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
 from mgtutor.training.runs.launcher import LaunchError
-from mgtutor.tui.widgets.lesson_text import checks_text, exercise_text, lesson_label, lesson_markdown, status_text
+from mgtutor.tui.messages import RunStarted, ShowLesson
+from mgtutor.tui.widgets.mode_footer import ModeFooter
+from mgtutor.tui.widgets.lesson_text import (checks_text, exercise_text, lesson_label, lesson_mark, lesson_markdown,
+                                             status_text)
 from mgtutor.tui.widgets.rank_logs import neutralise, prefix
 
 
 class LessonsScreen(Screen):
     TITLE = "Lessons"
     BINDINGS = [
-        Binding("g", "run_steps", "Run steps"),
-        Binding("e", "edit", "Edit exercise"),
+        Binding("g", "run_steps", "Run"),
+        Binding("e", "edit", "Edit"),
         Binding("c", "check", "Check"),
         Binding("i", "hint", "Hint"),
         Binding("n", "next_lesson", "Next"),
         Binding("p", "previous_lesson", "Prev"),
-        Binding("x", "reset_exercise", "Reset", show=False),
+        Binding("x", "reset_exercise", "Reset exercise", show=False),
     ]
 
     def __init__(self) -> None:
@@ -49,7 +53,9 @@ class LessonsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="lessons-body"):
-            yield ListView(*[ListItem(Static(lesson_label(lesson, self.progress), classes="lesson-item"),
+            yield ListView(*[ListItem(Horizontal(Static(lesson_mark(lesson, self.progress), classes="lesson-mark"),
+                                                 Static(lesson_label(lesson, self.progress), classes="lesson-title"),
+                                                 classes="lesson-item"),
                                       id=f"item-{lesson.id}") for lesson in self.lessons], id="lesson-list")
             with Vertical(id="lesson-main"):
                 yield Static("", id="lesson-status")
@@ -64,12 +70,12 @@ class LessonsScreen(Screen):
                         with VerticalScroll():
                             yield Static("", id="lesson-exercise")
                     with TabPane("Run", id="tab-run"):
-                        yield Log(id="lesson-log", max_lines=2000, auto_scroll=True)
+                        yield RichLog(id="lesson-log", max_lines=2000, wrap=True, markup=False, auto_scroll=True)
                     with TabPane("Checks", id="tab-checks"):
                         with VerticalScroll():
                             yield Static("Nothing checked yet: g runs the lesson's steps, c checks.",
                                          id="lesson-checks")
-        yield Footer()
+        yield ModeFooter()
 
     def on_mount(self) -> None:
         self.set_interval(0.1, self._drain_lines)
@@ -77,7 +83,6 @@ class LessonsScreen(Screen):
         lesson_list.index = self.lessons.index(self.lesson)
         lesson_list.focus()
         self.show_lesson(self.lesson)
-        self._open_requested()
 
     def on_screen_resume(self) -> None:
         """Progress may have moved on elsewhere (`mgtutor lessons check` in another terminal)."""
@@ -85,15 +90,10 @@ class LessonsScreen(Screen):
             self.progress = Progress()
             self._refresh_marks()
             self._show_status()
-        self._open_requested()
 
-    def _open_requested(self) -> None:
+    def on_show_lesson(self, message: ShowLesson) -> None:
         """Another mode asked for a lesson (a failure's fix card links to the lesson that teaches it)."""
-        wanted = getattr(self.app, "lesson_to_open", None)
-        if not wanted:
-            return
-        self.app.lesson_to_open = None
-        match = [i for i, lesson in enumerate(self.lessons) if lesson.id == wanted]
+        match = [i for i, lesson in enumerate(self.lessons) if lesson.id == message.lesson_id]
         if match and not self.busy:
             self._move(match[0] - self.lessons.index(self.lesson))
 
@@ -105,6 +105,8 @@ class LessonsScreen(Screen):
                 self.show_lesson(lesson)
 
     def show_lesson(self, lesson: Lesson) -> None:
+        if lesson is not self.lesson and not self.busy:
+            self.query_one("#lesson-log", RichLog).clear()  # the previous lesson's output is not this one's
         self.lesson = lesson
         self.progress.set_current(lesson.id)
         self.query_one("#lesson-markdown", Markdown).update(lesson_markdown(lesson, len(self.lessons)))
@@ -128,7 +130,9 @@ class LessonsScreen(Screen):
 
     def _refresh_marks(self) -> None:
         for lesson in self.lessons:
-            self.query_one(f"#item-{lesson.id}", ListItem).query_one(Static).update(lesson_label(lesson, self.progress))
+            item = self.query_one(f"#item-{lesson.id}", ListItem)
+            item.query_one(".lesson-mark", Static).update(lesson_mark(lesson, self.progress))
+            item.query_one(".lesson-title", Static).update(lesson_label(lesson, self.progress))
 
     # -- actions ---------------------------------------------------------------------------
     def action_next_lesson(self) -> None:
@@ -147,8 +151,10 @@ class LessonsScreen(Screen):
             self.notify("This lesson has no exercise, so no hints: g runs its steps.")
             return
         hint = self.progress.next_hint(self.lesson)
-        if hint is None:
+        if hint is None and self.lesson.exercise is not None:
             self.notify(f"All hints shown; the reference solution is {self.lesson.exercise.solution.name}")
+        elif hint is None:
+            self.notify("All hints shown.")
         else:
             self.notify(f"Hint {hint[0]}/{len(self.lesson.hints)}: {hint[1]}", timeout=15)
         self._show_exercise()
@@ -187,7 +193,7 @@ class LessonsScreen(Screen):
             self.notify("A lesson run is still going; wait for it (its output is in the Run tab).")
             return
         self.busy = True
-        log = self.query_one("#lesson-log", Log)
+        log = self.query_one("#lesson-log", RichLog)
         log.clear()
         self.query_one("#lesson-tabs", TabbedContent).active = "tab-run"
         what = "checking your exercise" if mode == "check" and self.lesson.exercise else "running the steps"
@@ -198,6 +204,7 @@ class LessonsScreen(Screen):
     @work(thread=True, exclusive=True, group="lesson-run")
     def run_lesson(self, lesson: Lesson, mode: str) -> None:
         gpus = gpu_count()
+        jobs: list[tuple[Step, Path | None]]
         if mode == "check" and lesson.exercise:
             jobs = [(lesson.exercise.step, ensure_workspace(lesson))]
         else:
@@ -216,7 +223,7 @@ class LessonsScreen(Screen):
                 results.append(StepResult(lesson.id, step.name, step.title, str(script or step.script),
                                           "failed", reason=str(exc)))
                 continue
-            self.app.call_from_thread(self.app.track_run, run)
+            self.post_message(RunStarted(run))
             meta = run.record.meta()
             self._pending.append(f"── {step.title}: {meta.world_size} rank(s), {meta.backend} "
                                  f"— {meta.device_note}")
@@ -228,10 +235,12 @@ class LessonsScreen(Screen):
     def _drain_lines(self) -> None:
         if not self._pending:
             return
-        batch = []
+        batch: list[str] = []
         while self._pending and len(batch) < 500:
             batch.append(self._pending.popleft())
-        self.query_one("#lesson-log", Log).write_lines(batch)
+        log = self.query_one("#lesson-log", RichLog)
+        for line in batch:  # wrapped at the pane's width: nothing is cut at 80 columns
+            log.write(Text(line))
 
     def _finished(self, lesson: Lesson, mode: str, results: list[StepResult]) -> None:
         self.busy = False
@@ -249,4 +258,6 @@ class LessonsScreen(Screen):
             note = {"passed": "✓ all checks passed" + ("  — n for the next lesson" if lesson.id != self.lessons[-1].id else ""),
                     "failed": "✗ a check failed: see Checks" + ("  (i for a hint)" if lesson.hints else ""),
                     "skipped": "– some steps could not run here: see Checks"}[status]
+            if status == "skipped" and self.progress.done_on_cpu(lesson.id):
+                note = "✓ done on CPU: every step that runs here passed (the GPU-only ones were skipped)"
             self._show_status(note)

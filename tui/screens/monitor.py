@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Header
+from textual.widgets import ContentSwitcher, Header
 from textual.worker import get_current_worker
 
 from mgtutor.diagnostics.check.script import CheckError, check_file
@@ -29,11 +29,13 @@ from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.watch import Alert, RunWatch
+from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.launch_form import LaunchForm
+from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
@@ -45,19 +47,21 @@ RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab",
 
 class MonitorScreen(Screen):
     TITLE = "Monitor"
+    AUTO_FOCUS = "#f-kind"  # the launch form's first field: Enter launches at once
     BINDINGS = [
+        # the footer shows what fits 80 columns; ? lists them all
         Binding("s", "stop", "Stop"),
         Binding("p", "follow", "Pause"),
-        Binding("slash", "search", "Search", key_display="/"),
-        Binding("n", "next_match", "Next"),
-        Binding("e", "first_error", "1st error"),
-        Binding("left_square_bracket", "prev_tab", "Tab", key_display="["),
+        Binding("slash", "search", "Find", key_display="/"),
+        Binding("n", "next_match", "Next match", show=False),
+        Binding("e", "first_error", "Error"),
+        Binding("left_square_bracket", "prev_tab", "Previous log tab", key_display="[", show=False),
         Binding("right_square_bracket", "next_tab", "Tab", key_display="]"),
-        Binding("f", "full_log", "Full log"),
-        Binding("c", "copy_path", "Path"),
+        Binding("f", "full_log", "Log"),
+        Binding("c", "copy_path", "Copy run folder", show=False),
         Binding("o", "open_lesson", "Lesson"),
         Binding("k", "toggle_check", "Check"),
-        Binding("N", "new_run", "New run", key_display="N"),
+        Binding("N", "new_run", "New", key_display="N"),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
     make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))
@@ -86,7 +90,7 @@ class MonitorScreen(Screen):
                 yield GpuMeters(id="gpu-meters")
                 yield TrainingCharts(id="training-charts")
                 yield RankLogs(id="rank-logs")
-        yield Footer()
+        yield ModeFooter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in RUN_KEYS and self.record is None:
@@ -138,9 +142,7 @@ class MonitorScreen(Screen):
         self.app.call_from_thread(self._launched, run)
 
     def _launched(self, run: Run) -> None:
-        track = getattr(self.app, "track_run", None)
-        if track is not None:
-            track(run)
+        self.post_message(RunStarted(run))
         self.attach(run.record, run, keep_check=True)
 
     def attach(self, record: RunRecord, run: Run | None = None, alive: Callable[[], bool] | None = None,
@@ -297,7 +299,10 @@ class MonitorScreen(Screen):
         lesson = self.query_one(FailureBanner).lesson
         if not lesson:
             return
-        self.app.open_lesson(lesson)
+        self.post_message(OpenLesson(lesson))
+
+    def on_attach_run(self, message: AttachRun) -> None:
+        self.attach(message.record, message.run)
 
     def action_new_run(self) -> None:
         if self.state is not None and not self.state.done:
@@ -312,4 +317,5 @@ class MonitorScreen(Screen):
         self.query_one(CheckPanel).reset()
         self.query_one(ContentSwitcher).current = "launch-form"
         self.query_one(LaunchForm).show_message("")
+        self.query_one(LaunchForm).focus_first()
         self.refresh_bindings()

@@ -4,7 +4,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
+
+from mgtutor.tui.widgets.mode_footer import ModeFooter
 
 
 class PlaceholderScreen(Screen):
@@ -18,4 +20,4 @@ class PlaceholderScreen(Screen):
             yield Static(self.ABOUT)
             yield Static("This mode is not available in this version yet; its command-line "
                          "counterpart is listed in `mgtutor --help`.", classes="placeholder")
-        yield Footer()
+        yield ModeFooter()

@@ -12,10 +12,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
-from mgtutor.training.runs.launcher import Run
-from mgtutor.training.runs.records import RunRecord, list_runs, runs_root
+from mgtutor.training.runs.records import list_runs, runs_root
+from mgtutor.tui.messages import OpenRun
+from mgtutor.tui.widgets.mode_footer import ModeFooter
+
+
+RUN_COLUMN = 22  # characters of the run id shown: with the other columns, 80 in all
 
 
 def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
@@ -32,20 +36,28 @@ def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
+def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
+    """The run id without its leading date and time (the started column has them), cut to `width`:
+    the table then fits 80 columns, the full id stays the row's key (and the Monitor's title)."""
+    parts = run_id.split("-", 2)
+    rest = parts[2] if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() else run_id
+    return rest if len(rest) <= width else rest[:width - 1] + "…"
+
+
 class RunsScreen(Screen):
     TITLE = "Runs"
-    BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open in monitor")]
+    BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open")]
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(classes="mode-body"):
             yield Static(f"Run records in {runs_root()}", id="runs-root")
             yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield ModeFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("run", "status", "ranks", "backend", "started", "failed first")
+        table.add_columns("run", "status", "ranks", "backend", "started", "failed")
         self.action_refresh()
 
     def on_screen_resume(self) -> None:
@@ -63,28 +75,17 @@ class RunsScreen(Screen):
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
-            table.add_row(*row, key=row[0])
+            table.add_row(short_id(row[0]), *row[1:], key=row[0])
         if not rows:
             self.query_one("#runs-root", Static).update(
                 f"No runs yet in {runs_root()}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.run_worker(self.open_run(str(event.row_key.value)), group="open-run")
+        self.post_message(OpenRun(str(event.row_key.value)))
 
-    async def action_open_run(self) -> None:
+    def action_open_run(self) -> None:
         table = self.query_one(DataTable)
         if table.row_count:
             row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
-            await self.open_run(str(row_key.value))
-
-    async def open_run(self, run_id: str) -> None:
-        """Show the run in Monitor mode; a run this app started keeps its own handle."""
-        from mgtutor.tui.screens.monitor import MonitorScreen
-
-        owned: Run | None = getattr(self.app, "active_runs", {}).get(run_id)
-        record = owned.record if owned else RunRecord(runs_root() / run_id)
-        await self.app.switch_mode("monitor")
-        screen = self.app.screen
-        if isinstance(screen, MonitorScreen):
-            screen.attach(record, owned)
+            self.post_message(OpenRun(str(row_key.value)))

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Log, OptionList, Static
+from textual.widgets import Header, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file, findings_for_symptom
@@ -24,6 +24,8 @@ from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs
+from mgtutor.tui.messages import RunStarted
+from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.script_findings import ScriptFindings
 
 LOG_OPTION = "log"
@@ -64,12 +66,12 @@ def last_run_script(scan: int = 20) -> Path | None:
 class TroubleshootScreen(Screen):
     TITLE = "Troubleshoot"
     BINDINGS = [
-        Binding("c", "checks", "Run checks"),
-        Binding("x", "demo", "Run demo"),
-        Binding("v", "next_demo", "Other demo"),
-        Binding("g", "latest", "Diagnose last run"),
-        Binding("o", "open_input", "Log/run…"),
-        Binding("s", "open_script", "Script…"),
+        Binding("c", "checks", "Checks"),
+        Binding("x", "demo", "Demo"),
+        Binding("v", "next_demo", "Other"),
+        Binding("g", "latest", "Last run"),
+        Binding("o", "open_input", "Log/run"),
+        Binding("s", "open_script", "Script"),
     ]
 
     def __init__(self) -> None:
@@ -97,9 +99,10 @@ class TroubleshootScreen(Screen):
                 yield Input(placeholder="run id or log file(s) — Enter diagnoses", id="ts-input")
                 yield Log(max_lines=400, id="ts-log", classes="ts-log")
                 yield Vertical(id="ts-findings")
-        yield Footer()
+        yield ModeFooter()
 
     def on_mount(self) -> None:
+        self.query_one("#ts-log", Log).display = False  # an empty box until a demo runs
         self.query_one("#ts-symptoms", OptionList).focus()
         self.suggest_script()
 
@@ -216,6 +219,7 @@ class TroubleshootScreen(Screen):
         name = self.symptom.demos[self.demo_index % len(self.symptom.demos)]
         self.busy = True
         self.query_one("#ts-log", Log).clear()
+        self.query_one("#ts-log", Log).display = True  # shown once there is something to show
         self.show_findings([])
         self.set_status(f"demo [b]{name}[/b] running: real ranks, real failure…")
         self.run_demo_worker(name)
@@ -234,9 +238,7 @@ class TroubleshootScreen(Screen):
                 last = time.monotonic()
 
         def on_start(run: Any) -> None:
-            tracker = getattr(self.app, "track_run", None)
-            if tracker:
-                self.app.call_from_thread(tracker, run)
+            self.post_message(RunStarted(run))
 
         try:
             outcome = run_demo(name, on_line=on_line, on_start=on_start)
@@ -285,16 +287,21 @@ class TroubleshootScreen(Screen):
         except (OSError, ValueError) as exc:
             self.app.call_from_thread(self.set_status, f"[red]cannot diagnose: {escape(str(exc))}[/]")
             return
-        self.app.call_from_thread(self.set_status, f"diagnosis of {escape(source)}: {len(findings)} finding(s)")
+        found = f"{len(findings)} finding(s) below" if findings else "no sign of a failure"
+        self.app.call_from_thread(self.set_status, f"diagnosis of {escape(source)}: {found}")
         self.app.call_from_thread(self.show_findings, findings)
 
     def show_findings(self, findings: list[Finding]) -> None:
         self.findings = findings
         box = self.query_one("#ts-findings", Vertical)
         box.remove_children()
-        if not findings:
-            return
-        box.mount_all(Static(card_markup(i, f), classes="fix-card") for i, f in enumerate(findings, 1))
+        if findings:
+            box.mount_all(Static(card_markup(i, f), classes="fix-card") for i, f in enumerate(findings, 1))
+        # the answer goes where the user looks: at 80×24 it is drawn below the fold otherwise
+        self.call_after_refresh(self._reveal, "#ts-status")
+
+    def _reveal(self, selector: str) -> None:
+        self.query_one("#ts-body", VerticalScroll).scroll_to_widget(self.query_one(selector), top=True, animate=False)
 
 
 __all__ = ["TroubleshootScreen", "RunRecord"]

@@ -15,7 +15,13 @@ def checklist_text(report: dict[str, Any]) -> Text:
     v = report["versions"]
     text = Text()
     text.append(f"torch {v.get('torch') or '-'} · CUDA {v.get('cuda') or '-'} · cuDNN {v.get('cudnn') or '-'} · "
-                f"NCCL {v.get('nccl') or '-'} · driver {v.get('driver') or '-'}\n\n", style="bold")
+                f"NCCL {v.get('nccl') or '-'} · driver {v.get('driver') or '-'}\n", style="bold")
+    host = report.get("host") or {}
+    if host.get("os"):
+        cpu = f" · {host['cpu_model']}" if host.get("cpu_model") else ""
+        text.append(f"{host['os']} · kernel {host.get('kernel') or '?'}{cpu} · {host.get('cpus') or '?'} CPUs\n",
+                    style="dim")
+    text.append("\n")
     for check in report["checks"]:
         mark, style = MARKS[check["status"]]
         text.append(f" {mark} ", style=f"bold {style}")

@@ -9,11 +9,15 @@ import shlex
 from dataclasses import dataclass, field
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets._select import SelectOverlay
 
 from mgtutor.training.runs.launcher import BACKENDS, LaunchSpec
+from mgtutor.tui.options.flags import OptionError
+from mgtutor.tui.options.launch import LaunchOptions
 from mgtutor.training.runs.train_options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS
 
 TRAINER_MODULE = "mgtutor.training.worker.train"
@@ -46,10 +50,8 @@ class FormValues:
     extra: list[str] = field(default_factory=list)
 
 
-def _positive(name: str, raw: str, allow_blank: bool = False) -> int | None:
+def _positive(name: str, raw: str) -> int:
     raw = raw.strip()
-    if not raw and allow_blank:
-        return None
     try:
         value = int(raw)
     except ValueError:
@@ -61,9 +63,12 @@ def _positive(name: str, raw: str, allow_blank: bool = False) -> int | None:
 
 def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
     """The LaunchSpec and the equivalent command line, or FormError."""
-    nproc = _positive("ranks", values.nproc, allow_blank=True)
-    if values.backend not in BACKENDS:
-        raise FormError(f"backend must be one of {', '.join(BACKENDS)}")
+    try:
+        where = LaunchOptions.from_text(values.nproc, values.backend, values.nnodes, values.node_rank,
+                                        values.rdzv_endpoint)
+    except OptionError as exc:
+        raise FormError(str(exc)) from None
+    nproc = where.nproc
     if values.kind == "script":
         if not values.script.strip():
             raise FormError("give the path of your training script (or choose the built-in trainer)")
@@ -95,31 +100,8 @@ def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
             target += ["--inject", values.inject, "--inject-rank", rank]
         label = f"train-{values.model}"
     target += values.extra
-    nnodes, node_rank, endpoint = _nodes(values)
-    command = ["mgtutor", "run"]
-    if nproc is not None:
-        command += ["--nproc", str(nproc)]
-    if values.backend != "auto":
-        command += ["--backend", values.backend]
-    if nnodes > 1:
-        command += ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--rdzv-endpoint", endpoint]
-    command_line = shlex.join([*command, "--", *target])
-    return LaunchSpec(target=target, nproc=nproc, backend=values.backend, label=label, nnodes=nnodes,
-                      node_rank=node_rank, rdzv_endpoint=endpoint or None), command_line
-
-
-def _nodes(values: FormValues) -> tuple[int, int, str]:
-    """nodes, this node's rank and the rendezvous endpoint (checked further by the launcher)."""
-    nnodes = _positive("nodes", values.nnodes or "1") or 1
-    if nnodes == 1:
-        return 1, 0, ""
-    raw = values.node_rank.strip() or "0"
-    if not raw.isdigit() or int(raw) >= nnodes:
-        raise FormError(f"node rank must be 0…{nnodes - 1} for {nnodes} nodes (got {raw!r})")
-    endpoint = values.rdzv_endpoint.strip()
-    if not endpoint:
-        raise FormError("several nodes need the rendezvous endpoint HOST:PORT of node 0, the same on every node")
-    return nnodes, int(raw), endpoint
+    command_line = shlex.join(["mgtutor", "run", *where.command_args(), "--", *target])
+    return LaunchSpec(target=target, label=label, **where.spec_fields()), command_line
 
 
 def _select(options: tuple[str, ...] | list[tuple[str, str]], value: str, widget_id: str) -> Select[str]:
@@ -128,7 +110,15 @@ def _select(options: tuple[str, ...] | list[tuple[str, str]], value: str, widget
 
 
 class LaunchForm(VerticalScroll):
-    """Every field on one line (compact widgets), so the form fits 80×24 with the command shown."""
+    """Every field on one line (compact widgets), so the form fits 80×24 with the command shown.
+
+    Enter launches from any field (a Select's list opens with space or the arrows); Escape leaves a
+    field for the form itself, where the mode keys (h, l, d…) work again."""
+
+    BINDINGS = [
+        Binding("enter", "launch", "Launch", priority=True),  # before a Select opens its list or an Input submits
+        Binding("escape", "leave_field", "Leave field", show=False),
+    ]
 
     class Submitted(Message):
         def __init__(self, spec: LaunchSpec, command: str) -> None:
@@ -157,7 +147,8 @@ class LaunchForm(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         v = self.initial
-        yield Static("[b]Launch a run[/b]  (tab: next field · enter: launch)", id="form-title")
+        yield Static("[b]Launch a run[/b]  enter: launch · tab: next field · space: open a list\n"
+                     "[dim]esc leaves a field; then h l d t r switch modes[/dim]", id="form-title")
         yield self._row("what", _select([("built-in trainer", "builtin"), ("my own script", "script")], v.kind, "f-kind"))
         yield self._row("model", _select(MODELS, v.model, "f-model"), "builtin-only")
         yield self._row("data", _select(DATASETS, v.data, "f-data"), "builtin-only")
@@ -183,6 +174,22 @@ class LaunchForm(VerticalScroll):
 
     def on_mount(self) -> None:
         self.refresh_command()
+
+    def focus_first(self) -> None:
+        self.query_one("#f-kind", Select).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "launch":
+            focused = self.screen.focused
+            # an open Select list takes Enter to pick its option
+            return not (focused is not None and any(isinstance(n, SelectOverlay) for n in focused.ancestors_with_self))
+        return True
+
+    def action_launch(self) -> None:
+        self.submit()
+
+    def action_leave_field(self) -> None:
+        self.focus()
 
     def values(self) -> FormValues:
         def get(widget_id: str) -> str:
@@ -226,10 +233,6 @@ class LaunchForm(VerticalScroll):
         built = self.refresh_command()
         if built is not None:
             self.post_message(self.Submitted(*built))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.submit()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "form-launch":

@@ -18,25 +18,20 @@ from mgtutor.lessons.progress import Progress
 MARK_STYLES = {"✓": "bold green", "✗": "bold red", "–": "yellow", "▸": "bold cyan", " ": ""}
 
 
-def lesson_mark(lesson: Lesson, progress: Progress) -> str:
-    if progress.done(lesson.id):
-        return "✓"
-    checked = progress.lesson(lesson.id).get("checked") if lesson.id in progress.data["lessons"] else None
-    if checked and checked.get("status") == "failed":
-        return "✗"
-    if checked and checked.get("status") == "skipped":
-        return "–"
-    return " "
+def lesson_mark(lesson: Lesson, progress: Progress) -> Text:
+    """The mark and number column of the list: "✓ 12"."""
+    mark = progress.mark(lesson.id)
+    return Text.assemble((mark, MARK_STYLES[mark]), f" {lesson.number:2d}")
 
 
 def lesson_label(lesson: Lesson, progress: Progress) -> Text:
-    mark = lesson_mark(lesson, progress)
-    text = Text()
-    text.append(mark, style=MARK_STYLES[mark])
-    text.append(f" {lesson.number:2d} {lesson.title}")
+    """The title column of the list (it wraps under itself, beside the mark column)."""
+    text = Text(lesson.title)
     if lesson.exercise:
         text.append(" ✎", style="cyan")
-    if lesson.gpu_only:
+    if progress.done_on_cpu(lesson.id):
+        text.append(" (CPU)", style="yellow")
+    elif lesson.gpu_only:
         text.append(" GPU", style="dim")
     return text
 
@@ -45,12 +40,13 @@ def status_text(lesson: Lesson, progress: Progress, note: str = "") -> Text:
     text = Text()
     text.append(f"{lesson.number:02d} {lesson.title}", style="bold")
     if progress.done(lesson.id):
-        text.append("  ✓ done", style=MARK_STYLES["✓"])
+        text.append("  ✓ done" + (" (CPU: the GPU steps were skipped)" if progress.done_on_cpu(lesson.id) else ""),
+                    style=MARK_STYLES["✓"])
     if lesson.gpu_only:
         text.append("  [GPU only]", style="yellow")
     done, total = progress.summary()
-    keys = "e edit · c check · i hint" if lesson.exercise else "g run · c check"
-    text.append(f"\n{done}/{total} lessons done · g runs the steps · {keys} · n/p next/previous", style="dim")
+    keys = "g run · e edit · c check · i hint" if lesson.exercise else "g run the steps · c check"
+    text.append(f"\n{done}/{total} lessons done · {keys} · n/p next/previous", style="dim")
     if note:
         text.append(f"\n{note}", style="bold")
     return text

@@ -1,0 +1,78 @@
+"""The options of an all-reduce bench: `mgtutor bench allreduce` flags and the Diagnostics input line."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mgtutor.diagnostics.bench.allreduce_bench import BenchOptions
+from mgtutor.diagnostics.bench.sizes import canonical_dtype, parse_size
+from mgtutor.training.runs.launcher import BACKENDS
+from mgtutor.tui.options.flags import Flag, OptionError, parse_words, positive_int
+
+
+@dataclass
+class BenchForm:
+    nproc: int | None = None
+    backend: str = "auto"
+    min_bytes: int = 8
+    max_bytes: int | None = None
+    factor: float = 2.0
+    iters: int = 20
+    warmup: int = 5
+    dtype: str = "float"
+    check: bool = False
+    graph: str = "auto"
+    oop: str = "auto"
+
+    def validate(self) -> BenchForm:
+        if self.factor <= 1:
+            raise OptionError(f"-f must be more than 1 (got {self.factor:g})")
+        if self.max_bytes is not None and self.max_bytes < self.min_bytes:
+            raise OptionError(f"-e ({self.max_bytes} B) is smaller than -b ({self.min_bytes} B)")
+        return self
+
+    def options(self) -> BenchOptions:
+        self.validate()
+        return BenchOptions(nproc=self.nproc, backend=self.backend, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
+                            factor=self.factor, iters=self.iters, warmup=self.warmup, dtype=self.dtype,
+                            check=self.check, graph=self.graph, oop=self.oop)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> BenchForm:
+        return cls(**{f.name: values[f.name] for f in fields(cls) if values.get(f.name) is not None}).validate()
+
+    @classmethod
+    def from_words(cls, words: str) -> BenchForm:
+        return cls.from_values(parse_words(words, BENCH_FLAGS))
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise OptionError(f"must be a number (got {text!r})") from None
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+BENCH_FLAGS = (
+    Flag(("--nproc",), "nproc", "ranks (default: one per GPU, or 2 on CPU)", positive_int, "N"),
+    Flag(("--backend",), "backend", "backend (default auto)", None, "{auto,nccl,gloo}", BACKENDS),
+    Flag(("-b", "--minbytes"), "min_bytes", "smallest message (default 8)", _size, "SIZE"),
+    Flag(("-e", "--maxbytes"), "max_bytes", "largest message (default 256M on GPUs, 4M on CPU)", _size, "SIZE"),
+    Flag(("-f", "--stepfactor"), "factor", "size multiplier (default 2)", _float, "F"),
+    Flag(("-n", "--iters"), "iters", "timed iterations per size (default 20)", positive_int, "N"),
+    Flag(("-w", "--warmup"), "warmup", "untimed iterations per size (default 5)", positive_int, "N"),
+    Flag(("-d", "--dtype"), "dtype", "float, half, bfloat16, double, int8, uint8, int32, int64 (default float)",
+         canonical_dtype, "DTYPE"),
+    Flag(("-c", "--check"), "check", "validate every result (#wrong column)"),
+    Flag(("--graph",), "graph", "capture the timed calls in a CUDA graph (default auto: when capture works)",
+         None, "{auto,on,off}", ("auto", "on", "off")),
+    Flag(("--oop",), "oop", "out-of-place method: NCCL called directly (like nccl-tests) or copy + in-place "
+         "all_reduce", None, "{auto,nccl,copy}", ("auto", "nccl", "copy")),
+)
