@@ -9,12 +9,15 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from mgtutor.training.worker.models import NUM_CLASSES
+
+if TYPE_CHECKING:
+    from torchvision.datasets import ImageFolder
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
@@ -51,8 +54,9 @@ class EpochIndices(Sampler[int]):
 
 def make_sampler(length: int, world_size: int, rank: int, seed: int, distributed: bool) -> Any:
     if distributed:
-        return DistributedSampler(range(length), num_replicas=world_size, rank=rank, shuffle=True,
-                                  seed=seed, drop_last=True)
+        # torch annotates `dataset: Dataset`, but the sampler only takes its len(): a range is enough
+        return DistributedSampler(range(length), num_replicas=world_size, rank=rank,  # type: ignore[arg-type]
+                                  shuffle=True, seed=seed, drop_last=True)
     return SameOrderShuffle(length, seed)
 
 
@@ -125,7 +129,7 @@ class CifarBatches(Dataset):
         return self.transform(Image.fromarray(self.images[index])), self.labels[index]
 
 
-def real_dataset(kind: str, data_dir: str, image_size: int) -> Dataset:
+def real_dataset(kind: str, data_dir: str, image_size: int) -> CifarBatches | ImageFolder:
     """The seed recipe's CPU pipeline: PIL augmentations, ToTensor, Normalize."""
     from torchvision import datasets, transforms
 

@@ -11,10 +11,11 @@ import math
 import resource
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from mgtutor.training.worker import inject
 from mgtutor.training.worker.data import EpochIndices, SyntheticBank, make_sampler, real_dataset, real_loader
@@ -97,6 +98,7 @@ class TrainLoop:
             self.events.emit("checkpoint", action="resumed", step=self.step, path=args.checkpoint_dir)
         self.raw = raw
         model: nn.Module = raw
+        ddp_model: DistributedDataParallel | None = None
         ddp = args.strategy == "ddp"
         if args.cuda_graphs:
             if self.device.type != "cuda":
@@ -109,12 +111,13 @@ class TrainLoop:
         if ddp:
             # static_graph would quietly tolerate the unused layer; the lesson needs DDP's real error
             static = args.static_graph == "on" and args.inject != "unused-param"
-            model = wrap_ddp(raw, self.device, static, args.bucket_view == "on", args.bucket_mb)
+            model = ddp_model = wrap_ddp(raw, self.device, static, args.bucket_view == "on", args.bucket_mb)
         elif args.strategy == "dp":
             model = nn.DataParallel(raw)
         if args.compile != "off":
-            model = torch.compile(model, mode=None if args.compile == "default" else args.compile)
-        self.stepper = Stepper(model, self.optimizer, self.device, self.amp_dtype, args.grad_accum, ddp)
+            # for a module torch.compile returns an OptimizedModule (an nn.Module); its stub says only Callable
+            model = cast(nn.Module, torch.compile(model, mode=None if args.compile == "default" else args.compile))
+        self.stepper = Stepper(model, self.optimizer, self.device, self.amp_dtype, args.grad_accum, ddp_model)
         self.warm_steps = 0
 
     # ---- batches ------------------------------------------------------------------------------

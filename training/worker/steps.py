@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from mgtutor.training.worker.gradsync import BUCKET_BYTES, BucketAverager, broadcast_from_rank0
 
@@ -31,22 +33,23 @@ def make_optimizer(model: nn.Module, lr: float, device: torch.device) -> torch.o
 
 
 def wrap_ddp(model: nn.Module, device: torch.device, static_graph: bool, bucket_view: bool,
-             bucket_mb: float | None = None) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
+             bucket_mb: float | None = None) -> DistributedDataParallel:
     ids = [device.index] if device.type == "cuda" else None
     # static_graph: the autograd graph is the same every step, so DDP can skip re-discovering it and
     # start all-reduces in a fixed bucket order; gradient_as_bucket_view: grads live inside the
     # all-reduce buckets, saving a copy of every gradient each step.
-    extra = {"bucket_cap_mb": bucket_mb} if bucket_mb else {}
-    return DDP(model, device_ids=ids, static_graph=static_graph, gradient_as_bucket_view=bucket_view, **extra)
+    extra: dict[str, Any] = {"bucket_cap_mb": bucket_mb} if bucket_mb else {}
+    return DistributedDataParallel(model, device_ids=ids, static_graph=static_graph,
+                                   gradient_as_bucket_view=bucket_view, **extra)
 
 
 class Stepper:
-    """Eager steps: forward and loss under autocast, backward, optimizer; grad accumulation with no_sync."""
+    """Eager steps: forward and loss under autocast, backward, optimizer; grad accumulation with no_sync.
+
+    `model` is what runs the forward (DDP, maybe compiled); `ddp` is the DDP wrapper inside it, if any."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                 amp_dtype: torch.dtype | None, accum: int, ddp: bool) -> None:
+                 amp_dtype: torch.dtype | None, accum: int, ddp: DistributedDataParallel | None) -> None:
         self.model, self.optimizer, self.device = model, optimizer, device
         self.amp_dtype, self.accum, self.ddp = amp_dtype, accum, ddp
         self.scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
@@ -70,19 +73,30 @@ class Stepper:
             self.optimizer.step()
 
     def step(self, micro: list[Batch]) -> torch.Tensor:
-        total = None
+        total: torch.Tensor | None = None
         for i, (images, labels) in enumerate(micro):
             last = i == len(micro) - 1
-            sync = self.model.no_sync() if (self.ddp and not last) else nullcontext()
+            sync = self.ddp.no_sync() if (self.ddp is not None and not last) else nullcontext()
             with sync:
                 loss = self.forward_backward(images, labels)
             total = loss if total is None else total + loss
+        if total is None:
+            raise ValueError("a step needs at least one micro-batch")
         self.optimizer_step()
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
     def close(self) -> None:
         pass
+
+
+@dataclass
+class CapturedStep:
+    """A captured step: replaying `graph` trains on what `images`/`labels` hold and writes `loss`."""
+    graph: torch.cuda.CUDAGraph
+    images: torch.Tensor
+    labels: torch.Tensor
+    loss: torch.Tensor
 
 
 class GraphStepper:
@@ -105,8 +119,7 @@ class GraphStepper:
         params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = list(model.buffers())
         self.calls = 0
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.static_images = self.static_labels = self.static_loss = None
+        self.captured: CapturedStep | None = None
         bucket_bytes = int(bucket_mb * (1 << 20)) if bucket_mb else BUCKET_BYTES
         self.averager = BucketAverager(params, device, bucket_bytes) if distributed else None
         if distributed:
@@ -135,27 +148,28 @@ class GraphStepper:
                 loss = self._body(images, labels)
             torch.cuda.current_stream().wait_stream(side)
             return loss
-        if self.graph is None:
-            self.static_images, self.static_labels = images.clone(), labels.clone()
+        if self.captured is None:
+            static_images, static_labels = images.clone(), labels.clone()
             # gradients made during capture live in the graph's memory pool and are rewritten by each replay
             self.optimizer.zero_grad(set_to_none=True)
-            self.graph = torch.cuda.CUDAGraph()
+            graph = torch.cuda.CUDAGraph()
             # thread_local: the NCCL watchdog thread may touch CUDA while this thread captures
-            with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-                self.static_loss = self._body(self.static_images, self.static_labels)
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                static_loss = self._body(static_images, static_labels)
+            self.captured = CapturedStep(graph, static_images, static_labels, static_loss)
         else:
-            self.static_images.copy_(images, non_blocking=True)
-            self.static_labels.copy_(labels, non_blocking=True)
-        self.graph.replay()
-        return self.static_loss
+            self.captured.images.copy_(images, non_blocking=True)
+            self.captured.labels.copy_(labels, non_blocking=True)
+        self.captured.graph.replay()
+        return self.captured.loss
 
     def close(self) -> None:
         """Free the graph before the process group goes: NCCL cannot tear down a communicator
         while a live graph still holds collectives captured on it (destroy_process_group hangs)."""
-        if self.graph is not None:
+        if self.captured is not None:
             torch.cuda.synchronize(self.device)
-            self.graph.reset()
-            self.graph = None
+            self.captured.graph.reset()
+            self.captured = None
 
 
 def save_checkpoint(directory: str, state: dict[str, Any]) -> Path:
