@@ -13,6 +13,7 @@ from mgtutor.lessons.checks import Outcome, evaluate, parse_reports
 from mgtutor.lessons.loader import PATH, Check, LessonError, all_lessons, get_lesson
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_dir
 from mgtutor.lessons.runner import overall, skip_reason
+from mgtutor.training.runs.records import RunResult
 from tests.conftest import mgtutor_argv, no_gpu_env
 
 FIXED_IDS = ["01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",
@@ -92,8 +93,9 @@ def test_get_lesson_by_number_prefix_and_bad_id():
 def outcome(reports, status="finished", first_failure=None, stderr=None):
     world = len(reports)
     ranks = [{"rank": r, "outcome": "ok" if status == "finished" else "failed"} for r in range(world)]
-    return Outcome(result={"status": status, "ranks": ranks, "first_failure": first_failure, "duration_s": 1.0},
-                   world_size=world, reports=reports, stderr=stderr or {})
+    result = RunResult.from_json({"status": status, "ranks": ranks, "first_failure": first_failure,
+                                  "duration_s": 1.0})  # result.json's documented shape, read as the runner does
+    return Outcome(result=result, world_size=world, reports=reports, stderr=stderr or {})
 
 
 def run_check(kind, o, **params):
