@@ -12,7 +12,7 @@ GLOBAL_KEYS = """\
 [b]Everywhere[/b]
   h  Home            l  Lessons        d  Diagnostics
   m  Monitor         t  Troubleshoot   r  Runs
-  ?  this help       q  quit (asks before stopping a run you started)
+  ?  this help       q  quit (asks first while your runs go)
 
 Everything here is also a command: run `mgtutor --help` in a shell.
 [dim]escape or ? closes this window[/dim]"""
