@@ -64,3 +64,11 @@ def test_launch_options_from_the_form_and_as_run_flags():
         with pytest.raises(OptionError) as caught:
             LaunchOptions.from_text(*args)
         assert says in str(caught.value), (args, str(caught.value))
+
+
+def test_the_cli_prints_one_error_line_naming_the_command(capsys):
+    from mgtutor.tui.cli import main
+
+    assert main(["bench", "allreduce", "-f", "1", "--nproc", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == "mgtutor bench allreduce: error: -f must be more than 1 (got 1)\n"

@@ -36,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_name(args: argparse.Namespace) -> str:
+    """"bench allreduce" for the command whose module is commands/bench_allreduce.py."""
+    module = getattr(args.func, "__module__", "")
+    return module.rsplit(".", 1)[-1].replace("_", " ") if module.startswith("mgtutor.tui.commands.") else args.command
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -50,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CliError as exc:
-        print(f"mgtutor {args.command}: error: {exc}", file=sys.stderr)
+        print(f"mgtutor {command_name(args)}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
