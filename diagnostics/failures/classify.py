@@ -175,9 +175,14 @@ def _culprits(world_size: int, waiting: set[int]) -> list[int]:
     return [r for r in range(world_size) if r not in waiting] if world_size and waiting else []
 
 
+def _missing_ranks(hits: list[Hit]) -> list[int]:
+    """The ranks a timeout message names as missing (`missing_rank` in its pattern)."""
+    return [int(rank) for h in hits if (rank := h.groups.get("missing_rank"))]
+
+
 def _collective_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits: dict) -> Finding:
     waiting = {h.rank for h in hits if h.rank is not None and not h.evidence_only}
-    named = [int(h.groups["missing_rank"]) for h in hits if h.groups.get("missing_rank")]
+    named = _missing_ranks(hits)
     culprits = named or _culprits(world_size, waiting)
     fields = _merged(hits)
     timeout = f"{int(fields['timeout_ms']) / 1000:g} s" if str(fields.get("timeout_ms", "")).isdigit() else "past the timeout"
@@ -198,7 +203,7 @@ def _waiters_text(waiting: set[int]) -> str:
 
 def _rendezvous_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits: dict) -> Finding:
     fields = _merged(hits)
-    missing = [int(h.groups["missing_rank"]) for h in hits if h.groups.get("missing_rank")]
+    missing = _missing_ranks(hits)
     extra: dict[str, Any] = {"missing": "the missing ranks" if not missing else _rank_text(missing)}
     if fields.get("ms") and not fields.get("seconds"):
         extra["seconds"] = f"{int(fields['ms']) / 1000:g}"
@@ -298,7 +303,7 @@ def diagnose_files(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
     for path in paths:
         if Path(path).is_dir():
             raise IsADirectoryError(f"{path} is a directory")
-        scan_file(scanner, path)
+        scan_file(scanner, os.fspath(path))
     return build_findings(scanner)
 
 

@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from torch.utils.data import Dataset
+
 
 def _backend() -> str:
     import torch
@@ -75,7 +77,7 @@ def world_size(timeout: float) -> int:
     return 0
 
 
-class _SlowOnOneRank:
+class _SlowOnOneRank(Dataset[float]):
     """A map-style data set whose items never come on one rank (a dead network disk, a lock)."""
 
     def __init__(self, stuck_rank: int) -> None:

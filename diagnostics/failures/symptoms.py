@@ -51,7 +51,7 @@ def _port() -> int:
 def check_addr_resolves() -> Check:
     addr = _addr()
     try:
-        infos = {i[4][0] for i in socket.getaddrinfo(addr, None, proto=socket.IPPROTO_TCP)}
+        infos = {str(i[4][0]) for i in socket.getaddrinfo(addr, None, proto=socket.IPPROTO_TCP)}
     except (OSError, UnicodeError) as exc:
         return Check("MASTER_ADDR resolves", False, f"{addr!r} does not resolve ({exc}); use node 0's IP address")
     return Check("MASTER_ADDR resolves", True, f"{addr} → {', '.join(sorted(infos))}")
@@ -108,7 +108,7 @@ def check_gpus() -> Check:
     if not inv.gpus:
         return Check("GPUs", None, f"no NVIDIA GPU usable ({inv.error}): ranks run on the CPU with gloo")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return Check("GPUs", True, inv.summary() + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""))
+    return Check("GPUs", True, inv.summary + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""))
 
 
 def check_gpu_memory() -> Check:
