@@ -87,3 +87,15 @@ def test_step_gap_uses_ten_times_the_median_with_a_floor(tmp_path):
     fast.observe([StepEvent(rank=r, t=T0 + i * 0.1, step=i) for i in range(10) for r in (0, 1)])
     assert fast.check(State(), T0 + 15) is None  # 10 × 0.1 s is 1 s, but the floor is 20 s
     assert fast.check(State(), T0 + 21).startswith("no step from ranks 0, 1 for 20 s")
+
+
+def test_lines_we_caused_do_not_end_the_spell(tmp_path):
+    """Asking NCCL for a Flight Recorder dump makes every rank log a line; that is not progress."""
+    record = record_with_logs(tmp_path, T0)
+    clock = StallClock(record, quiet_s=5)
+    assert clock.check(State(), T0 + 6) is not None
+    clock.absorb(T0 + 12)
+    touch(record, T0 + 10)  # the dump's own line
+    assert clock.check(State(), T0 + 30) is None and clock.spell == T0
+    touch(record, T0 + 40)  # a real line afterwards starts a new spell
+    assert clock.check(State(), T0 + 41) is None and clock.spell == T0 + 40

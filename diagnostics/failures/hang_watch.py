@@ -13,6 +13,7 @@ dump (training/runs/flight.py) and reads it into the report.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,7 @@ def places(report: HangReport) -> tuple[Any, ...]:
 
 
 def take_report(record: RunRecord, reason: str, save: bool | None = None,
-                expect: tuple[Any, ...] | None = None) -> tuple[HangReport, Any]:
+                expect: tuple[Any, ...] | None = None, flight: bool = True) -> tuple[HangReport, Any]:
     """Capture now and explain; saved when `save`, or (None) when it shows a hang and, given `expect`,
     every rank is where that earlier look found it. The Flight Recorder is asked for a dump only then
     (a dump can take seconds). `report.places` is the stack-only place of every rank."""
@@ -76,11 +77,11 @@ def take_report(record: RunRecord, reason: str, save: bool | None = None,
     seen = places(report)
     confirmed = is_hang(report) and (expect is None or seen == expect)
     problems: list[str] = []
-    if confirmed or save:
+    if flight and (confirmed or save):
         mains = {p.rank: p.pid for p in capture.processes if p.role == "main"}
-        flight, problems = _flight(record, mains, wait_s=8.0 if meta.backend == "nccl" else 3.0)
-        if flight:
-            report = analyse_texts(capture.texts(), capture.index(), meta.world_size, flight)
+        dumps, problems = _flight(record, mains, wait_s=8.0 if meta.backend == "nccl" else 3.0)
+        if dumps:
+            report = analyse_texts(capture.texts(), capture.index(), meta.world_size, dumps)
     if save or (save is None and confirmed):
         save_capture(record, capture)
     report.capture = str(capture.path) if capture.path else None
@@ -174,7 +175,7 @@ class HangWatch:
             self._spell, self._held, self._first = self.clock.spell, None, None
         if why is not None:  # first look: stacks only, nothing saved
             self._why = why
-            first, _capture = take_report(self.record, reason="stall", save=False)
+            first, _capture = take_report(self.record, reason="stall", save=False, flight=False)
             if not is_hang(first):
                 self.clock.not_stuck(now)
                 return []
@@ -189,6 +190,7 @@ class HangWatch:
             self.clock.not_stuck(now)  # quiet, but computing: a long step or a slow batch
             return []
         report, _capture = take_report(self.record, reason="stall", expect=expect)
+        self.clock.absorb(time.time() + 2.0)  # NCCL logs a line per rank for the dump it was asked for
         if not is_hang(report) or report.places != expect:
             self.clock.not_stuck(now)  # somebody moved or computes: a long step or a slow batch, not a hang
             return []

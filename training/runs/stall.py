@@ -45,6 +45,7 @@ class StallClock:
         self._reported = False
         self._next_check = 0.0
         self._wait = quiet_s  # after a look that found no hang; doubles while the spell lasts, up to MAX_WAIT_S
+        self._absorb_until = 0.0  # log writes up to this time are ours (a Flight Recorder dump's own line)
 
     def observe(self, events: Sequence[Event]) -> None:
         for event in events:
@@ -64,6 +65,8 @@ class StallClock:
     def check(self, state: Any, now: float) -> str | None:
         """A sentence saying why the ranks look stuck, or None. Once per quiet spell unless `not_stuck()`."""
         activity = self.last_activity()
+        if self._spell_start is not None and self._spell_start < activity <= self._absorb_until:
+            activity = self._spell_start  # what we caused is not the ranks moving
         if self._spell_start is None or activity > self._spell_start:  # it moved: a new spell
             self._spell_start, self._reported, self._next_check, self._wait = activity, False, 0.0, self.quiet_s
         if self._reported or now < self._next_check or not self._all_started(state):
@@ -72,6 +75,11 @@ class StallClock:
         if why is not None:
             self._reported = True
         return why
+
+    def absorb(self, until: float) -> None:
+        """Log lines written until `until` were caused by us (asking NCCL for a dump logs a line in
+        every rank): they neither end the quiet spell nor start a new one."""
+        self._absorb_until = max(self._absorb_until, until)
 
     def not_stuck(self, now: float) -> None:
         """The caller found no hang in this spell (yet): look again later if it stays quiet, each time
