@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import re
 
+from mgtutor.training.runs.launcher import torchrun_literal  # the same escaping as mgtutor run's
+
+__all__ = ["ClusterJobError", "after_dashdash", "check_counts", "check_ifname", "check_target", "torchrun_literal"]
+
 # An interface list as NCCL and gloo take it: eth0, ib0,ib1, ^docker,lo (exclude), =eth0 (exact).
 _IFNAME = re.compile(r"^\^?=?[A-Za-z0-9_.:,-]+$")
 
@@ -18,12 +22,6 @@ class ClusterJobError(ValueError):
 def after_dashdash(argv: list[str]) -> list[str]:
     """argparse's REMAINDER keeps the `--` that separates our flags from the target: drop it."""
     return argv[1:] if argv[:1] == ["--"] else argv
-
-
-def torchrun_literal(text: str) -> str:
-    """torchrun passes the script and its arguments through string.Template (to fill in
-    ${local_rank}), which reads $$ as one $: every $ is doubled so the script gets it as given."""
-    return text.replace("$", "$$")
 
 
 def check_target(target: list[str], command: str) -> None:

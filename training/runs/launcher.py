@@ -114,14 +114,24 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def torchrun_literal(text: str) -> str:
+    """torchrun passes the script and its arguments through string.Template (to fill in
+    ${local_rank}), which reads $$ as one $: every $ is doubled so the script gets it as given.
+    A `${local_rank}` written on purpose therefore stays as written: the rank reads LOCAL_RANK
+    from its environment instead."""
+    return text.replace("$", "$$")
+
+
 def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str,
                   rendezvous: list[str] | None = None) -> list[str]:
+    """The supervisor's command: torchrun, which starts the rank wrapper with `target` (given
+    exactly: see torchrun_literal) once per rank."""
     rendezvous = rendezvous or ["--nnodes", "1", "--rdzv-backend", "c10d",
                                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id]
     return [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *rendezvous,
         "--max-restarts", "0",
-        "-m", "mgtutor.training.runs.rank", *target,
+        "-m", "mgtutor.training.runs.rank", *(torchrun_literal(arg) for arg in target),
     ]
 
 
@@ -194,7 +204,7 @@ class Run:
 
     @property
     def pid(self) -> int | None:
-        return self.supervisor.pid if self.supervisor else self.record.meta().supervisor_pid
+        return self.supervisor.pid if self.supervisor else self.record.supervisor_pid()
 
     def running(self) -> bool:
         if self.supervisor is not None:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from mgtutor.training.runs.multinode import hosted_ranks
 from mgtutor.training.runs.record_types import (
     FirstFailure,
@@ -38,6 +40,8 @@ __all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "R
 
 RUN_DIR_ENV = "MGTUTOR_RUN_DIR"
 RUN_ID_ENV = "MGTUTOR_RUN_ID"
+SUPERVISOR_MODULE = "mgtutor.training.runs.supervise"
+SUPERVISOR_START_S = 60.0  # a process made this soon after the launch is its supervisor, exec'd or not
 _RANK_LOG = re.compile(r"rank(\d+)\.(stdout|stderr)\.log$")
 
 
@@ -173,12 +177,33 @@ class RunRecord:
         result = self.saved_result()
         if result:
             return result.status
-        if _alive(self.meta().supervisor_pid):
+        if self.supervisor_pid() is not None:
             return RunStatus.RUNNING
         return RunStatus.LOST
 
+    def supervisor_pid(self) -> int | None:
+        """The pid of this run's live supervisor, or None. A pid in meta.json may since have been
+        reused by another process (after a reboot, say): it counts only while its command line is
+        this run's supervisor, so nothing that stops a run can hit a stranger."""
+        meta = self.meta()
+        pid = meta.supervisor_pid
+        if not pid_alive(pid):
+            return None
+        try:
+            proc = psutil.Process(pid)
+            cmdline = proc.cmdline()
+            if SUPERVISOR_MODULE in cmdline and any(arg.rstrip(os.sep).endswith(self.run_id) for arg in cmdline):
+                return pid
+            # forked but not yet the supervisor's program (the first milliseconds of a launch)
+            made = proc.create_time()
+            return pid if meta.started and meta.started - 5 <= made <= meta.started + SUPERVISOR_START_S else None
+        except psutil.AccessDenied:
+            return pid  # not ours to read: keep what meta.json says
+        except psutil.Error:
+            return None
 
-def _alive(pid: Any) -> bool:
+
+def pid_alive(pid: Any) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:

@@ -13,6 +13,11 @@ Decided here, once, for every consumer (CLI run/train, Monitor, lessons, bench, 
 - the run's state (RunStateFolder, from events + rank records + result) refreshes at STATE_S;
 - the detectors (training/runs/watch.py, or any `Detector`) run every ALERT_S while the run goes;
   `alerts` is what holds now, `new_alerts` what was not shown before (each once);
+- torchrun's own tracebacks (ChildFailedError, SignalException: 25-55 lines) come out as one line
+  ("torchrun reported the failure of rank 1 …; its traceback … is in torchrun.log") unless
+  `verbose`; the file keeps them whole (training/runs/torchrun_fold.py);
+- a follower of a live run keeps a heartbeat in the run dir (training/runs/watchers.py) so
+  `mgtutor runs` tells a watched run from a detached one; `watcher=None` follows without one;
 - the end: once the run is over, every log and the events are drained, then one `final` update
   carries the result and the injected `diagnose(record)` findings (this layer cannot import the
   classifier: diagnostics sits above it). Every ended run is diagnosed (a run that finished can
@@ -34,6 +39,8 @@ from mgtutor.training.runs.launcher import Run
 from mgtutor.training.runs.records import RunRecord, RunResult, RunStatus
 from mgtutor.training.runs.runstate import RunState, RunStateFolder
 from mgtutor.training.runs.tail import CHUNK, LineTuple, RunTail
+from mgtutor.training.runs.torchrun_fold import LineFolder
+from mgtutor.training.runs.watchers import Heartbeat
 from mgtutor.training.runs.watch import Alert, Detector
 
 POLL_S = 0.05  # sleep between polls that found nothing new
@@ -58,6 +65,7 @@ class Update:
     findings: list[Any] = field(default_factory=list)  # diagnose(record) on the final update
     diagnose_error: str | None = None  # the classifier broke: the run's own outcome still stands
     stopped: bool = False  # the session stopped the run (stop() or its timeout)
+    stop_signal: int | None = None  # the signal the consumer stopped it for (SIGINT: Ctrl+C, SIGTERM, …)
     timed_out: bool = False
 
     def __bool__(self) -> bool:
@@ -70,7 +78,8 @@ class RunSession:
     def __init__(self, record: RunRecord, run: Run | None = None, *, detectors: Sequence[Detector] = (),
                  diagnose: Diagnose | None = None, timeout_s: float | None = None,
                  include_torchrun: bool = True, clock: Callable[[], float] = time.time,
-                 alive: Callable[[], bool] | None = None) -> None:
+                 alive: Callable[[], bool] | None = None, verbose: bool = False, from_start: bool = True,
+                 watcher: str | None = "mgtutor") -> None:
         self.record = record
         self.run = run
         self.alive = alive  # how to tell the run still goes (default: the Run, else the record)
@@ -78,7 +87,9 @@ class RunSession:
         self.diagnose = diagnose
         self.timeout_s = timeout_s
         self.clock = clock  # wall time for the state (tests replay a fixed moment)
-        self.tail = RunTail(record, include_torchrun=include_torchrun)
+        self.tail = RunTail(record, include_torchrun=include_torchrun, from_start=from_start)
+        self.folder_lines = None if verbose else LineFolder()  # verbose: torchrun's tracebacks whole
+        self.heartbeat = Heartbeat(record, watcher) if watcher else None
         self.events = EventReader(record.events_path)
         self.folder = RunStateFolder(record, alive=self._alive)
         self.shown: set[tuple[str, tuple[int, ...]]] = set()
@@ -87,6 +98,7 @@ class RunSession:
         self._unfolded: list[Event] = []  # events read since the last state refresh
         self._finished: Update | None = None
         self._stopped = self._timed_out = False
+        self._stop_signal: int | None = None
 
     def _alive(self) -> bool:
         if self.alive is not None:
@@ -102,18 +114,31 @@ class RunSession:
 
     def updates(self) -> Iterator[Update]:
         """Updates until the run has ended and everything it wrote is read; the last has `final`."""
-        while self._finished is None:
-            if self.timeout_s is not None and time.monotonic() - self._began > self.timeout_s:
-                self._timed_out = True
-                yield self.stop(grace=5.0)
-                return
-            update = self.poll()
-            if update:
-                yield update
-            if update.final:
-                return
-            if not update.lines and not update.events:
-                time.sleep(POLL_S)
+        try:
+            while self._finished is None:
+                if self.timeout_s is not None and time.monotonic() - self._began > self.timeout_s:
+                    self._timed_out = True
+                    yield self.stop(grace=5.0)
+                    return
+                update = self.poll()
+                if update:
+                    yield update
+                if update.final:
+                    return
+                if not update.lines and not update.events:
+                    time.sleep(POLL_S)
+        finally:
+            self.close()  # also when the consumer walks away (detaches) mid-run
+
+    def close(self) -> None:
+        """Stop following without stopping the run: no one watches through this session any more."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+
+    def _fold(self, lines: list[LineTuple], last: bool = False) -> list[LineTuple]:
+        if self.folder_lines is None:
+            return lines
+        return self.folder_lines.feed(lines) + (self.folder_lines.flush() if last else [])
 
     def poll(self) -> Update:
         """One poll: new lines and events; the state and detectors when their time has come."""
@@ -122,7 +147,9 @@ class RunSession:
         running = self._alive()
         if not running:
             return self.finish()
-        update = Update(lines=self.tail.poll(READ_BUDGET), events=self.events.poll())
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
+        update = Update(lines=self._fold(self.tail.poll(READ_BUDGET)), events=self.events.poll())
         now = time.monotonic()
         self._observe(update.events)
         self._unfolded += update.events
@@ -164,7 +191,8 @@ class RunSession:
         """The run is over: drain every log and the events, fold the last state, read the result."""
         if self._finished is not None:
             return self._finished
-        lines = self.tail.drain()
+        self.close()
+        lines = self._fold(self.tail.drain(), last=True)
         events = self.events.read_all()
         self._observe(events)
         result = self.run.wait() if self.run is not None else self.record.result()
@@ -179,12 +207,13 @@ class RunSession:
                 broke = f"{type(exc).__name__}: {exc}"
         self._finished = Update(lines=lines, events=events, state=copy.deepcopy(state), alerts=[], final=True,
                                 result=result, findings=findings, diagnose_error=broke, stopped=self._stopped,
-                                timed_out=self._timed_out)
+                                timed_out=self._timed_out, stop_signal=self._stop_signal)
         return self._finished
 
-    def stop(self, grace: float = 10.0) -> Update:
-        """Stop every process of the run (SIGTERM, then SIGKILL after `grace` s), then drain: the final update."""
+    def stop(self, grace: float = 10.0, signum: int | None = None) -> Update:
+        """Stop every process of the run (SIGTERM, then SIGKILL after `grace` s), then drain: the final
+        update. `signum`: the signal the consumer got (its exit code is 128 + signum)."""
         if self._finished is None and self.run is not None:
-            self._stopped = True
+            self._stopped, self._stop_signal = True, signum
             self.run.stop(grace=grace)
         return self.finish()

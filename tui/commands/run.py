@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
+from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
@@ -23,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run", help="run a training script distributed (torchrun), keep a run record",
         description="Run SCRIPT on N ranks with torchrun. Each rank writes its own log files in the run "
                     "record; this command prints them prefixed [rank R] and exits with the first failing "
-                    "rank's exit code. Ctrl+C stops every rank.",
+                    "rank's exit code. Ctrl+C (or SIGTERM: kill, timeout, CI) stops every rank; when the "
+                    "terminal goes away (SIGHUP) the run goes on: follow it again with `mgtutor runs attach ID`, "
+                    "stop it with `mgtutor runs stop ID`.",
         epilog="examples:\n  mgtutor run -- train.py\n  mgtutor run --nproc 4 --backend gloo -- train.py --epochs 2\n"
                "  mgtutor run -- -m mypackage.train --lr 0.1\n"
                "  mgtutor run --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29400 -- train.py   # on 10.0.0.1\n"
@@ -35,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "(mgtutor diagnose RUN_ID).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
+    add_verbose_option(parser)
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
                         help="the script (or -m MODULE) and its arguments, after --")
     parser.set_defaults(func=main)
@@ -66,6 +71,12 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
                            "(default 5)")
     live.add_argument("--stop-on-hang", action="store_true",
                       help="stop the run after the hang report (default: report, and let it go on)")
+
+
+def add_verbose_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print torchrun's own tracebacks whole (by default one line says where they are: "
+                             "torchrun.log in the run record); a rank's own traceback is always printed whole")
 
 
 def live_options_problem(args: argparse.Namespace) -> str | None:
@@ -149,29 +160,70 @@ def _print_lines(lines: list[LineTuple], out: TextIO) -> None:
         print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
 
 
-def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector] = (),
-               on_update: Callable[[Update], None] | None = None) -> Update:
-    """Print every line prefixed with its rank until the run ends, and each live warning once on stderr;
-    `on_update` sees every update (e.g. for a progress line). Ctrl+C stops every rank.
-    Returns the final update: the result, and the diagnosis of a failed run."""
-    session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs)
+class FollowEnded(Exception):
+    """The command stopped following with nothing more to print (detached, or the terminal is gone):
+    exit with `exit_code` (128 + the signal)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+def say(text: str) -> None:
+    """A line on stderr, if there still is one: after SIGHUP the terminal may be gone."""
     try:
-        for update in session.updates():
-            _print_lines(update.lines, out)
-            if update.detector_error:
-                print(f"mgtutor: live warnings off ({update.detector_error})", file=sys.stderr)
-            for alert in update.new_alerts:
-                print(alert.text() if isinstance(alert, HangAlert) else alert_text(alert), file=sys.stderr, flush=True)
-            if on_update is not None:
-                on_update(update)
-            if update.final:
-                return update
-            if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
-                print("mgtutor: stopping every rank (--stop-on-hang)…", file=sys.stderr, flush=True)
-                break
-    except KeyboardInterrupt:
-        print("\nmgtutor: stopping every rank…", file=sys.stderr, flush=True)
-    final = session.stop()
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def detach_hint(run_id: str) -> str:
+    return f"the run goes on: `mgtutor runs attach {run_id}` / `mgtutor runs stop {run_id}`"
+
+
+def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector] = (),
+               on_update: Callable[[Update], None] | None = None, *, verbose: bool = False,
+               attached: bool = False, stop_on_interrupt: bool = True, pending: Sequence[int] = ()) -> Update:
+    """Print every line prefixed with its rank until the run ends, and each live warning once on stderr;
+    `on_update` sees every update (e.g. for a progress line). Ctrl+C and SIGTERM stop every rank (exit
+    128+N); SIGHUP detaches: the run goes on, and FollowEnded is raised. `attached`: a run started
+    elsewhere, only its new lines; `stop_on_interrupt=False`: Ctrl+C and SIGTERM detach too.
+    `pending`: signals that came while the run was being launched (handled first).
+    Returns the final update: the result, and the diagnosis of a failed run."""
+    session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs, verbose=verbose,
+                         from_start=not attached, watcher="mgtutor runs attach" if attached else "mgtutor")
+    signum: int | None = None
+    try:
+        with follow_signals():
+            for signum in pending[-1:]:
+                raise Interrupted(signum)
+            for update in session.updates():
+                _print_lines(update.lines, out)
+                if update.detector_error:
+                    print(f"mgtutor: live warnings off ({update.detector_error})", file=sys.stderr)
+                for alert in update.new_alerts:
+                    print(alert.text() if isinstance(alert, HangAlert) else alert_text(alert), file=sys.stderr, flush=True)
+                if on_update is not None:
+                    on_update(update)
+                if update.final:
+                    return update
+                if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
+                    print("mgtutor: stopping every rank (--stop-on-hang)…", file=sys.stderr, flush=True)
+                    break
+    except Interrupted as sig:
+        if sig.detach or not stop_on_interrupt:
+            session.close()
+            say(f"\nmgtutor: detached; {detach_hint(run.record.run_id)}")
+            raise FollowEnded(sig.exit_code) from None
+        signum = sig.signum
+    except KeyboardInterrupt:  # a SIGINT handler that was not ours
+        signum = signal.SIGINT
+    if signum is not None:
+        say("\nmgtutor: stopping every rank…")
+    with deferred() as later:  # a second Ctrl+C must not cut the stop short
+        final = session.stop(signum=signum)
+    if signal.SIGHUP in later.signals:
+        raise FollowEnded(128 + signal.SIGHUP)  # stopped, and nobody left to tell
     _print_lines(final.lines, out)
     if on_update is not None:
         on_update(final)
@@ -179,6 +231,12 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
     left = "no process left" if stop is None or stop.clean else f"processes left: {stop.survivors}"
     print(f"mgtutor: stopped; {left}", file=sys.stderr)
     return final
+
+
+def follow_exit_code(final: Update) -> int:
+    """The exit code of a command that followed a run: 128 + the signal that stopped it, else the run's."""
+    assert final.result is not None
+    return 128 + final.stop_signal if final.stop_signal else exit_code_for(final.result)
 
 
 def describe_result(result: RunResult) -> str:
@@ -192,8 +250,9 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(problem)
     precheck(target)  # static check of the script: findings only, never blocks the launch
     try:
-        run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
-                                **node_options(args)))
+        with deferred() as early:  # a SIGTERM now must still stop the run once it exists
+            run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
+                                    **node_options(args)))
     except LaunchError as exc:
         raise CliError(str(exc)) from None
     meta = run.record.meta()
@@ -203,12 +262,15 @@ def main(args: argparse.Namespace) -> int:
         print(f"mgtutor: node {meta.node_rank} of {meta.nnodes}, rendezvous {meta.rdzv_endpoint} "
               f"id {meta.rdzv_id}, this node's address {meta.local_addr} on {meta.iface}",
               file=sys.stderr, flush=True)
-    final = stream_run(run, detectors=live_detectors(run, args))
+    try:
+        final = stream_run(run, detectors=live_detectors(run, args), verbose=args.verbose, pending=early.signals)
+    except FollowEnded as end:
+        return end.exit_code
     assert final.result is not None
     print(describe_result(final.result), file=sys.stderr)
     print_failure_diagnosis(run, final)
     print(f"run record: {run.record.path}", flush=True)
-    return exit_code_for(final.result)
+    return follow_exit_code(final)
 
 
 def _label(target: list[str]) -> str:

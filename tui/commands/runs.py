@@ -1,26 +1,49 @@
-"""`mgtutor runs [list|show ID|stacks ID] [--json]`: past and running runs from their run directories."""
+"""`mgtutor runs [list|show ID|stacks ID|stop ID|attach ID] [--json]`: past and running runs from their
+run directories, and control of a running one from any shell."""
 from __future__ import annotations
 
 import argparse
 import json
 import time
 
-from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
+from mgtutor.training.runs.records import RunRecord, RunStatus, find_run, list_runs, runs_root
+from mgtutor.training.runs.watchers import live_watchers
+from mgtutor.tui.commands.runs_control import add_control_options, attach_main, status_text, stop_main
 from mgtutor.tui.commands.runs_stacks import stacks_main
 from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("runs", help="list past runs (newest first) or show one",
-                            description="Runs are kept in $XDG_STATE_HOME/mgtutor/runs/.",
+    parser = sub.add_parser("runs", help="list past runs (newest first), show one, stop or follow a running one",
+                            description="Runs are kept in $XDG_STATE_HOME/mgtutor/runs/. A run whose command is "
+                                        "gone (terminal closed) goes on and is listed 'running, detached': "
+                                        "`runs attach ID` follows it again, `runs stop ID` stops it.",
                             epilog="examples:\n  mgtutor runs\n  mgtutor runs show 20261130-120000-train-1a2b\n"
                                    "  mgtutor runs list --json\n"
-                                   "  mgtutor runs stacks 20261130-1200     every rank's Python stack now, and why it waits",
+                                   "  mgtutor runs stacks 20261130-1200     every rank's Python stack now, and why it waits\n"
+                                   "  mgtutor runs attach 1a2b              follow its new lines (Ctrl+C detaches)\n"
+                                   "  mgtutor runs stop 1a2b --json         every rank SIGTERM, then SIGKILL; exit 1 if any survives",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", nargs="?", choices=["list", "show", "stacks"], default="list")
-    parser.add_argument("run_id", nargs="?", metavar="ID", help="run id, a unique part of it, or a path")
+    # subcommands, so that `runs attach --stop ID` parses as well as `runs attach ID --stop`
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument("-n", "--limit", type=int, default=30, help="how many runs to list (default 30)")
+    actions = parser.add_subparsers(dest="action", metavar="{list,show,stacks,stop,attach}")
+    for name, what in (("list", "past runs, newest first (the default)"), ("show", "one run: its ranks and logs"),
+                       ("stacks", "every rank's Python stack now, and why it waits"),
+                       ("stop", "stop a running run from any shell: every rank SIGTERM, then SIGKILL; "
+                                "exit 1 if a process survives"),
+                       ("attach", "follow a running run's new lines and live warnings (Ctrl+C detaches)")):
+        action = actions.add_parser(name, help=what, description=what)
+        if name != "list":
+            action.add_argument("run_id", nargs="?", metavar="ID", help="run id, a unique part of it, or a path")
+        # SUPPRESS: absent here, the value given before the subcommand (mgtutor runs --json list) stands
+        if name != "attach":
+            action.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                                help="print JSON for scripts")
+        if name == "list":
+            action.add_argument("-n", "--limit", type=int, default=argparse.SUPPRESS,
+                                help="how many runs to list (default 30)")
+        add_control_options(action, name)
     parser.set_defaults(func=main)
 
 
@@ -29,8 +52,10 @@ def summary(record: RunRecord) -> dict:
     meta = record.meta()
     result = record.result()
     first = result.first_failure
+    status = record.status()
     out = {"id": record.run_id, "path": str(record.path), "label": meta.label or None,
-           "status": record.status().value, "backend": meta.backend or None, "world_size": meta.world_size or None,
+           "status": status.value, "detached": status == RunStatus.RUNNING and not live_watchers(record),
+           "backend": meta.backend or None, "world_size": meta.world_size or None,
            "started": meta.started, "duration_s": result.duration_s,
            "first_failure": first.to_json() if first else None}
     if meta.problem:
@@ -39,8 +64,14 @@ def summary(record: RunRecord) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
+    args.action = args.action or "list"
+    args.run_id = getattr(args, "run_id", None)
     if args.action == "stacks":
         return stacks_main(args.run_id, args.json)
+    if args.action == "stop":
+        return stop_main(args)
+    if args.action == "attach":
+        return attach_main(args)
     if args.action == "show":
         if not args.run_id:
             raise CliError("give a run id (see `mgtutor runs`)")
@@ -53,7 +84,9 @@ def main(args: argparse.Namespace) -> int:
             print(json.dumps({"meta": meta.to_json(), "result": result.to_json(), "status": status.value,
                               "logs": logs, **({"problem": meta.problem} if meta.problem else {})}, indent=2))
             return 0
-        print(f"run {record.run_id}  [{status}]\n  path     {record.path}")
+        print(f"run {record.run_id}  [{status_text(record)}]\n  path     {record.path}")
+        if status == RunStatus.RUNNING:
+            print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
         if meta.problem:
             print(f"  meta     {meta.problem}: what follows comes from the other files")
         print(f"  command  {' '.join(meta.target)}")
@@ -73,10 +106,12 @@ def main(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs yet in {runs_root()} — start one with `mgtutor run -- SCRIPT` or from the TUI")
         return 0
-    print(f"{'ID':<40} {'STATUS':<9} {'RANKS':>5} {'BACKEND':<7} {'TIME':>8}  STARTED")
+    wide = 17 if any(run["detached"] for run in runs) else 9  # "running, detached"
+    print(f"{'ID':<40} {'STATUS':<{wide}} {'RANKS':>5} {'BACKEND':<7} {'TIME':>8}  STARTED")
     for run in runs:
+        shown = "running, detached" if run["detached"] else run["status"]
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["started"])) if run["started"] else "?"
         dur = f"{run['duration_s']:.1f}s" if isinstance(run["duration_s"], (int, float)) else "-"
-        print(f"{run['id']:<40} {run['status']:<9} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
+        print(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
               f"{dur:>8}  {started}")
     return 0

@@ -11,14 +11,17 @@ from typing import Any, TextIO
 from mgtutor.training.runs.event_types import Event, StepEvent
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.records import exit_code_for
+from mgtutor.training.runs.control import deferred
 from mgtutor.training.runs.session import Update
 from mgtutor.training.runs.summary import TrainSummary, summarize
 from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
 from mgtutor.training.runs.watch import Detector
 from mgtutor.tui.commands.run import (
+    FollowEnded,
     add_launch_options,
+    add_verbose_option,
     describe_result,
+    follow_exit_code,
     live_detectors,
     live_options_problem,
     node_options,
@@ -45,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "run; a failed run ends with the likely cause and its fix (more: mgtutor diagnose RUN_ID).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
+    add_verbose_option(parser)
     add_train_options(parser)
     parser.set_defaults(func=main)
 
@@ -74,7 +78,8 @@ def progress_line(latest: dict[int, StepEvent], total: Any) -> str:
 
 
 def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every: float = 2.0,
-                    detectors: Sequence[Detector] = ()) -> tuple[Update, list[Event]]:
+                    detectors: Sequence[Detector] = (), verbose: bool = False,
+                    pending: Sequence[int] = ()) -> tuple[Update, list[Event]]:
     """`stream_run` plus a per-rank progress line every few seconds, from the step events;
     returns the final update and every event of the run (for the summary table)."""
     latest: dict[int, StepEvent] = {}
@@ -91,7 +96,7 @@ def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every:
             print(progress_line(latest, total_steps), file=out, flush=True)
             fresh, printed = False, time.monotonic()
 
-    return stream_run(run, out=out, detectors=detectors, on_update=progress), events
+    return stream_run(run, out=out, detectors=detectors, on_update=progress, verbose=verbose, pending=pending), events
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -118,17 +123,22 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(problem)
     nproc = 1 if args.strategy != "ddp" else args.nproc
     try:
-        run = launch(LaunchSpec(target=worker_target(args), nproc=nproc, backend=args.backend,
-                                label=f"train-{args.model}", **node_options(args)))
+        with deferred() as early:  # a SIGTERM now must still stop the run once it exists
+            run = launch(LaunchSpec(target=worker_target(args), nproc=nproc, backend=args.backend,
+                                    label=f"train-{args.model}", **node_options(args)))
     except LaunchError as exc:
         raise CliError(str(exc)) from None
     meta = run.record.meta()
     print(f"mgtutor: training {args.model} on {meta.world_size} rank(s), backend {meta.backend} — "
           f"{meta.device_note}", file=sys.stderr, flush=True)
-    final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args))
+    try:
+        final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
+                                        verbose=args.verbose, pending=early.signals)
+    except FollowEnded as end:
+        return end.exit_code
     assert final.result is not None
     print(summary_table(summarize(events, meta.world_size)), flush=True)
     print(describe_result(final.result), file=sys.stderr)
     print_failure_diagnosis(run, final)
     print(f"run record: {run.record.path}", flush=True)
-    return exit_code_for(final.result)
+    return follow_exit_code(final)
