@@ -57,7 +57,7 @@ async def test_help_lists_the_current_screens_keys_and_the_global_ones(monkeypat
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one("#help-text", Static).render())
-        assert "Lessons" in text and "Run" in text and "Hint" in text
+        assert "Lessons" in text and "run the lesson's steps" in text and "the next hint" in text
         assert "Reset exercise" in text  # a key the footer leaves out is still found here
         assert "Troubleshoot" in text and "quit" in text  # the global keys
         await pilot.press("escape")
@@ -67,3 +67,4 @@ async def test_help_lists_the_current_screens_keys_and_the_global_ones(monkeypat
         await pilot.pause()
         text = str(app.screen.query_one("#help-text", Static).render())
         assert "Monitor" in text and "Copy run folder" in text and "Next match" in text
+        assert "the full log files in $PAGER" in text  # help says what a terse footer word means

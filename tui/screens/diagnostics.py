@@ -32,11 +32,11 @@ DEFAULT_PROBE_ARGS = "--timeout 30"
 class DiagnosticsScreen(Screen):
     TITLE = "Diagnostics"
     BINDINGS = [
-        Binding("c", "doctor", "Check"),
-        Binding("b", "bench", "Bench"),
-        Binding("p", "probe", "Probe"),
-        Binding("y", "copy_report", "Copy"),
-        Binding("s", "stop", "Stop"),
+        Binding("c", "doctor", "Check", tooltip="run the doctor again"),
+        Binding("b", "bench", "Bench", tooltip="all-reduce bandwidth, with the All-reduce tab's options"),
+        Binding("p", "probe", "Probe", tooltip="rendezvous probe, with the Rendezvous tab's options"),
+        Binding("y", "copy_report", "Copy", tooltip="copy the doctor report as Markdown (for a bug report)"),
+        Binding("s", "stop", "Stop", tooltip="stop the bench or the probe"),
     ]
 
     def __init__(self) -> None:

@@ -32,7 +32,7 @@ def screen_keys(bindings: list[BindingType]) -> list[tuple[str, str]]:
     keys = []
     for binding in bindings:
         if isinstance(binding, Binding) and binding.description:
-            keys.append((key_label(binding), binding.description))
+            keys.append((key_label(binding), binding.tooltip or binding.description))
     return keys
 
 

@@ -33,12 +33,12 @@ from mgtutor.tui.widgets.rank_logs import neutralise, prefix
 class LessonsScreen(Screen):
     TITLE = "Lessons"
     BINDINGS = [
-        Binding("g", "run_steps", "Run"),
-        Binding("e", "edit", "Edit"),
-        Binding("c", "check", "Check"),
-        Binding("i", "hint", "Hint"),
-        Binding("n", "next_lesson", "Next"),
-        Binding("p", "previous_lesson", "Prev"),
+        Binding("g", "run_steps", "Run", tooltip="run the lesson's steps for real and check them"),
+        Binding("e", "edit", "Edit", tooltip="edit the exercise in $EDITOR"),
+        Binding("c", "check", "Check", tooltip="check your exercise (or the steps)"),
+        Binding("i", "hint", "Hint", tooltip="the next hint"),
+        Binding("n", "next_lesson", "Next", tooltip="next lesson"),
+        Binding("p", "previous_lesson", "Prev", tooltip="previous lesson"),
         Binding("x", "reset_exercise", "Reset exercise", show=False),
     ]
 

@@ -51,17 +51,18 @@ class MonitorScreen(Screen):
     BINDINGS = [
         # the footer shows what fits 80 columns; ? lists them all
         Binding("s", "stop", "Stop"),
-        Binding("p", "follow", "Pause"),
-        Binding("slash", "search", "Find", key_display="/"),
+        Binding("p", "follow", "Pause", tooltip="pause the log where it is / follow it again"),
+        Binding("slash", "search", "Find", key_display="/", tooltip="find a word in the log (n: next match)"),
         Binding("n", "next_match", "Next match", show=False),
-        Binding("e", "first_error", "Error"),
+        Binding("e", "first_error", "Error", tooltip="jump to the first error in the log"),
         Binding("left_square_bracket", "prev_tab", "Previous log tab", key_display="[", show=False),
-        Binding("right_square_bracket", "next_tab", "Tab", key_display="]"),
-        Binding("f", "full_log", "Log"),
+        Binding("right_square_bracket", "next_tab", "Tab", key_display="]",
+                tooltip="next log tab (all, each rank, torchrun)"),
+        Binding("f", "full_log", "Log", tooltip="the full log files in $PAGER"),
         Binding("c", "copy_path", "Copy run folder", show=False),
-        Binding("o", "open_lesson", "Lesson"),
-        Binding("k", "toggle_check", "Check"),
-        Binding("N", "new_run", "New", key_display="N"),
+        Binding("o", "open_lesson", "Lesson", tooltip="open the lesson that explains this failure"),
+        Binding("k", "toggle_check", "Check", tooltip="show or hide what mgtutor check found in the script"),
+        Binding("N", "new_run", "New", key_display="N", tooltip="back to the launch form (a running run goes on)"),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
     make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))

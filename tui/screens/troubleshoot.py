@@ -66,12 +66,12 @@ def last_run_script(scan: int = 20) -> Path | None:
 class TroubleshootScreen(Screen):
     TITLE = "Troubleshoot"
     BINDINGS = [
-        Binding("c", "checks", "Checks"),
-        Binding("x", "demo", "Demo"),
-        Binding("v", "next_demo", "Other"),
-        Binding("g", "latest", "Last run"),
-        Binding("o", "open_input", "Log/run"),
-        Binding("s", "open_script", "Script"),
+        Binding("c", "checks", "Checks", tooltip="run the checks that tell this symptom's causes apart"),
+        Binding("x", "demo", "Demo", tooltip="reproduce the symptom for real with a demo"),
+        Binding("v", "next_demo", "Other", tooltip="another demo of this symptom"),
+        Binding("g", "latest", "Last run", tooltip="diagnose the newest run"),
+        Binding("o", "open_input", "Log/run", tooltip="diagnose a log file or a run id"),
+        Binding("s", "open_script", "Script", tooltip="read your training script for the mistakes behind this symptom"),
     ]
 
     def __init__(self) -> None:
