@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from string import Template
 
+import psutil
 import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
@@ -264,15 +265,28 @@ def the_run_id() -> str:
 
 def kill_leftovers(run_id: str) -> None:
     for proc in run_processes(run_id):
-        proc.kill()
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
-@pytest.mark.integration
-def test_sigterm_to_mgtutor_run_stops_every_rank_like_ctrl_c(write_script, tmp_path: Path) -> None:
+def ticking_cli(write_script, tmp_path: Path) -> tuple[Output, str]:
+    """`mgtutor run` on 2 ranks that print a line every 0.2 s, once both ranks' lines come through."""
     cli_out = start_cli("run", "--nproc", "2", "--", str(write_script("ticks.py", TICKS)), str(tmp_path / "never"))
     run_id = the_run_id()
     try:
         wait_for(lambda: cli_out.ticks(0) and cli_out.ticks(1), 90, what="both ranks ticking")
+    except BaseException:
+        kill_leftovers(run_id)
+        raise
+    return cli_out, run_id
+
+
+@pytest.mark.integration
+def test_sigterm_to_mgtutor_run_stops_every_rank_like_ctrl_c(write_script, tmp_path: Path) -> None:
+    cli_out, run_id = ticking_cli(write_script, tmp_path)
+    try:
         os.kill(cli_out.proc.pid, signal.SIGTERM)  # kill, timeout, CI cancellation, docker stop
         code, out, err = cli_out.finish()
     finally:
@@ -286,10 +300,8 @@ def test_sigterm_to_mgtutor_run_stops_every_rank_like_ctrl_c(write_script, tmp_p
 
 @pytest.mark.integration
 def test_sighup_detaches_and_runs_stop_ends_the_detached_run(write_script, tmp_path: Path) -> None:
-    cli_out = start_cli("run", "--nproc", "2", "--", str(write_script("ticks.py", TICKS)), str(tmp_path / "never"))
-    run_id = the_run_id()
+    cli_out, run_id = ticking_cli(write_script, tmp_path)
     try:
-        wait_for(lambda: cli_out.ticks(0) and cli_out.ticks(1), 90, what="both ranks ticking")
         assert listed(run_id)["detached"] is False  # the CLI watches it
         os.kill(cli_out.proc.pid, signal.SIGHUP)  # the terminal went away
         code, _out, err = cli_out.finish()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.records import RunRecord, read_json, write_json_atomic
+from mgtutor.training.runs.records import RunRecord, pid_alive, read_json, write_json_atomic
 
 HEARTBEAT_S = 2.0
 STALE_S = 20.0
@@ -81,7 +81,7 @@ def live_watchers(record: RunRecord, now: float | None = None) -> list[Watcher]:
         watcher = _parse(read_json(path))
         if watcher is None or now - watcher.t > STALE_S:
             continue
-        if watcher.host == host and not _pid_alive(watcher.pid):
+        if watcher.host == host and not pid_alive(watcher.pid):
             continue
         found.append(watcher)
     return found
@@ -95,13 +95,3 @@ def _parse(data: Any) -> Watcher | None:
                        since=float(data.get("since", 0)), t=float(data["t"]))
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
