@@ -374,3 +374,36 @@ def test_attach_with_stop_stops_the_run_on_sigterm(write_script, tmp_path: Path)
     assert not run_processes(run_id)
     assert find_run(run_id).status() == RunStatus.STOPPED
     assert "Traceback" not in out + err
+
+
+@pytest.mark.integration
+async def test_the_monitor_keeps_a_heartbeat_and_shows_torchruns_failure_in_one_line(write_script, tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    from mgtutor.tui.app import MgTutorApp
+    from mgtutor.tui.screens.monitor import MonitorScreen
+    from mgtutor.tui.widgets.rank_logs import TORCHRUN, RankLogs
+    from tests.helpers import wait_for_app
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    flag = tmp_path / "fail-now"
+    run = launch(LaunchSpec(target=[str(write_script("ticks.py", TICKS)), str(flag)], nproc=2, backend="gloo"))
+    try:
+        app = MgTutorApp()
+        async with app.run_test(size=(110, 45)) as pilot:
+            await pilot.press("m")
+            await pilot.pause()
+            screen = pilot.app.screen
+            assert isinstance(screen, MonitorScreen)
+            screen.attach(run.record, run)
+            await wait_for_app(pilot, lambda: live_watchers(run.record), 60, what="the Monitor's heartbeat")
+            assert live_watchers(run.record)[0].pid == os.getpid()
+            flag.touch()
+            await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 120, what="the end")
+            await pilot.pause(0.3)
+            torchrun = list(screen.query_one(RankLogs).buffers[TORCHRUN].lines)
+    finally:
+        kill_leftovers(run.record.run_id)
+        run.wait(60)
+    assert any("torchrun reported the failure of rank 1 (exit code 3)" in line for line in torchrun), torchrun
+    assert not [line for line in torchrun if "Traceback" in line or "ChildFailedError" in line]
+    assert live_watchers(run.record) == []  # the run ended: nobody watches it any more
