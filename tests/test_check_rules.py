@@ -271,3 +271,20 @@ def test_in_memory_checkpoint_buffer_is_not_a_file():
         buffer = io.BytesIO()
         torch.save(state, buffer)
     """)
+
+
+def test_init_timeout_fix_is_written_from_the_users_own_call() -> None:
+    source = ("import torch.distributed as dist\n"
+              "def main():\n"
+              "    dist.init_process_group(backend='gloo', init_method='env://')\n")
+    (finding,) = [f for f in check_source(source) if f.rule == "init-no-timeout"]
+    assert finding.fix_before == "dist.init_process_group(backend='gloo', init_method='env://')"
+    assert finding.fix_after == ("dist.init_process_group(backend='gloo', init_method='env://', "
+                                 "timeout=datetime.timedelta(minutes=5))")
+    assert "30 on gloo" in finding.why and "NCCL: up to 30" not in finding.why
+
+
+def test_init_timeout_fix_for_a_call_without_arguments() -> None:
+    source = "import torch.distributed as dist\ndist.init_process_group()\n"
+    (finding,) = [f for f in check_source(source) if f.rule == "init-no-timeout"]
+    assert finding.fix_after == "dist.init_process_group(timeout=datetime.timedelta(minutes=5))"

@@ -292,6 +292,16 @@ def _under_cuda_test(m: ScriptModel, node: ast.AST) -> bool:
     return False
 
 
+def with_timeout(node: ast.AST, m: ScriptModel) -> tuple[str, str] | None:
+    """The user's own init_process_group call, and the same call with a timeout added."""
+    call = ast.get_source_segment(m.source, node) if isinstance(node, ast.Call) else None
+    if not call or not call.endswith(")") or "\n" in call:
+        return None
+    inside = call[call.index("(") + 1:-1].rstrip()
+    sep = "" if not inside else (" " if inside.endswith(",") else ", ")
+    return call, f"{call[:-1].rstrip()}{sep}timeout=datetime.timedelta(minutes=5))"
+
+
 def init_without_timeout(m: ScriptModel) -> Hits:
     for call in m.calls_to(*INIT):
         if keyword(call, "timeout") is None and not has_star_kwargs(call):

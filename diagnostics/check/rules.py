@@ -14,6 +14,8 @@ output, precision, launch.
 """
 from __future__ import annotations
 
+import ast
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,6 +42,8 @@ class Rule:
     tags: tuple[str, ...]
     find: Callable[[ScriptModel], match.Hits]
     confidence: str = "medium"
+    # (before, after) written from the user's own code at the finding, instead of the generic pair
+    fix_for: Callable[[ast.AST, ScriptModel], tuple[str, str] | None] | None = None
 
 
 RULES: tuple[Rule, ...] = (
@@ -188,12 +192,13 @@ RULES: tuple[Rule, ...] = (
          "13-nccl-topology", ("device", "launch"), match.nccl_without_fallback, confidence="high"),
     Rule("init-no-timeout", "advice",
          "init_process_group without a timeout",
-         "The default is 10 minutes (NCCL: up to 30): a missing rank or a stuck collective hangs that long "
-         "before any error appears.",
+         "The default is 10 minutes on NCCL and 30 on gloo: a missing rank or a stuck collective hangs that "
+         "long before any error appears.",
          "pass a timeout that fits your job",
          'dist.init_process_group("nccl")',
          'dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))',
-         "14-when-it-goes-wrong", ("hang",), match.init_without_timeout, confidence="high"),
+         "14-when-it-goes-wrong", ("hang",), match.init_without_timeout, confidence="high",
+         fix_for=match.with_timeout),
     Rule("dataloader-slow", "advice",
          "DataLoader reads from disk in the training process",
          "With num_workers=0 the training process itself decodes every batch while the GPU waits; without "

@@ -158,12 +158,13 @@ def run_rule(rule: Rule, model: ScriptModel, filename: str | None = None) -> lis
             continue
         seen.add((line, message))
         unsure = caveat[0] if caveat else ""
+        before, after = (rule.fix_for(node, model) if rule.fix_for else None) or (rule.before, rule.after)
         found.append(CheckFinding(
             rule=rule.id, severity="advice" if unsure else rule.severity, file=filename or model.filename, line=line,
             confidence="low" if unsure else rule.confidence, caveat=unsure,
             column=getattr(node, "col_offset", 0), message=message or rule.title, fix=rule.fix,
             lesson=rule.lesson, code=model.line(line).strip(), why=rule.why,
-            fix_before=rule.before, fix_after=rule.after, tags=rule.tags))
+            fix_before=before, fix_after=after, tags=rule.tags))
     return found
 
 
