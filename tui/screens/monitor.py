@@ -23,6 +23,7 @@ from textual.worker import get_current_worker
 
 from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
+from mgtutor.diagnostics.failures.hang_watch import HangWatch
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.launcher import LaunchError, Run, launch
 from mgtutor.training.runs.records import RunRecord, RunStatus
@@ -31,9 +32,11 @@ from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.watch import Alert, RunWatch
 from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
+from mgtutor.tui.screens.monitor_hang import HangHook
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
+from mgtutor.tui.widgets.hang_panel import HangPanel
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
@@ -42,10 +45,10 @@ from mgtutor.tui.widgets.training_charts import TrainingCharts
 
 SAMPLE_EVERY = 1.0  # seconds between GPU/host samples (and this node's line); the rest is the session's
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
-            "copy_path", "new_run", "open_lesson", "toggle_check"}
+            "copy_path", "new_run", "open_lesson", "toggle_check", "stacks"}
 
 
-class MonitorScreen(Screen):
+class MonitorScreen(HangHook, Screen):
     TITLE = "Monitor"
     AUTO_FOCUS = "#f-kind"  # the launch form's first field: Enter launches at once
     BINDINGS = [
@@ -62,6 +65,8 @@ class MonitorScreen(Screen):
         Binding("c", "copy_path", "Copy run folder", show=False),
         Binding("o", "open_lesson", "Lesson", tooltip="open the lesson that explains this failure"),
         Binding("k", "toggle_check", "Check", tooltip="show or hide what mgtutor check found in the script"),
+        Binding("x", "stacks", "Stacks", show=False,
+                tooltip="take every rank's Python stack now: where each one waits, and why"),
         Binding("N", "new_run", "New", key_display="N", tooltip="back to the launch form (a running run goes on)"),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
@@ -86,6 +91,7 @@ class MonitorScreen(Screen):
                 yield RunStateLine(id="run-state")
                 yield NodeLine(id="node-line")
                 yield AlertBanner(id="alert-banner")
+                yield HangPanel(id="hang-panel")
                 yield FailureBanner(id="failure-banner")
                 yield CheckPanel(id="check-panel")
                 yield GpuMeters(id="gpu-meters")
@@ -156,6 +162,7 @@ class MonitorScreen(Screen):
         self.state, self.finding, self.lines_seen = None, None, 0
         self.query_one(RankLogs).reset()
         self.query_one(AlertBanner).show([])
+        self.clear_hang()
         self.query_one(NodeLine).show(None)
         self.query_one(ContentSwitcher).current = "run-view"
         self.sub_title = record.run_id
@@ -169,7 +176,8 @@ class MonitorScreen(Screen):
         worker = get_current_worker()
         sampler = self.make_sampler()
         watch = RunWatch(record, rendezvous_after=self.rendezvous_after, silent_after=self.silent_after)
-        session = RunSession(record, detectors=[watch], diagnose=diagnose_run, clock=self.clock, alive=alive)
+        session = RunSession(record, detectors=[watch, HangWatch(record)], diagnose=diagnose_run, clock=self.clock,
+                             alive=alive)
         last_sample = last_node = 0.0
         sample = None
         for update in session.updates():
@@ -189,6 +197,7 @@ class MonitorScreen(Screen):
                 finding = update.findings[0] if update.findings and state.phase in (RunStatus.FAILED, RunStatus.LOST) else None
                 self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node))
                 return
+            self.post_hangs(record, update.new_alerts)  # the hang panel: where each rank waits, stacks folded
             alerts = None if update.alerts is None or state is None else self.visible_alerts(update.alerts, state)
             self.post_message(RunUpdate(record.run_id, lines, state, sample if state else None,
                                         alerts=alerts, node=node))
@@ -313,6 +322,7 @@ class MonitorScreen(Screen):
         self.sub_title = ""
         self.query_one(FailureBanner).show(RunState(run_id=""))
         self.query_one(AlertBanner).show([])
+        self.clear_hang()
         self.query_one(NodeLine).show(None)
         self.check_token += 1
         self.query_one(CheckPanel).reset()

@@ -1,0 +1,56 @@
+"""The Monitor's hang hook: the hang panel fed from the run's HangWatch alerts, and `x` for stacks now.
+
+A mixin of MonitorScreen (monitor.py keeps only the wiring): `post_hang` runs on the watch worker's
+thread and reads the saved stack files there; `show_hang` runs on the UI thread.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from textual import work
+
+from mgtutor.diagnostics.failures.hang import HangReport
+from mgtutor.diagnostics.failures.hang_watch import HangAlert, take_report
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.tui.widgets.hang_panel import HangPanel
+
+
+class HangHook:
+    """Needs `self.record`, `self.app`, `self.query_one` and `self.notify` (a Screen's)."""
+
+    record: RunRecord | None
+
+    def post_hangs(self, record: RunRecord, alerts: list[Any]) -> None:
+        for alert in alerts:
+            if isinstance(alert, HangAlert) and alert.report is not None:
+                self.post_hang(record, alert.report)
+
+    def post_hang(self, record: RunRecord, report: HangReport) -> None:
+        """From a worker thread: the panel shows the report, each rank's saved stack folded under it."""
+        stacks = {}
+        for rank, path in report.stacks.items():
+            try:
+                with open(path, errors="replace") as handle:
+                    stacks[rank] = handle.read()
+            except OSError as exc:
+                stacks[rank] = f"(cannot read {path}: {exc.strerror})"
+        self.app.call_from_thread(self.show_hang, record.run_id, report.to_dict(), stacks)  # type: ignore[attr-defined]
+
+    def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str]) -> None:
+        if self.record is not None and self.record.run_id == run_id:
+            self.query_one(HangPanel).show(report, stacks)  # type: ignore[attr-defined]
+
+    def clear_hang(self) -> None:
+        self.query_one(HangPanel).clear()  # type: ignore[attr-defined]
+
+    def action_stacks(self) -> None:
+        if self.record is not None:
+            self.notify("taking every rank's stack…")  # type: ignore[attr-defined]
+            self.take_stacks(self.record)
+
+    @work(thread=True, exclusive=True, group="monitor-stacks")
+    def take_stacks(self, record: RunRecord) -> None:
+        report, capture = take_report(record, reason="on demand", save=True)
+        self.post_hang(record, report)
+        self.app.call_from_thread(self.notify,  # type: ignore[attr-defined]
+                                  f"stacks taken in {capture.seconds:.2f} s: {report.kind or 'no known hang'}")
