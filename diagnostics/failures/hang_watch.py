@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,7 @@ def take_report(record: RunRecord, reason: str, save: bool | None = None,
     return report, capture
 
 
-def _flight(record: RunRecord, ranks: dict[int, int | None], wait_s: float) -> tuple[dict[int, FlightRank] | None, list[str]]:
+def _flight(record: RunRecord, ranks: Mapping[int, int | None], wait_s: float) -> tuple[dict[int, FlightRank] | None, list[str]]:
     """Ask for a fresh dump, then read whatever dumps there are (a fresh one, or one from a timeout)."""
     request = request_dump(record, ranks, wait_s=wait_s)
     dumps = read_dumps(fr_dir(record))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def dump_files(record: RunRecord) -> dict[int, Path]:
     return out
 
 
-def request_dump(record: RunRecord, ranks: dict[int, int | None], wait_s: float = 5.0) -> DumpRequest:
+def request_dump(record: RunRecord, ranks: Mapping[int, int | None], wait_s: float = 5.0) -> DumpRequest:
     """Ask each rank (rank → its main pid) for a dump through NCCL's pipe, else the stack hook's, and
     wait for the files."""
     request = DumpRequest()

@@ -27,12 +27,12 @@ def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = 
         report, capture = take_report(record, reason="on demand", save=True)
         where = f"captured now in {capture.seconds:.2f} s"
     else:
-        report = latest_report(record)
+        last = latest_report(record)
         capture = None
-        if report is None:
+        if last is None:
             raise CliError(f"run {record.run_id} is {status.value} and has no saved stacks "
                            "(stacks are taken while a run goes)", exit_code=1)
-        where = f"run {status.value}: its last capture"
+        report, where = last, f"run {status.value}: its last capture"
     if as_json:
         data = {"run_id": record.run_id, "status": status.value, "live": capture is not None, **report.to_dict()}
         print(json.dumps(data, indent=2), file=out)

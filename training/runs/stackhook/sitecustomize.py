@@ -100,7 +100,7 @@ def _chain_next_sitecustomize() -> None:
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     try:
-        import sitecustomize  # noqa: F401  (the next one on the path)
+        import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  (the next one on the path)
     except ImportError:
         pass
     except Exception as exc:  # the shadowed hook failed: say so, as Python itself would
