@@ -94,3 +94,10 @@ def test_resume_continues_the_same_loss_curve(full_run: RunRecord, tmp_path: Pat
     assert sorted(resumed) == list(range(7, 13))
     for step in range(7, 13):
         assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-5, abs=1e-6), (step, resumed, uninterrupted)
+
+
+def test_gradient_accumulation_trains_with_the_default_static_graph() -> None:
+    """no_sync on a static_graph DDP trips the reducer's assert: accumulation must run without it."""
+    record = train("--steps", "3", "--grad-accum", "2")
+    assert record.result().status == "finished", logs(record)[-2000:]
+    assert sorted(losses(record)) == [1, 2, 3]

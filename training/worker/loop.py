@@ -109,8 +109,9 @@ class TrainLoop:
             self.warm_steps = self.stepper.warm_steps + 1
             return
         if ddp:
-            # static_graph would quietly tolerate the unused layer; the lesson needs DDP's real error
-            static = args.static_graph == "on" and args.inject != "unused-param"
+            # static_graph would quietly tolerate the unused layer; the lesson needs DDP's real error.
+            # It also breaks no_sync: the reducer asserts (expect_autograd_hooks_) on the synced micro-step.
+            static = args.static_graph == "on" and args.inject != "unused-param" and args.grad_accum == 1
             model = ddp_model = wrap_ddp(raw, self.device, static, args.bucket_view == "on", args.bucket_mb)
         elif args.strategy == "dp":
             model = nn.DataParallel(raw)
