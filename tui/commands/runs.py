@@ -7,8 +7,7 @@ import json
 import time
 
 from mgtutor.training.runs.records import RunRecord, RunStatus, find_run, list_runs, runs_root
-from mgtutor.training.runs.watchers import live_watchers
-from mgtutor.tui.commands.runs_control import add_control_options, attach_main, status_text, stop_main
+from mgtutor.tui.commands.runs_control import add_control_options, attach_main, is_detached, status_text, stop_main
 from mgtutor.tui.commands.runs_stacks import stacks_main
 from mgtutor.tui.errors import CliError
 
@@ -54,7 +53,7 @@ def summary(record: RunRecord) -> dict:
     first = result.first_failure
     status = record.status()
     out = {"id": record.run_id, "path": str(record.path), "label": meta.label or None,
-           "status": status.value, "detached": status == RunStatus.RUNNING and not live_watchers(record),
+           "status": status.value, "detached": is_detached(record, status),
            "backend": meta.backend or None, "world_size": meta.world_size or None,
            "started": meta.started, "duration_s": result.duration_s,
            "first_failure": first.to_json() if first else None}
@@ -82,9 +81,10 @@ def main(args: argparse.Namespace) -> int:
         logs = [str(p) for _, _, p in record.rank_logs()]
         if args.json:
             print(json.dumps({"meta": meta.to_json(), "result": result.to_json(), "status": status.value,
+                              "detached": is_detached(record, status),
                               "logs": logs, **({"problem": meta.problem} if meta.problem else {})}, indent=2))
             return 0
-        print(f"run {record.run_id}  [{status_text(record)}]\n  path     {record.path}")
+        print(f"run {record.run_id}  [{status_text(record, status)}]\n  path     {record.path}")
         if status == RunStatus.RUNNING:
             print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
         if meta.problem:

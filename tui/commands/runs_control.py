@@ -56,12 +56,15 @@ def the_run(run_id: str | None, action: str) -> RunRecord:
     return record
 
 
-def status_text(record: RunRecord) -> str:
+def is_detached(record: RunRecord, status: RunStatus | None = None) -> bool:
+    """The run goes on and nobody follows it (no live heartbeat in its watchers/)."""
+    return (status or record.status()) == RunStatus.RUNNING and not live_watchers(record)
+
+
+def status_text(record: RunRecord, status: RunStatus | None = None) -> str:
     """"running", "running, detached" (nobody follows it), or how it ended."""
-    status = record.status()
-    if status == RunStatus.RUNNING and not live_watchers(record):
-        return "running, detached"
-    return status.value
+    status = status or record.status()
+    return "running, detached" if is_detached(record, status) else status.value
 
 
 def stop_main(args: argparse.Namespace) -> int:
