@@ -113,7 +113,8 @@ def request_dump(record: RunRecord, ranks: Mapping[int, int | None], wait_s: flo
             break
         time.sleep(0.1)
     for rank in sorted(set(request.asked) - set(request.dumped)):
-        request.problems.append(f"rank {rank}: asked for a Flight Recorder dump, none written within {wait_s:g} s")
+        request.problems.append(f"rank {rank}: asked for a Flight Recorder dump, none written within {wait_s:g} s "
+                                "(a torch without a Flight Recorder for this backend writes none)")
     return request
 
 
