@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
+import sys
 import subprocess
 import threading
 import time
@@ -321,6 +324,40 @@ def test_sighup_detaches_and_runs_stop_ends_the_detached_run(write_script, tmp_p
     again = json.loads(cli("runs", "stop", run_id, "--json").stdout)
     assert again == {"run_id": run_id, "was": "stopped", "status": "stopped", "signalled": 0, "killed": [],
                      "survivors": [], "clean": True}
+
+
+@pytest.mark.integration
+def test_a_terminal_that_goes_away_leaves_the_run_going_detached(write_script, tmp_path: Path) -> None:
+    """The real thing behind SIGHUP: the CLI's terminal (a pty) closes under it."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on the pty, as in a terminal window
+        try:
+            os.execve(sys.executable, mgtutor_argv("run", "--nproc", "2", "--", str(write_script("ticks.py", TICKS)),
+                                                   str(tmp_path / "never")), no_gpu_env())
+        finally:
+            os._exit(127)
+    screen = bytearray()
+    try:
+        wait_for(lambda: _read_more(fd, screen).count(b"] tick") >= 4, 90, what="ticks on the pty")
+    finally:
+        os.close(fd)  # the terminal window is closed
+    _, status = os.waitpid(pid, 0)
+    run_id = the_run_id()
+    try:
+        assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGHUP
+        assert find_run(run_id).status() == RunStatus.RUNNING and run_processes(run_id)
+        assert listed(run_id)["detached"] is True
+    finally:
+        assert cli("runs", "stop", run_id).returncode == 0
+        kill_leftovers(run_id)
+
+
+def _read_more(fd: int, screen: bytearray) -> bytearray:
+    """What the terminal shows so far (a pty's output must be read or the CLI blocks on it)."""
+    ready, _, _ = select.select([fd], [], [], 0.2)
+    if ready:
+        screen += os.read(fd, 65536)
+    return screen
 
 
 @pytest.mark.integration
