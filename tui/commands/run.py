@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                "While the run goes, warnings on stderr name a rank missing at the rendezvous, a straggler, or a\n"
                "run that went silent; when the ranks stop moving, a hang report says where each one waits and why\n"
                "(--stop-on-hang ends the run there); a failed run ends with the likely cause and its fix\n"
-               "(mgtutor diagnose RUN_ID).",
+               "(mgtutor diagnose RUN_ID).\n\n"
+               "The script gets its arguments exactly as given ($ included): torchrun's ${local_rank} is not\n"
+               "filled in, read LOCAL_RANK from the environment instead.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
     add_verbose_option(parser)
