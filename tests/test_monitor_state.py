@@ -113,7 +113,7 @@ def test_form_builds_the_trainer_command_and_catches_bad_values():
     assert command.startswith("mgtutor run --nproc 2 --backend gloo -- -m mgtutor.training.worker.train --model tinycnn")
     with pytest.raises(FormError, match="batch size must be a whole number"):
         build_launch(FormValues(batch_size="lots"))
-    with pytest.raises(FormError, match="ranks must be at least 1"):
+    with pytest.raises(FormError, match="ranks must be a whole number of at least 1"):
         build_launch(FormValues(nproc="0"))
     with pytest.raises(FormError, match="inject rank 3 does not exist with 2 ranks"):
         build_launch(FormValues(inject="crash-rank", inject_rank="3"))
