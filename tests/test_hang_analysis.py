@@ -96,7 +96,8 @@ def test_an_exited_rank_is_outside_the_collective(tmp_path):
     (capture / "index.json").write_text(json.dumps({"missing": ["rank 1: exited (exit code 0) before the capture"]}))
     report = analyse_capture(capture, world_size=2)
     assert report.kind == "rank_outside_collective" and report.ranks == [1]
-    assert "rank 1 exited" in report.fix
+    assert report.summary.startswith("Rank 1 has finished (exit code 0) while rank 0 waits in all_reduce")
+    assert "uneven batch counts" in report.fix
 
 
 def test_every_rank_in_the_same_call_has_no_culprit():

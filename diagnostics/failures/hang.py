@@ -12,6 +12,7 @@ where each rank waits, with no kind.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,7 @@ def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
         if where is not None:
             wheres[where.rank] = where
     missing = [str(m) for m in index.get("missing", [])]
-    exited = {int(m.split()[1].rstrip(":")) for m in missing if m.startswith("rank ") and " exited " in m}
+    exited = {int(m.group(1)): m.group(2) for m in (re.match(r"rank (\d+): exited \(([^)]*)\)", x) for x in missing) if m}
     if flight:
         _apply_flight(wheres, flight)
     report = explain(wheres, world_size, exited, index.get("rank_env") or {})
@@ -197,10 +198,10 @@ def _verb(ranks: list[int], one: str, many: str) -> str:
     return one if len(ranks) == 1 else many
 
 
-def explain(wheres: dict[int, RankWhere], world_size: int, exited: set[int] | None = None,
+def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str] | None = None,
             rank_env: dict[str, dict[str, str]] | None = None) -> HangReport:
     catalogue = load_catalogue()
-    exited = exited or set()
+    exited = exited or {}
     seen = {r: w for r, w in wheres.items() if w.where.category != "no stack"}
     by_category: dict[str, list[int]] = {}
     for rank, where in sorted(seen.items()):
@@ -214,7 +215,7 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: set[int] | No
         spec = catalogue["rank_outside_collective"]
         ops = sorted({seen[r].where.op or "?" for r in waiting})
         places = sorted({seen[r].where.place() for r in waiting})
-        hints = [_outside_hint(r, seen.get(r)) for r in outside]
+        hints = [_outside_hint(r, seen.get(r), exited.get(r)) for r in outside]
         first = "; ".join(h[0] for h in hints)
         fields = {"outside_text": first[:1].upper() + first[1:],
                   "waiting_text": f"{_ranks_text(waiting)} {_verb(waiting, 'waits', 'wait')} in {', '.join(ops)} "
@@ -242,9 +243,14 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: set[int] | No
     return HangReport(None, summary, "", "14-when-it-goes-wrong", [], dict(wheres))
 
 
-def _outside_hint(rank: int, where: RankWhere | None) -> tuple[str, str]:
+def _outside_hint(rank: int, where: RankWhere | None, exit_how: str | None = None) -> tuple[str, str]:
     if where is None:
-        return f"rank {rank} has exited", f"rank {rank} exited before the others: read its log (mgtutor runs show)."
+        if exit_how == "exit code 0":
+            return (f"rank {rank} has finished (exit code 0)",
+                    f"rank {rank} ran out of work before the others: uneven batch counts per rank (use "
+                    "DistributedSampler with drop_last=True, or DDP's join()), or a loop that ends early on one rank.")
+        return (f"rank {rank} has exited ({exit_how or 'no exit recorded'})",
+                f"rank {rank} exited before the others: read its log (mgtutor runs show).")
     w = where.where
     at = w.place()
     if w.category == "data":
