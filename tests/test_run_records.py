@@ -84,3 +84,17 @@ def test_a_result_round_trips_with_its_stop_report() -> None:
     result = RunResult.from_json(data)
     assert result.stop is not None and result.stop.clean and result.ranks[0].signal == "SIGTERM"
     assert result.to_json() == data and exit_code_for(result) == 130
+
+
+def test_runs_show_says_an_unreadable_meta_is_unknown_not_none(capsys) -> None:
+    from mgtutor.training.runs.records import runs_root
+    from mgtutor.tui.cli import main
+
+    record = RunRecord.create("broken", runs_root())
+    record.write_rank(RankExit(rank=0, pid=11, started=100.5, ended=103.0, exit_code=0))
+    record.write_rank(RankExit(rank=1, pid=12, started=100.5, ended=103.0, exit_code=0))
+    (record.path / "meta.json").write_text('{"run_id": "x", "world_si')
+    assert main(["runs", "show", record.run_id]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "command  unknown (meta.json is unreadable)" in out
+    assert "ranks    2 on " in out

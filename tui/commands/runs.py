@@ -89,8 +89,13 @@ def main(args: argparse.Namespace) -> int:
             print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
         if meta.problem:
             print(f"  meta     {meta.problem}: what follows comes from the other files")
-        print(f"  command  {' '.join(meta.target)}")
-        print(f"  ranks    {meta.world_size} on {meta.backend} — {meta.device_note}")
+        unknown = "unknown (meta.json is unreadable)"
+        print(f"  command  {' '.join(meta.target) or unknown}")
+        if meta.problem or not meta.world_size:
+            ranks = len(result.ranks) or "unknown"
+            print(f"  ranks    {ranks} on {result.backend or meta.backend or 'an unknown backend'}")
+        else:
+            print(f"  ranks    {meta.world_size} on {meta.backend} — {meta.device_note}")
         for rank in result.ranks:
             how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
             print(f"  rank {rank.rank}: {how} ({rank.outcome})")
