@@ -7,7 +7,8 @@ import shlex
 
 import pytest
 
-from mgtutor.tui.options.bench import BENCH_FLAGS, BenchForm
+from mgtutor.diagnostics.bench.allreduce_bench import BenchOptions
+from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options, bench_options_from_words
 from mgtutor.tui.options.flags import OptionError, add_flags, parse_words
 from mgtutor.tui.options.launch import LaunchOptions
 from mgtutor.tui.options.probe import PROBE_FLAGS, ProbeForm
@@ -15,18 +16,17 @@ from mgtutor.tui.options.probe import PROBE_FLAGS, ProbeForm
 WORDS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --check --dtype half"
 
 
-def cli_form(words: str) -> BenchForm:
+def cli_options(words: str) -> BenchOptions:
     parser = argparse.ArgumentParser(exit_on_error=False)
-    add_flags(parser, BENCH_FLAGS, BenchForm())
-    return BenchForm.from_values(vars(parser.parse_args(shlex.split(words))))
+    add_flags(parser, BENCH_FLAGS, BenchOptions())
+    return bench_options(vars(parser.parse_args(shlex.split(words))))
 
 
 def test_the_cli_and_the_screen_read_the_same_bench_options():
-    screen = BenchForm.from_words(WORDS)
-    assert screen == cli_form(WORDS)
+    screen = bench_options_from_words(WORDS)
+    assert screen == cli_options(WORDS)
     assert (screen.nproc, screen.max_bytes, screen.factor, screen.check, screen.dtype) == (2, 1024, 128.0, True, "half")
-    options = screen.options()
-    assert options.sizes("gloo") == [8, 1024]
+    assert screen.sizes("gloo") == [8, 1024]
 
 
 @pytest.mark.parametrize("words, says", [
@@ -40,7 +40,7 @@ def test_the_cli_and_the_screen_read_the_same_bench_options():
 ])
 def test_bad_bench_options_are_one_line(words, says):
     with pytest.raises(OptionError, match=None) as caught:
-        BenchForm.from_words(words)
+        bench_options_from_words(words)
     assert says in str(caught.value) and "\n" not in str(caught.value)
 
 

@@ -10,7 +10,7 @@ from mgtutor.diagnostics.bench.allreduce_bench import HEADER, BenchOptions, coll
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.errors import CliError
-from mgtutor.tui.options.bench import BENCH_FLAGS, BenchForm
+from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
 from mgtutor.tui.options.flags import OptionError, add_flags
 
 EPILOG = """examples:
@@ -28,14 +28,14 @@ def register(kinds: argparse._SubParsersAction) -> None:
                          description="Sweep message sizes, time out-of-place and in-place all-reduce on N "
                                      "ranks, and relate the bus bandwidth to the GPU link.",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(p, BENCH_FLAGS, BenchForm())
+    add_flags(p, BENCH_FLAGS, BenchOptions())
     p.add_argument("--json", action="store_true", help="print one JSON object (schema: allreduce_schema.json)")
     p.set_defaults(func=main)
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:
     try:
-        return BenchForm.from_values(vars(args)).options()
+        return bench_options(vars(args))
     except OptionError as exc:
         raise CliError(str(exc)) from None
 

@@ -1,7 +1,7 @@
 """The options of an all-reduce bench: `mgtutor bench allreduce` flags and the Diagnostics input line."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from mgtutor.diagnostics.bench.allreduce_bench import BenchOptions
@@ -10,40 +10,18 @@ from mgtutor.training.runs.launcher import BACKENDS
 from mgtutor.tui.options.flags import Flag, OptionError, parse_words, positive_int
 
 
-@dataclass
-class BenchForm:
-    nproc: int | None = None
-    backend: str = "auto"
-    min_bytes: int = 8
-    max_bytes: int | None = None
-    factor: float = 2.0
-    iters: int = 20
-    warmup: int = 5
-    dtype: str = "float"
-    check: bool = False
-    graph: str = "auto"
-    oop: str = "auto"
+def bench_options(values: dict[str, Any]) -> BenchOptions:
+    """The bench's options from parsed flag values (argparse's or parse_words'), or OptionError."""
+    options = BenchOptions(**{f.name: values[f.name] for f in fields(BenchOptions) if values.get(f.name) is not None})
+    if options.factor <= 1:
+        raise OptionError(f"-f must be more than 1 (got {options.factor:g})")
+    if options.max_bytes is not None and options.max_bytes < options.min_bytes:
+        raise OptionError(f"-e ({options.max_bytes} B) is smaller than -b ({options.min_bytes} B)")
+    return options
 
-    def validate(self) -> BenchForm:
-        if self.factor <= 1:
-            raise OptionError(f"-f must be more than 1 (got {self.factor:g})")
-        if self.max_bytes is not None and self.max_bytes < self.min_bytes:
-            raise OptionError(f"-e ({self.max_bytes} B) is smaller than -b ({self.min_bytes} B)")
-        return self
 
-    def options(self) -> BenchOptions:
-        self.validate()
-        return BenchOptions(nproc=self.nproc, backend=self.backend, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
-                            factor=self.factor, iters=self.iters, warmup=self.warmup, dtype=self.dtype,
-                            check=self.check, graph=self.graph, oop=self.oop)
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any]) -> BenchForm:
-        return cls(**{f.name: values[f.name] for f in fields(cls) if values.get(f.name) is not None}).validate()
-
-    @classmethod
-    def from_words(cls, words: str) -> BenchForm:
-        return cls.from_values(parse_words(words, BENCH_FLAGS))
+def bench_options_from_words(words: str) -> BenchOptions:
+    return bench_options(parse_words(words, BENCH_FLAGS))
 
 
 def _float(text: str) -> float:

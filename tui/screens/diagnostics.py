@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Header, Input, ProgressBar, Static, Tabbe
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.sizes import format_size
 from mgtutor.tui.messages import RunStarted
-from mgtutor.tui.options.bench import BenchForm
+from mgtutor.tui.options.bench import bench_options_from_words
 from mgtutor.tui.options.flags import OptionError
 from mgtutor.tui.options.probe import ProbeForm
 from mgtutor.tui.widgets.mode_footer import ModeFooter
@@ -159,7 +159,7 @@ class DiagnosticsScreen(Screen):
             return
         self.query_one(TabbedContent).active = "tab-bench"
         try:
-            options = BenchForm.from_words(self.query_one("#bench-args", Input).value).options()
+            options = bench_options_from_words(self.query_one("#bench-args", Input).value)
         except OptionError as exc:
             self.query_one("#bench-status", Static).update(Text(f"Cannot start: {exc}"))
             return
