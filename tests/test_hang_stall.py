@@ -99,3 +99,10 @@ def test_lines_we_caused_do_not_end_the_spell(tmp_path):
     assert clock.check(State(), T0 + 30) is None and clock.spell == T0
     touch(record, T0 + 40)  # a real line afterwards starts a new spell
     assert clock.check(State(), T0 + 41) is None and clock.spell == T0 + 40
+
+
+def test_on_several_nodes_this_nodes_ranks_are_enough(tmp_path):
+    record = record_with_logs(tmp_path, T0)
+    (tmp_path / "meta.json").write_text('{"world_size": 4, "nnodes": 2, "nproc_per_node": 2}')
+    clock = StallClock(record, quiet_s=5)
+    assert clock.check(State(world_size=4), T0 + 6) == "no output and no event from any rank for 6 s"

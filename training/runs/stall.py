@@ -46,6 +46,7 @@ class StallClock:
         self._next_check = 0.0
         self._wait = quiet_s  # after a look that found no hang; doubles while the spell lasts, up to MAX_WAIT_S
         self._absorb_until = 0.0  # log writes up to this time are ours (a Flight Recorder dump's own line)
+        self._local: int | None = None  # ranks on this node when the run spans several nodes (0: one node)
 
     def observe(self, events: Sequence[Event]) -> None:
         for event in events:
@@ -108,12 +109,15 @@ class StallClock:
         return (f"no step from rank{'s' if len(late) > 1 else ''} {names} for {gap:.0f} s "
                 f"(limit {limit:.0f} s: 10 × the median step time, at least {self.min_step_gap_s:.0f} s)")
 
-    @staticmethod
-    def _all_started(state: Any) -> bool:
+    def _all_started(self, state: Any) -> bool:
+        """Every rank this node runs is up (on several nodes: this node's share of the world)."""
         ranks = getattr(state, "ranks", None) or {}
         world = int(getattr(state, "world_size", 0) or 0)
+        if self._local is None:
+            meta = self.record.meta()
+            self._local = meta.nproc_per_node if meta.nnodes > 1 and meta.nproc_per_node else 0
         started = [r for r, s in ranks.items() if getattr(s, "pid", None) or getattr(s, "started", None)]
-        return bool(started) and len(started) >= max(world, 1)
+        return bool(started) and len(started) >= max(self._local or world, 1)
 
 
 def _mtime(path: os.PathLike[str]) -> float:
