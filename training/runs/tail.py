@@ -6,12 +6,14 @@ line). Lines of any length are kept whole; a partial last line is held until it 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.training.runs.records import RunRecord
 
 CHUNK = 1 << 16
+DISCOVER_S = 1.0
 LineTuple = tuple[int | None, str, str]  # (rank or None for torchrun, stream, text)
 
 
@@ -77,8 +79,17 @@ class RunTail:
         self.include_torchrun = include_torchrun
         self._followers: dict[Path, _Follower] = {}
         self._from_start = from_start
+        self._next_discover = 0.0
+        self._logs_stamp = -1
 
-    def _discover(self) -> None:
+    def _discover(self, force: bool = False) -> None:
+        # Listing the logs folder was most of a poll's cost: list it again when the folder changed, and
+        # once a second anyway (a file made in the same clock tick as the last listing keeps its mtime).
+        now = time.monotonic()
+        stamp = _mtime_ns(self.record.path / "logs")
+        if not force and now < self._next_discover and stamp == self._logs_stamp:
+            return
+        self._next_discover, self._logs_stamp = now + DISCOVER_S, stamp
         found: list[tuple[int | None, str, Path]] = [(r, s, p) for r, s, p in self.record.rank_logs()]
         if self.include_torchrun:
             found.append((None, "torchrun", self.record.torchrun_log))
@@ -89,9 +100,10 @@ class RunTail:
                     follower.offset = path.stat().st_size
                 self._followers[path] = follower
 
-    def poll(self, budget: int = 4 * CHUNK) -> list[LineTuple]:
-        """Lines from every file; reads at most `budget` bytes per file per call (back-pressure)."""
-        self._discover()
+    def poll(self, budget: int = 4 * CHUNK, rediscover: bool = False) -> list[LineTuple]:
+        """Lines from every file; reads at most `budget` bytes per file per call (back-pressure).
+        Files that appeared since are found at most once a second, or now with `rediscover`."""
+        self._discover(force=rediscover)
         out: list[LineTuple] = []
         for follower in self._followers.values():
             lines, _ = follower.read(budget)
@@ -102,7 +114,7 @@ class RunTail:
         """Everything left, including partial last lines: call once the writers are gone."""
         out: list[LineTuple] = []
         while True:
-            batch = self.poll(budget=1 << 24)
+            batch = self.poll(budget=1 << 24, rediscover=True)
             out.extend(batch)
             if not batch and all(f.offset >= _size(f.path) for f in self._followers.values()):
                 break
@@ -114,5 +126,12 @@ class RunTail:
 def _size(path: Path) -> int:
     try:
         return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
     except FileNotFoundError:
         return 0
