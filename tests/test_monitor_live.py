@@ -90,8 +90,8 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
         assert logs.active == "rank1"
         await pilot.press("e")
         assert logs.buffers["rank1"].first_error is not None
-        assert logs.log.auto_scroll is False  # jumped to the error: following stops
-        assert any("injected crash" in line for line in logs.log.lines)
+        assert logs.log_view.auto_scroll is False  # jumped to the error: following stops
+        assert any("injected crash" in line for line in logs.log_view.lines)
 
 
 @pytest.mark.integration

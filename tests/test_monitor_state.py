@@ -144,12 +144,12 @@ async def test_search_and_follow_keys_on_a_replayed_run(tmp_path):
         await pilot.press("slash")
         assert app.focused is logs.query_one("#log-search", Input)
         await pilot.press(*"step   30", "enter")
-        assert logs.search_text == "step   30" and logs.log.auto_scroll is False
-        assert "step   30" in logs.log.lines[logs._match]
+        assert logs.search_text == "step   30" and logs.log_view.auto_scroll is False
+        assert "step   30" in logs.log_view.lines[logs._match]
         await pilot.press("n")
-        assert "[rank 1] step   30" in logs.log.lines[logs._match]
+        assert "[rank 1] step   30" in logs.log_view.lines[logs._match]
         await pilot.press("p")
-        assert logs.log.auto_scroll is True
+        assert logs.log_view.auto_scroll is True
         await pilot.press("slash", "x", "escape")
         assert not logs.has_class("-searching")
         screen.workers.cancel_group(screen, "monitor-watch")

@@ -141,7 +141,7 @@ class RankLogs(Vertical):
         yield Input(placeholder="search this tab (enter: find, escape: close)", id="log-search")
 
     @property
-    def log(self) -> Log:
+    def log_view(self) -> Log:
         return self.query_one("#rank-log", Log)
 
     @property
@@ -155,8 +155,8 @@ class RankLogs(Vertical):
             if tab.id != MERGED:
                 tabs.remove_tab(tab)
         tabs.active = MERGED
-        self.log.clear()
-        self.log.auto_scroll = True
+        self.log_view.clear()
+        self.log_view.auto_scroll = True
 
     def ensure_tabs(self, ranks: Iterable[int | None]) -> None:
         tabs = self.query_one(Tabs)
@@ -182,7 +182,7 @@ class RankLogs(Vertical):
             self.buffers[key].extend(lines)
         shown = merged if self.active == MERGED else per_tab.get(self.active, [])
         if shown:
-            self.log.write_lines(shown[-self.max_lines:])
+            self.log_view.write_lines(shown[-self.max_lines:])
 
     def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
         event.stop()
@@ -190,7 +190,7 @@ class RankLogs(Vertical):
 
     def show_tab(self) -> None:
         buffer = self.buffers.get(self.active)
-        log = self.log
+        log = self.log_view
         log.clear()
         if buffer and buffer.lines:
             log.write_lines(list(buffer.lines), scroll_end=log.auto_scroll)
@@ -198,14 +198,14 @@ class RankLogs(Vertical):
 
     # follow / pause, search, first error
     def toggle_follow(self) -> bool:
-        log = self.log
+        log = self.log_view
         log.auto_scroll = not log.auto_scroll
         if log.auto_scroll:
             log.scroll_end(animate=False)
         return log.auto_scroll
 
     def _jump(self, index: int) -> None:
-        log = self.log
+        log = self.log_view
         log.auto_scroll = False
         log.scroll_to(y=max(0, index - 2), animate=False)
 
@@ -217,7 +217,7 @@ class RankLogs(Vertical):
         if getattr(event, "key", "") == "escape" and self.has_class("-searching"):
             event.stop()  # type: ignore[attr-defined]
             self.remove_class("-searching")
-            self.log.focus()
+            self.log_view.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "log-search":
@@ -227,7 +227,7 @@ class RankLogs(Vertical):
         self._match = None
         self.find_next()
         self.remove_class("-searching")
-        self.log.focus()
+        self.log_view.focus()
 
     def find_next(self) -> str:
         """Scroll to the next match of the search text; says what happened."""
