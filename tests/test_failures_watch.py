@@ -3,6 +3,7 @@ a silent run. The hang is real (the trainer's hang-before-init), the thresholds 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -67,3 +68,13 @@ def test_silent_run_is_flagged_with_last_lines(tmp_path: Path) -> None:
     assert hung and hung[0].last_lines[0][-1] == "entering all_reduce" and hung[0].last_lines[1] == ["loading shard 7"]
     final = RunSession(record, detectors=[watch], alive=lambda: False, clock=lambda: later).poll()
     assert final.final and final.alerts == [] and final.new_alerts == []  # a finished run raises nothing
+
+
+def test_no_late_rank_while_nobody_waits(tmp_path: Path) -> None:
+    """A one-rank script without init_process_group (or ranks that all do slow set-up first) is not late."""
+    from mgtutor.training.runs.records import RankExit
+
+    record = _record(tmp_path, [], world=1, started=time.time() - 100)
+    record.write_rank(RankExit(rank=0, pid=os.getpid(), started=time.time() - 99))
+    alerts = RunSession(record, detectors=[RunWatch(record, rendezvous_after=30)], alive=lambda: True).poll().alerts
+    assert not any(a.kind == "rendezvous_late" for a in alerts or [])

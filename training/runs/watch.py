@@ -94,6 +94,8 @@ class RunWatch:
                 (waiting if _at_store(infos[rank].pid) else missing).append(rank)
         if not missing and not never_started:
             return None  # everyone is at the store: a slow init, not a missing rank
+        if not waiting and not never_started:
+            return None  # nobody waits for them: the script may not use a process group (yet)
         late = sorted(missing + never_started)
         names = ", ".join(map(str, late))
         parts = [f"rank{'s' if len(late) > 1 else ''} {names} not at the rendezvous after {now - started:.0f} s"]
