@@ -161,7 +161,10 @@ def _one(record: RunRecord, target: tuple[int, int, str], spy: str | None, metho
 
 def _pyspy(spy: str, pid: int) -> tuple[str | None, str | None]:
     try:
-        proc = subprocess.run([spy, "dump", "--pid", str(pid), "--json", "--full-filenames", "--locals"],
+        # --nonblocking: reading the stack must not pause a rank that is still working (a quiet rank is not
+        # yet a hung one); a hung rank's stack does not change while it is read.
+        proc = subprocess.run([spy, "dump", "--pid", str(pid), "--nonblocking", "--json", "--full-filenames",
+                               "--locals"],
                               capture_output=True, text=True, timeout=PYSPY_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return None, f"no answer within {PYSPY_TIMEOUT_S:g} s"
