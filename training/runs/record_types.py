@@ -62,8 +62,29 @@ def _to_json(obj: Any) -> dict[str, Any]:
     return out
 
 
+class JsonRecord:
+    """A record file's dataclass: read with `from_json` (unknown fields kept in `extra`), written with `to_json`."""
+
+    @classmethod
+    def from_json(cls: type[T], data: Any) -> T:
+        return _from_json(cls, data)
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+
+class RankExitCode:
+    """What a rank's exit says: `exit_code` and `signal` fields, one test of failure."""
+    exit_code: int | None
+    signal: str | None
+
+    @property
+    def failed(self) -> bool:
+        return self.signal is not None or self.exit_code not in (0, None)
+
+
 @dataclass
-class RunMeta:
+class RunMeta(JsonRecord):
     """meta.json: what was launched, where, and when. `problem` says why the file could not be read."""
     run_id: str = ""
     label: str = ""
@@ -104,12 +125,6 @@ class RunMeta:
         self.node_rank = _int(self.node_rank)
         self.backend = self.backend or ""
 
-    @classmethod
-    def from_json(cls, data: Any) -> RunMeta:
-        return _from_json(cls, data)
-
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
 
     @property
     def multinode(self) -> bool:
@@ -121,7 +136,7 @@ class RunMeta:
 
 
 @dataclass
-class RankExit:
+class RankExit(JsonRecord, RankExitCode):
     """ranks/rank<R>.json, written by the rank wrapper when the rank starts and again when it ends."""
     rank: int = 0
     local_rank: int = 0
@@ -135,20 +150,10 @@ class RankExit:
     signal: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_json(cls, data: Any) -> RankExit:
-        return _from_json(cls, data)
-
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
-
-    @property
-    def failed(self) -> bool:
-        return self.signal is not None or self.exit_code not in (0, None)
 
 
 @dataclass
-class RankOutcome:
+class RankOutcome(JsonRecord, RankExitCode):
     """One rank's line in result.json."""
     rank: int = 0
     exit_code: int | None = None
@@ -158,16 +163,6 @@ class RankOutcome:
     outcome: str = ""  # ok | failed | stopped | stopped after the first failure | never started | no exit recorded
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_json(cls, data: Any) -> RankOutcome:
-        return _from_json(cls, data)
-
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
-
-    @property
-    def failed(self) -> bool:
-        return self.signal is not None or self.exit_code not in (0, None)
 
 
 @dataclass
@@ -207,7 +202,7 @@ class StopReport:
 
 
 @dataclass
-class RunResult:
+class RunResult(JsonRecord):
     """result.json: per-rank outcomes, who failed first, how long it took."""
     run_id: str = ""
     status: RunStatus = RunStatus.FINISHED
@@ -231,10 +226,6 @@ class RunResult:
         if isinstance(self.stop, dict):
             self.stop = StopReport.from_json(self.stop)
         self.world_size = _int(self.world_size)
-
-    @classmethod
-    def from_json(cls, data: Any) -> RunResult:
-        return _from_json(cls, data)
 
     def to_json(self) -> dict[str, Any]:
         out = _to_json(self)
