@@ -38,6 +38,21 @@ def test_fixture_run_folds_to_training_with_series_and_straggler(fixture_run):
     assert state.elapsed(T0 + 40) == 40
 
 
+def test_a_snapshot_keeps_what_it_saw_while_the_folder_goes_on(fixture_run):
+    folder = RunStateFolder(fixture_run, alive=lambda: True)
+    snap = folder.refresh(now=T0 + 40).snapshot()
+    seen = (snap.phase, list(snap.ranks[0].throughput), list(snap.total_throughput), snap.phases_seen[:])
+    live = folder.state
+    live.ranks[0].throughput.append((61, 1.0))
+    live.total_throughput.append((61, 2.0))
+    live.ranks[0].last_step, live.phase = 61, "failed"
+    live.phases_seen.append("failed")
+    live.ranks[5] = live.ranks[0]
+    assert (snap.phase, list(snap.ranks[0].throughput), list(snap.total_throughput), snap.phases_seen) == seen
+    assert snap.ranks[0].last_step == 60 and 5 not in snap.ranks
+    assert snap.ranks[0].throughput.maxlen == live.ranks[0].throughput.maxlen
+
+
 def test_phases_follow_the_events_as_they_arrive(tmp_path):
     record = RunRecord.create("phases", tmp_path)
     record.write_meta(RunMeta.from_json({"world_size": 2, "backend": "gloo", "started": T0}))

@@ -9,6 +9,15 @@ each rank's own, timed inside the rank over fixed work (tests/bench/overhead_wor
 over the ranks; the result is the median of the per-pair ratios mgtutor ÷ plain, with its range
 and quartiles. Wall times (start-up included) are reported beside it, not used in the ratio.
 Prints a table, then one JSON line; --out FILE also writes the JSON there.
+
+When a cost shows, --variant looks for it: each round then runs plain torchrun and every variant
+named (order rotated per round), and each variant gets its own median ratio against plain:
+    mgtutor           `mgtutor run` as users start it (the default pair)
+    mgtutor-omp1      the same with OMP_NUM_THREADS=1 (torchrun's own default; mgtutor sets cores ÷ nproc)
+    mgtutor-quiet     the same with every live detector off (--hang-after 0 --rendezvous-warn 0 --silent-warn 0)
+    plain-omp         plain torchrun with mgtutor's OMP_NUM_THREADS
+    plain-hook        plain torchrun with mgtutor's stack hook on PYTHONPATH and its Flight Recorder settings
+    plain-wrapper     plain torchrun starting each rank through mgtutor's rank wrapper
 """
 from __future__ import annotations
 
@@ -27,19 +36,42 @@ WORKER = Path(__file__).with_name("overhead_worker.py")
 NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
+VARIANTS = ("mgtutor", "mgtutor-omp1", "mgtutor-quiet", "plain-omp", "plain-hook", "plain-wrapper")
+QUIET = ["--hang-after", "0", "--rendezvous-warn", "0", "--silent-warn", "0"]
+
+
 def launch_argv(launcher: str, nproc: int, backend: str, worker_args: list[str]) -> list[str]:
-    if launcher == "plain":
+    if launcher.startswith("plain"):
+        wrapper = ["-m", "mgtutor.training.runs.rank"] if launcher == "plain-wrapper" else []
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-                str(WORKER), *worker_args]
-    return [sys.executable, "-m", "mgtutor.tui", "run", "--nproc", str(nproc), "--backend", backend, "--",
+                *wrapper, str(WORKER), *worker_args]
+    quiet = QUIET if launcher == "mgtutor-quiet" else []
+    return [sys.executable, "-m", "mgtutor.tui", "run", "--nproc", str(nproc), "--backend", backend, *quiet, "--",
             str(WORKER), *worker_args]
+
+
+def launch_env(launcher: str, nproc: int, backend: str, scratch: Path) -> dict[str, str]:
+    """What the variant adds to the environment (mgtutor's own settings, one at a time, under plain torchrun)."""
+    if launcher == "mgtutor-omp1":
+        return {"OMP_NUM_THREADS": "1"}
+    if launcher == "plain-omp":
+        return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
+    if launcher == "plain-hook":
+        from mgtutor.training.runs.flight import flight_env
+        from mgtutor.training.runs.records import RunRecord
+        from mgtutor.training.runs.stacks import hook_env
+
+        record = RunRecord.create("overhead-hook", scratch / "runs")
+        return {**hook_env(record, dict(os.environ)), **flight_env(record, dict(os.environ), backend)}
+    return {}
 
 
 def one_run(launcher: str, args: argparse.Namespace, scratch: Path, index: int) -> dict[str, float]:
     report = scratch / f"{launcher}-{index}"
     worker_args = ["--mode", "gpu" if args.gpu else "cpu", "--work", str(args.work), "--report-dir", str(report)]
-    argv = launch_argv(launcher, args.nproc, "nccl" if args.gpu else "gloo", worker_args)
-    env = {**os.environ, **NO_NVLS, "PYTHONUNBUFFERED": "1"}
+    backend = "nccl" if args.gpu else "gloo"
+    argv = launch_argv(launcher, args.nproc, backend, worker_args)
+    env = {**os.environ, **NO_NVLS, "PYTHONUNBUFFERED": "1", **launch_env(launcher, args.nproc, backend, scratch)}
     if not args.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""  # CPU ranks: mgtutor must not pick NCCL on a GPU machine
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,23 +97,37 @@ def spread(values: list[float]) -> dict[str, float]:
             "q1": quartiles[0], "q3": quartiles[2]}
 
 
-def measure(args: argparse.Namespace) -> dict[str, object]:
-    pairs: list[dict[str, dict[str, float]]] = []
+def rounds(args: argparse.Namespace) -> list[dict[str, dict[str, float]]]:
+    """Every launcher once per round, the order rotated each round (with two: alternating)."""
+    launchers = ["plain", *args.variant]
+    done: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="mgtutor-overhead-") as tmp:
         scratch = Path(tmp)
         for i in range(args.warmup_pairs + args.pairs):
-            order = ("plain", "mgtutor") if i % 2 == 0 else ("mgtutor", "plain")
-            pair = {launcher: one_run(launcher, args, scratch, i) for launcher in order}
+            shift = i % len(launchers)
+            order = launchers[shift:] + launchers[:shift]
+            runs = {launcher: one_run(launcher, args, scratch, i) for launcher in order}
             if i < args.warmup_pairs:
                 continue
-            pairs.append(pair)
-            ratio = pair["mgtutor"]["rate"] / pair["plain"]["rate"]
-            print(f"pair {len(pairs):>2} ({order[0]} first): plain {pair['plain']['rate']:>14,.1f}/s  "
-                  f"mgtutor {pair['mgtutor']['rate']:>14,.1f}/s  ratio {ratio:.4f}  "
-                  f"wall {pair['plain']['wall_s']:.1f} / {pair['mgtutor']['wall_s']:.1f} s  "
-                  f"all CPU {pair['plain']['cpu_total_s']:.1f} / {pair['mgtutor']['cpu_total_s']:.1f} s", flush=True)
-    ratios = [p["mgtutor"]["rate"] / p["plain"]["rate"] for p in pairs]
-    return {
+            done.append(runs)
+            plain = runs["plain"]
+            cells = "  ".join(f"{v} {runs[v]['rate']:,.1f}/s ({runs[v]['rate'] / plain['rate']:.4f})" for v in args.variant)
+            walls = " / ".join(f"{runs[v]['wall_s']:.1f}" for v in launchers)
+            cpus = " / ".join(f"{runs[v]['cpu_total_s']:.1f}" for v in launchers)
+            print(f"round {len(done):>2} ({order[0]} first): plain {plain['rate']:,.1f}/s  {cells}  "
+                  f"wall {walls} s  all CPU {cpus} s", flush=True)
+    return done
+
+
+def measure(args: argparse.Namespace) -> dict[str, object]:
+    pairs = rounds(args)
+    ratios = [p["mgtutor"]["rate"] / p["plain"]["rate"] for p in pairs] if "mgtutor" in args.variant else []
+    variants = {v: spread([p[v]["rate"] / p["plain"]["rate"] for p in pairs]) for v in args.variant}
+    if not ratios:
+        return {"mode": "gpu" if args.gpu else "cpu", "nproc": args.nproc, "work": args.work, "pairs": len(pairs),
+                "variants": variants, "plain_rate": spread([p["plain"]["rate"] for p in pairs]),
+                "load_after": os.getloadavg()[0], "cpus": os.cpu_count()}
+    return {"variants": variants,
         "mode": "gpu" if args.gpu else "cpu", "nproc": args.nproc, "work": args.work, "pairs": len(pairs),
         "ratio": spread(ratios), "ratios": [round(r, 5) for r in ratios],
         "plain_rate": spread([p["plain"]["rate"] for p in pairs]),
@@ -106,7 +152,10 @@ def main() -> int:
                         help="per rank: loop iterations (CPU, default 30M) or timed steps (GPU, default 3000)")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--variant", action="append", choices=VARIANTS, default=None,
+                        help="what to compare with plain torchrun (repeatable; default: mgtutor)")
     args = parser.parse_args()
+    args.variant = list(dict.fromkeys(args.variant or ["mgtutor"]))
     args.nproc = args.nproc or (2 if args.gpu else 1)
     args.work = args.work or (3000 if args.gpu else 30_000_000)
     load = os.getloadavg()[0]
@@ -119,10 +168,10 @@ def main() -> int:
         print(f"overhead: {exc}", file=sys.stderr)
         return 1
     result["load_before"] = load
-    r = result["ratio"]
-    print(f"mgtutor run ÷ plain torchrun: median {r['median']:.4f} (range {r['min']:.4f}–{r['max']:.4f}, "
-          f"quartiles {r['q1']:.4f}–{r['q3']:.4f}) over {result['pairs']} pairs; load average now "
-          f"{os.getloadavg()[0]:.2f}")
+    for name, r in result["variants"].items():
+        print(f"{name} ÷ plain torchrun: median {r['median']:.4f} (range {r['min']:.4f}–{r['max']:.4f}, "
+              f"quartiles {r['q1']:.4f}–{r['q3']:.4f}) over {result['pairs']} rounds")
+    print(f"load average now {os.getloadavg()[0]:.2f}")
     line = json.dumps(result)
     print(line)
     if args.out:

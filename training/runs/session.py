@@ -8,8 +8,9 @@
     final = session.stop()                 # Ctrl+C / timeout: stop every rank, then drain
 
 Decided here, once, for every consumer (CLI run/train, Monitor, lessons, bench, probe, demos):
-- poll interval: POLL_S between polls that found nothing; a busy run is read without pause, at most
-  READ_BUDGET bytes per file per poll (back-pressure: the consumer pulls);
+- poll interval: POLL_S between polls that found nothing, IDLE_POLL_S once nothing came for
+  IDLE_AFTER_S (a quiet rank must not share its core with a busy follower); a busy run is read
+  without pause, at most READ_BUDGET bytes per file per poll (back-pressure: the consumer pulls);
 - the run's state (RunStateFolder, from events + rank records + result) refreshes at STATE_S;
 - the detectors (training/runs/watch.py, or any `Detector`) run every ALERT_S while the run goes;
   `alerts` is what holds now, `new_alerts` what was not shown before (each once);
@@ -27,7 +28,6 @@ Headless and torch-free; never raises for a detector's or the classifier's bug.
 """
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +43,9 @@ from mgtutor.training.runs.torchrun_fold import LineFolder
 from mgtutor.training.runs.watchers import Heartbeat
 from mgtutor.training.runs.watch import Alert, Detector
 
-POLL_S = 0.05  # sleep between polls that found nothing new
+POLL_S = 0.05  # sleep between polls that found nothing new, while the run has been talking
+IDLE_POLL_S = 0.25  # after IDLE_AFTER_S of nothing new: a quiet run costs its follower ~5× less CPU
+IDLE_AFTER_S = 1.0
 STATE_S = 0.25  # state snapshots at most 4 Hz
 ALERT_S = 1.0  # detectors read files and sockets: once a second, never once per line
 READ_BUDGET = 4 * CHUNK  # bytes per log file per poll
@@ -114,6 +116,7 @@ class RunSession:
 
     def updates(self) -> Iterator[Update]:
         """Updates until the run has ended and everything it wrote is read; the last has `final`."""
+        quiet_since = time.monotonic()
         try:
             while self._finished is None:
                 if self.timeout_s is not None and time.monotonic() - self._began > self.timeout_s:
@@ -125,8 +128,10 @@ class RunSession:
                     yield update
                 if update.final:
                     return
-                if not update.lines and not update.events:
-                    time.sleep(POLL_S)
+                if update.lines or update.events:
+                    quiet_since = time.monotonic()
+                else:
+                    time.sleep(IDLE_POLL_S if time.monotonic() - quiet_since > IDLE_AFTER_S else POLL_S)
         finally:
             self.close()  # also when the consumer walks away (detaches) mid-run
 
@@ -157,7 +162,7 @@ class RunSession:
             self._next_state = now + STATE_S
             state = self.folder.refresh(self.clock(), self._unfolded)
             self._unfolded = []
-            update.state = copy.deepcopy(state)
+            update.state = state.snapshot()
             if now >= self._next_alert:
                 self._next_alert = now + ALERT_S
                 self._poll_detectors(update, state)
@@ -205,7 +210,7 @@ class RunSession:
                 findings = list(self.diagnose(self.record))
             except Exception as exc:  # the run's own outcome matters more than a classifier bug
                 broke = f"{type(exc).__name__}: {exc}"
-        self._finished = Update(lines=lines, events=events, state=copy.deepcopy(state), alerts=[], final=True,
+        self._finished = Update(lines=lines, events=events, state=state.snapshot(), alerts=[], final=True,
                                 result=result, findings=findings, diagnose_error=broke, stopped=self._stopped,
                                 timed_out=self._timed_out, stop_signal=self._stop_signal)
         return self._finished
