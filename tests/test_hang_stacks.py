@@ -6,6 +6,7 @@ as in a container without SYS_PTRACE), a run dir whose stacks folder cannot be c
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -69,6 +70,24 @@ def test_eight_ranks_by_py_spy_and_by_the_hook(tmp_path):
         assert run.stop(grace=5).stop.clean
 
 
+def test_native_frames_beside_the_python_ones(tmp_path):
+    run = start(tmp_path, 2)
+    try:
+        capture = capture_stacks(run.record, reason="test native", native=True)
+    finally:
+        run.stop(grace=5)
+    assert capture.missing == [], capture.missing
+    mains = [p for p in capture.processes if p.role == "main"]
+    assert len(mains) == 2 and all(p.native and p.method == "py-spy" for p in mains)
+    for rank in range(2):
+        text = (capture.path / f"rank{rank}.txt").read_text()
+        assert "    [native] " in text, text  # the C frames under time.sleep (libc's nanosleep)
+        frames = parse_rank_file(text)[0].main_thread().frames
+        assert [f.short_name for f in frames[:2]] == ["wait_here", "<module>"], frames  # still the user's line
+    index = json.loads((capture.path / "index.json").read_text())
+    assert [p["native"] for p in index["processes"] if p["role"] == "main"] == [True, True]
+
+
 def test_a_rank_that_exited_and_a_process_that_is_gone(tmp_path):
     run = start(tmp_path, 2, EXIT_RANK="1")
     try:
@@ -92,6 +111,7 @@ def test_no_ptrace_rights_falls_back_to_the_hook(tmp_path):
     try:
         os.environ[PYSPY_ENV] = str(wrapper)
         capture = capture_stacks(run.record)
+        native = capture_stacks(run.record, native=True)
     finally:
         os.environ.pop(PYSPY_ENV, None)
         run.stop(grace=5)
@@ -99,6 +119,9 @@ def test_no_ptrace_rights_falls_back_to_the_hook(tmp_path):
     assert {p.method for p in mains} == {"signal"}
     assert all(p.problem.startswith("py-spy: no ptrace rights") for p in mains), [p.problem for p in mains]
     assert capture.missing == []
+    assert {p.method for p in native.processes if p.role == "main"} == {"signal"}  # the Python stack still comes
+    assert len(native.missing) == 2, native.missing
+    assert all("no native frames (py-spy --native: no ptrace rights" in m for m in native.missing), native.missing
 
 
 def test_a_run_dir_where_nothing_can_be_written(tmp_path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 _PROCESS = re.compile(r"^=== process (\d+) \(rank (\d+), (\w+)\) via ([\w-]+) ===$")
 _PYSPY_THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')
-_PYSPY_FRAME = re.compile(r"^    (\S.*) \((.+):(\d+)\)$")
+_PYSPY_FRAME = re.compile(r"^    (?!\[native\] )(\S.*) \((.+):(\d+)\)$")  # native frames are not the user's code
 _PYSPY_ARG = re.compile(r"^            (\w+): (.*)$")
 _FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
 _FH_FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$')

@@ -67,12 +67,13 @@ def places(report: HangReport) -> tuple[Any, ...]:
 
 
 def take_report(record: RunRecord, reason: str, save: bool | None = None,
-                expect: tuple[Any, ...] | None = None, flight: bool = True) -> tuple[HangReport, Any]:
+                expect: tuple[Any, ...] | None = None, flight: bool = True,
+                native: bool = False) -> tuple[HangReport, Any]:
     """Capture now and explain; saved when `save`, or (None) when it shows a hang and, given `expect`,
     every rank is where that earlier look found it. The Flight Recorder is asked for a dump only then
     (a dump can take seconds). `report.places` is the stack-only place of every rank."""
     meta = record.meta()
-    capture = capture_stacks(record, reason=reason, save=bool(save))
+    capture = capture_stacks(record, reason=reason, save=bool(save), native=native)
     report = analyse_texts(capture.texts(), capture.index(), meta.world_size)
     seen = places(report)
     confirmed = is_hang(report) and (expect is None or seen == expect)
@@ -189,7 +190,8 @@ class HangWatch:
         if self.record.meta().backend != "nccl" and cpu_seconds(self.record) - self._cpu > BUSY_CPU_S:
             self.clock.not_stuck(now)  # quiet, but computing: a long step or a slow batch
             return []
-        report, _capture = take_report(self.record, reason="stall", expect=expect)
+        # the second look is the one saved: with native frames (the ranks are stuck, a pause costs nothing)
+        report, _capture = take_report(self.record, reason="stall", expect=expect, native=True)
         self.clock.absorb(time.time() + 2.0)  # NCCL logs a line per rank for the dump it was asked for
         if not is_hang(report) or report.places != expect:
             self.clock.not_stuck(now)  # somebody moved or computes: a long step or a slow batch, not a hang

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+NATIVE = "[native]"  # marks a native frame; readers of Python frames skip these lines
 # the few arguments that say what a rank waits for; everything else is dropped
 KEPT_LOCALS = frozenset({"world_size", "rank", "group_size", "group_rank", "backend", "init_method", "op",
                          "timeout", "group_desc"})
@@ -26,6 +27,10 @@ def render_pyspy_json(threads: list[dict[str, Any]]) -> str:
         name = thread.get("thread_name") or ""
         lines.append(f'Thread {tid} ({state}): "{name}"')
         for frame in thread.get("frames") or []:
+            if frame.get("module"):  # a native frame (--native): the library it is in, a line where known
+                line = f":{frame['line']}" if frame.get("line") else ""
+                lines.append(f"    {NATIVE} {frame.get('name')} ({frame.get('short_filename') or frame['module']}{line})")
+                continue
             lines.append(f"    {frame.get('name')} ({frame.get('filename')}:{frame.get('line')})")
             if frame.get("name", "").rsplit(".", 1)[-1] in KEPT_IN:
                 kept = [v for v in frame.get("locals") or [] if v.get("name") in KEPT_LOCALS and v.get("arg")]

@@ -7,6 +7,9 @@ Two ways in, per process: `py-spy dump` (reads the process from outside; needs p
 the stack hook the launcher puts on the ranks' PYTHONPATH (stackhook/sitecustomize.py: faulthandler
 on a signal, written to `stacks/live/pid<P>.txt`). A rank that exits meanwhile, a hook that never
 loaded, a run dir mgtutor cannot write: the capture says what is missing and why, and never raises.
+`native=True` asks py-spy for the native frames too (C/C++: NCCL, CUDA, the autograd engine), marked
+`[native]`; that pauses each process while it is read, so it is taken only once a hang is confirmed
+(or on request); where it fails the Python stack is taken as usual and the capture says why.
 Headless and torch-free.
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ SIGNAL_ENV = "MGTUTOR_STACK_SIGNAL"
 METHOD_ENV = "MGTUTOR_STACKS_METHOD"  # auto | py-spy | signal
 PYSPY_ENV = "MGTUTOR_PYSPY"  # the py-spy executable to use (default: the one beside this Python)
 PYSPY_TIMEOUT_S = 3.0
+NATIVE_TIMEOUT_S = 5.0  # unwinding native frames reads the symbols of the libraries on the stack
 SIGNAL_WAIT_S = 1.5
 
 
@@ -43,6 +47,7 @@ class ProcessStack:
     pid: int
     role: str  # main | worker (a DataLoader worker or another child of the rank)
     method: str | None = None  # py-spy | signal; None when no stack was taken
+    native: bool = False  # the text has the native frames too
     text: str = ""
     problem: str | None = None  # why there is no stack, or why the first way failed
 
@@ -117,9 +122,10 @@ def rank_processes(record: RunRecord) -> tuple[list[tuple[int, int, str]], list[
 
 
 def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | None = None,
-                   save: bool = True) -> Capture:
+                   save: bool = True, native: bool = False) -> Capture:
     """Every rank process's stack, taken in parallel, saved under stacks/<id>/ when the dir allows
-    (`save=False`: kept in memory; `save_capture` writes it later, e.g. only when it shows a hang)."""
+    (`save=False`: kept in memory; `save_capture` writes it later, e.g. only when it shows a hang).
+    `native`: with native frames where py-spy can read them (it pauses each process meanwhile)."""
     method = method or os.environ.get(METHOD_ENV, "auto")
     started = time.time()
     t0 = time.monotonic()
@@ -129,10 +135,12 @@ def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | N
     if method in ("auto", "py-spy") and spy is None:
         capture.missing.append("py-spy is not installed (pip install py-spy); used the stack hook instead")
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
-        capture.processes = list(pool.map(lambda t: _one(record, t, spy, method), targets))
+        capture.processes = list(pool.map(lambda t: _one(record, t, spy, method, native), targets))
     for proc in capture.processes:
         if proc.method is None:
             capture.missing.append(f"rank {proc.rank} {proc.role} process {proc.pid}: {proc.problem}")
+        elif native and not proc.native and spy is not None:  # without py-spy: said once above
+            capture.missing.append(f"rank {proc.rank} {proc.role} process {proc.pid}: no native frames ({proc.problem})")
     capture.rank_env = _rank_env(capture.processes)
     capture.seconds = time.monotonic() - t0
     if save:
@@ -140,15 +148,22 @@ def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | N
     return capture
 
 
-def _one(record: RunRecord, target: tuple[int, int, str], spy: str | None, method: str) -> ProcessStack:
+def _one(record: RunRecord, target: tuple[int, int, str], spy: str | None, method: str,
+         native: bool = False) -> ProcessStack:
     rank, pid, role = target
     stack = ProcessStack(rank=rank, pid=pid, role=role)
+    if spy is not None and native:
+        text, problem = _pyspy(spy, pid, native=True)
+        if text is not None:
+            stack.method, stack.text, stack.native = "py-spy", text, True
+            return stack
+        stack.problem = f"py-spy --native: {problem}"  # the Python stack alone may still come
     if spy is not None:
         text, problem = _pyspy(spy, pid)
         if text is not None:
             stack.method, stack.text = "py-spy", text
             return stack
-        stack.problem = f"py-spy: {problem}"
+        stack.problem = "; ".join(p for p in (stack.problem, f"py-spy: {problem}") if p)
         if method == "py-spy" or not psutil.pid_exists(pid):
             return stack
     text, problem = _signal_dump(record, pid)
@@ -159,15 +174,16 @@ def _one(record: RunRecord, target: tuple[int, int, str], spy: str | None, metho
     return stack
 
 
-def _pyspy(spy: str, pid: int) -> tuple[str | None, str | None]:
+def _pyspy(spy: str, pid: int, native: bool = False) -> tuple[str | None, str | None]:
+    # --nonblocking: reading the stack must not pause a rank that is still working (a quiet rank is not
+    # yet a hung one); a hung rank's stack does not change while it is read. Native frames can only be
+    # unwound in a paused process (py-spy refuses --native with --nonblocking).
+    how, timeout = (["--native"], NATIVE_TIMEOUT_S) if native else (["--nonblocking"], PYSPY_TIMEOUT_S)
     try:
-        # --nonblocking: reading the stack must not pause a rank that is still working (a quiet rank is not
-        # yet a hung one); a hung rank's stack does not change while it is read.
-        proc = subprocess.run([spy, "dump", "--pid", str(pid), "--nonblocking", "--json", "--full-filenames",
-                               "--locals"],
-                              capture_output=True, text=True, timeout=PYSPY_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        proc = subprocess.run([spy, "dump", "--pid", str(pid), *how, "--json", "--full-filenames", "--locals"],
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return None, f"no answer within {PYSPY_TIMEOUT_S:g} s"
+        return None, f"no answer within {timeout:g} s"
     except OSError as exc:
         return None, f"cannot run {spy} ({exc.strerror or exc})"
     if proc.returncode != 0:

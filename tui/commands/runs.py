@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "list":
             action.add_argument("-n", "--limit", type=int, default=argparse.SUPPRESS,
                                 help="how many runs to list (default 30)")
+        if name == "stacks":
+            action.add_argument("--native", action="store_true",
+                                help="native frames too (NCCL, CUDA, C++), where py-spy may read them: "
+                                     "each rank pauses for the moment it is read")
         add_control_options(action, name)
     parser.set_defaults(func=main)
 
@@ -66,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
     args.action = args.action or "list"
     args.run_id = getattr(args, "run_id", None)
     if args.action == "stacks":
-        return stacks_main(args.run_id, args.json)
+        return stacks_main(args.run_id, args.json, native=getattr(args, "native", False))
     if args.action == "stop":
         return stop_main(args)
     if args.action == "attach":

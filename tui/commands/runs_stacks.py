@@ -1,4 +1,4 @@
-"""`mgtutor runs stacks ID [--json]`: every rank's Python stack now, saved in the run, and what they say.
+"""`mgtutor runs stacks ID [--json] [--native]`: every rank's Python stack now, saved in the run, and what they say.
 
 A run that still goes gets a fresh capture (py-spy, or the stack hook the launcher loaded into the
 ranks) under `stacks/<id>/`, and the hang report made from it; a run that has ended shows the report
@@ -15,7 +15,7 @@ from mgtutor.training.runs.records import RunStatus, find_run, runs_root
 from mgtutor.tui.errors import CliError
 
 
-def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = None) -> int:
+def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = None, native: bool = False) -> int:
     out = out or sys.stdout
     if not run_id:
         raise CliError("stacks: give a run id (see `mgtutor runs`)")
@@ -23,8 +23,11 @@ def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = 
     if record is None:
         raise CliError(f"no single run matches {run_id!r} in {runs_root()}")
     status = record.status()
+    if native and status != RunStatus.RUNNING:
+        raise CliError(f"run {record.run_id} is {status.value}: native frames are read from live processes "
+                       "(drop --native to see its last capture)", exit_code=1)
     if status == RunStatus.RUNNING:
-        report, capture = take_report(record, reason="on demand", save=True)
+        report, capture = take_report(record, reason="on demand", save=True, native=native)
         where = f"captured now in {capture.seconds:.2f} s"
     else:
         last = latest_report(record)
