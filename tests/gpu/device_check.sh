@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The GPU checks of this repository in parts that each fit one call of at most 10 minutes on the GPU
+# machine (2 GPUs), from the repository root, with the wheels of device_setup.sh in .whl/:
+#   bash tests/gpu/device_check.sh suite     # pytest -m gpu, all but the lessons (hang test included)
+#   bash tests/gpu/device_check.sh lessons   # every lesson's steps on the GPUs
+#   bash tests/gpu/device_check.sh overhead  # mgtutor run vs plain torchrun, 2 ranks, 9 pairs
+# Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
+# what it did. BUDGET_S (default 570) stops a part before the call's own limit.
+set -u
+source tests/gpu/device_setup.sh >/dev/null 2>&1 || { echo "device_setup.sh failed"; exit 1; }
+export MGTUTOR_PYSPY=/tmp/site/bin/py-spy
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+budget=${BUDGET_S:-570}
+pytest_gpu() { timeout "$budget" python3 -m pytest -m gpu -q -s -rA --durations=0 -p no:cacheprovider "$@"; }
+case "${1:-}" in
+  suite) pytest_gpu tests/gpu --ignore=tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_suite.txt" ;;
+  lessons) pytest_gpu tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_lessons.txt" ;;
+  overhead) timeout "$budget" python3 tests/bench/overhead.py --gpu --nproc 2 --pairs 9 --work 2000 \
+              --out "$OUT/overhead_gpu2.json" 2>&1 | tee "$OUT/overhead_gpu2.txt" ;;
+  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead"; exit 2 ;;
+esac
