@@ -119,3 +119,26 @@ def test_a_finished_record_replays_to_its_end(record: RunRecord) -> None:
     assert final.result is not None and final.result.status is RunStatus.FINISHED
     assert final.state is not None and len(final.state.total_throughput) == 2 and final.state.done
     assert json.loads((record.path / "result.json").read_text())["status"] == "finished"
+
+
+def test_a_quiet_run_is_polled_less_often_until_it_talks_again(record: RunRecord, monkeypatch) -> None:
+    now = {"t": 100.0}
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now["t"] += seconds
+        if len(sleeps) == 30:  # the run talks after a quiet spell
+            _append(record.rank_log(0, "stdout"), b"step 9\n")
+
+    monkeypatch.setattr(session_module.time, "monotonic", lambda: now["t"])
+    monkeypatch.setattr(session_module.time, "sleep", sleep)
+    session = RunSession(record, alive=lambda: len(sleeps) < 34, watcher=None)
+    talked = [u for u in session.updates() if u.lines]
+    assert [line for u in talked for line in u.lines] == [(0, "stdout", "step 9")]
+    quiet = sleeps[:30]
+    assert quiet[0] == session_module.POLL_S and quiet[-1] == session_module.IDLE_POLL_S
+    fast = [s for s in quiet if s == session_module.POLL_S]
+    quick_for = len(fast) * session_module.POLL_S  # about IDLE_AFTER_S of quick polls, then the slow ones
+    assert session_module.IDLE_AFTER_S <= quick_for <= session_module.IDLE_AFTER_S + 2 * session_module.POLL_S
+    assert sleeps[30] == session_module.POLL_S  # new lines: back to the quick poll at once
