@@ -18,6 +18,7 @@ named (order rotated per round), and each variant gets its own median ratio agai
     plain-omp         plain torchrun with mgtutor's OMP_NUM_THREADS
     plain-hook        plain torchrun with mgtutor's stack hook on PYTHONPATH and its Flight Recorder settings
     plain-wrapper     plain torchrun starting each rank through mgtutor's rank wrapper
+    plain-again       plain torchrun once more: the control, what two identical launches differ by
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ WORKER = Path(__file__).with_name("overhead_worker.py")
 NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-VARIANTS = ("mgtutor", "mgtutor-omp1", "mgtutor-quiet", "plain-omp", "plain-hook", "plain-wrapper")
+VARIANTS = ("mgtutor", "mgtutor-omp1", "mgtutor-quiet", "plain-omp", "plain-hook", "plain-wrapper", "plain-again")
 QUIET = ["--hang-after", "0", "--rendezvous-warn", "0", "--silent-warn", "0"]
 
 
