@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# The GPU checks of this repository in parts that each fit one call of at most 10 minutes on the GPU
-# machine (2 GPUs), from the repository root, with the wheels of device_setup.sh in .whl/:
+# The GPU checks of this repository in parts of at most 10 minutes each, on a machine with 2 GPUs, from the repository root, with the wheels of device_setup.sh in .whl/:
 #   bash tests/gpu/device_check.sh suite     # pytest -m gpu, all but the lessons (hang test included)
 #   bash tests/gpu/device_check.sh lessons   # every lesson's steps on the GPUs
 #   bash tests/gpu/device_check.sh overhead  # mgtutor run vs plain torchrun, 2 ranks, 9 pairs
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
-# what it did. BUDGET_S (default 570) stops a part before the call's own limit.
+# what it did. BUDGET_S (default 570) stops a part after that many seconds.
 set -u
 source tests/gpu/device_setup.sh >/dev/null 2>&1 || { echo "device_setup.sh failed"; exit 1; }
 export MGTUTOR_PYSPY=/tmp/site/bin/py-spy
