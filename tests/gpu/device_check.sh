@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of this repository in parts of at most 10 minutes each, on a machine with 2 GPUs, from the repository root, with the wheels of device_setup.sh in .whl/:
+# The GPU checks of this repository in parts of at most 10 minutes each, on a machine with 2 GPUs,
+# from the repository root, with the wheels of device_setup.sh in .whl/:
 #   bash tests/gpu/device_check.sh suite     # pytest -m gpu, all but the lessons (hang test included)
 #   bash tests/gpu/device_check.sh lessons   # every lesson's steps on the GPUs
 #   bash tests/gpu/device_check.sh overhead  # mgtutor run vs plain torchrun, 2 ranks, 9 pairs
