@@ -39,3 +39,18 @@ async def wait_for_app(pilot: Pilot, condition: Callable[[], T], timeout: float 
         give_up()
         await pilot.pause(interval)
     return value
+
+
+async def open_symptom(pilot: Pilot, symptom: str):  # -> TroubleshootScreen
+    """From Home: Troubleshoot (key t), then the symptom with this id opened."""
+    from textual.widgets import OptionList
+
+    from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
+
+    await pilot.press("t")
+    screen = pilot.app.screen
+    assert isinstance(screen, TroubleshootScreen)
+    options = screen.query_one("#ts-symptoms", OptionList)
+    options.highlighted = [o.id for o in options._options].index(symptom)
+    await pilot.press("enter")
+    return screen

@@ -10,11 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from textual.widgets import OptionList
 
 from mgtutor.tui.app import MgTutorApp
-from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
-from tests.helpers import wait_for_app
+from tests.helpers import open_symptom, wait_for_app
 
 CAPTURE = Path(__file__).parent / "data" / "hang" / "slow-loader-auto"
 
@@ -36,12 +34,7 @@ async def test_last_run_shows_the_hang_report_first(monkeypatch: pytest.MonkeyPa
     stopped_hung_run()
     app = MgTutorApp()
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("t")
-        screen = app.screen
-        assert isinstance(screen, TroubleshootScreen)
-        options = screen.query_one("#ts-symptoms", OptionList)
-        options.highlighted = [o.id for o in options._options].index("hang-later")
-        await pilot.press("enter")
+        screen = await open_symptom(pilot, "hang-later")
         await pilot.press("g")  # the last run
         await wait_for_app(pilot, lambda: bool(screen.findings), 60)
         first = screen.findings[0]

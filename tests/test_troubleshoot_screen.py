@@ -4,11 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import OptionList, Static
+from textual.widgets import Static
 
 from mgtutor.tui.app import MgTutorApp
-from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
-from tests.helpers import wait_for_app
+from tests.helpers import open_symptom, wait_for_app
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -21,12 +20,7 @@ async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("t")
-        screen = app.screen
-        assert isinstance(screen, TroubleshootScreen)
-        options = screen.query_one("#ts-symptoms", OptionList)
-        options.highlighted = [o.id for o in options._options].index("port")
-        await pilot.press("enter")
+        screen = await open_symptom(pilot, "port")
         await wait_for_app(pilot, lambda: "port" in _static_text(screen, "#ts-checks"), 120)
         assert "29500" in _static_text(screen, "#ts-checks")
         assert "port-in-use" in _static_text(screen, "#ts-status")
@@ -46,11 +40,7 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("t")
-        screen = app.screen
-        options = screen.query_one("#ts-symptoms", OptionList)
-        options.highlighted = [o.id for o in options._options].index("port")
-        await pilot.press("enter")
+        screen = await open_symptom(pilot, "port")
         await pilot.press("x")
         await wait_for_app(pilot, lambda: bool(screen.findings) and not screen.busy, timeout=150)
         assert screen.findings[0].kind == "port_in_use"
