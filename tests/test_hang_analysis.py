@@ -32,6 +32,15 @@ def test_world_size_override_is_named_with_the_init_line(method):
     assert {w.where.frame.line for w in report.where.values()} == {38}
 
 
+def test_one_rank_that_waits_for_a_second_is_spoken_of_as_one(tmp_path):
+    capture = tmp_path / "capture"
+    shutil.copytree(DATA / "world-size-auto", capture)
+    (capture / "rank1.txt").unlink()
+    report = analyse_capture(capture, world_size=1)
+    assert report.kind == "world_size_mismatch" and report.ranks == [0]
+    assert report.summary.startswith("1 rank started, it waits for 3 in init_process_group")
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_skipped_all_reduce_names_each_ranks_op_and_line(method):
     report = analyse_capture(DATA / f"skip-allreduce-{method}", world_size=2)

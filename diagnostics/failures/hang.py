@@ -282,7 +282,8 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
                 for w in seen.values())
     if (expected and expected[-1] != launched) or (not expected and in_pg and len(seen) >= launched):
         spec = catalogue["world_size_mismatch"]
-        fields = {"started": launched, "expected": expected[-1] if expected else f"more than {launched}",
+        started = "1 rank started, it waits" if launched == 1 else f"{launched} ranks started, they wait"
+        fields = {"started": started, "expected": expected[-1] if expected else f"more than {launched}",
                   "where": ", ".join(where)}
         summary = render(spec.summary, fields)
         if env_sizes:

@@ -1,0 +1,209 @@
+"""The GPU paths that one NVIDIA GPU can show: NVML for real (Home, the sampler, the Monitor's meters),
+NCCL with one rank (launcher, bench, rendezvous probe, a world-size hang), a real CUDA OOM, the default
+trainer, and native stacks of a rank waiting on the GPU. The two-GPU suite (the other files here)
+stays the check for NCCL between GPUs. On the GPU machine:
+`bash tests/gpu/device_check.sh one` (or `pytest -m gpu tests/gpu/test_one_gpu.py -s`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static
+
+from test_hang_cli import REPORT_BY_S, Cli, report_block
+from mgtutor.diagnostics.gpu import Sampler
+from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.procs import run_processes
+from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.monitor import MonitorScreen
+from mgtutor.tui.widgets.gpu_meters import GpuMeters
+from mgtutor.tui.widgets.launch_form import LaunchForm
+from tests.helpers import wait_for, wait_for_app
+
+UTIL = re.compile(r"(\d+)%")
+
+
+@pytest.fixture(scope="session")
+def one_gpu():
+    from mgtutor.training.runs.nvml import inventory
+
+    inv = inventory()
+    if not inv.gpus:
+        pytest.skip(f"needs an NVIDIA GPU ({inv.error})")
+    return inv
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "mgtutor.tui", *args], capture_output=True, text=True,
+                          timeout=timeout, env=gpu_env())
+    print(done.stdout[-3000:], done.stderr[-3000:])
+    return done
+
+
+def gpu_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("MGTUTOR_PYSPY") and Path("/tmp/site/bin/py-spy").is_file():
+        env["MGTUTOR_PYSPY"] = "/tmp/site/bin/py-spy"  # device_setup.sh installs wheels with --target
+    return env
+
+
+NCCL_ONE_RANK = """
+import os, torch, torch.distributed as dist
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", device_id=torch.device("cuda", 0))
+x = torch.full((1 << 20,), 7.0, device="cuda")
+dist.all_reduce(x)
+torch.cuda.synchronize()
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} on {torch.cuda.get_device_name()} sum {x[0].item():.0f}")
+dist.destroy_process_group()
+"""
+
+WAITS_ON_THE_GPU = """
+import torch
+torch.ones(1, device="cuda")
+print("waiting on the GPU", flush=True)
+while True:
+    torch.cuda._sleep(10**10)  # a kernel that spins for seconds
+    torch.cuda.synchronize()
+"""
+
+
+def test_cli_run_nccl_with_one_rank(one_gpu, write_script):
+    done = cli("run", "--nproc", "1", "--", str(write_script("nccl_one.py", NCCL_ONE_RANK)))
+    assert done.returncode == 0
+    assert "backend nccl" in done.stderr and "rank 0 of 1" in done.stdout and "sum 7" in done.stdout
+
+
+async def test_home_shows_the_gpus_from_nvml(one_gpu):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        def summary() -> str:
+            shown = str(app.screen.query_one("#machine", Static).render())
+            return "" if "looking" in shown else shown
+
+        text = await wait_for_app(pilot, summary, 30, interval=0.05, what="the machine summary")
+    print(text)
+    assert f"{len(one_gpu.gpus)} NVIDIA GPU(s)" in text and "GPU 0" in text
+
+
+def test_sampler_sees_the_process_on_its_gpu(one_gpu):
+    holder = subprocess.Popen([sys.executable, "-c", "import time, torch\nx = torch.ones(64 << 20, device='cuda:0')\n"
+                               "torch.cuda.synchronize(); print('ready', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        sampler = Sampler(min_interval=0.5)
+        sampler.sample(pids=[holder.pid])
+        time.sleep(0.6)
+        gpus, host = sampler.sample(pids=[holder.pid])
+        gpu = gpus.gpus[0]
+        print("\n", gpu)
+        assert gpus.error is None
+        assert gpu.memory_total_mib > 10_000 and gpu.memory_used_mib > 256
+        assert gpu.power_w is not None and gpu.temperature_c is not None and gpu.sm_clock_mhz
+        assert holder.pid in [p.pid for p in gpu.processes], gpu.processes
+        assert host.processes[holder.pid].rss_mib > 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_doctor_and_one_rank_nccl_bench_and_probe(one_gpu):
+    doctor = cli("doctor", "--json")
+    report = json.loads(doctor.stdout)
+    assert report["versions"]["nccl"] and report["versions"]["driver"] and report["gpus"]
+    assert [c for c in report["checks"] if c["status"] == "fail"] == []
+    bench = cli("bench", "allreduce", "--nproc", "1", "-b", "8", "-e", "64M", "-f", "64", "--check", "--json")
+    rows = json.loads(bench.stdout)
+    assert bench.returncode == 0 and rows["backend"] == "nccl" and rows["world_size"] == 1
+    assert rows["graph"] is True and all(r["wrong"] == 0 for r in rows["rows"])
+    probe = cli("doctor", "--rendezvous", "--json", "--timeout", "60")
+    assert probe.returncode == 0 and json.loads(probe.stdout)["backend"] == "nccl"
+
+
+def test_default_trainer_graphs_its_step_and_a_real_oom_is_diagnosed(one_gpu):
+    done = cli("train", "--model", "resnet18", "--nproc", "1", "--batch-size", "256", "--steps", "60",
+               "--log-every", "20", timeout=540)
+    assert done.returncode == 0
+    assert "cuda graphs: on (auto" in done.stdout
+    oom = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", "--model", "resnet18", "--steps", "6",
+                                    "--inject", "oom", "--inject-rank", "0", "--inject-step", "2"],
+                            nproc=1, backend="nccl", label="gpu-oom"))
+    oom.wait(timeout=300)
+    errors = [e.to_json() for e in read_events(oom.record.events_path) if e.type == "error"]
+    assert errors and errors[0]["exception"] == "OutOfMemoryError", errors
+    diagnosis = json.loads(cli("diagnose", str(oom.record.path), "--json").stdout)
+    first = diagnosis["findings"][0]
+    assert first["kind"] == "cuda_oom" and "GPU 0" in first["summary"], first
+
+
+async def test_meters_show_the_gpu_busy_with_rank_0(one_gpu):
+    app = MgTutorApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("m")
+        screen = app.screen
+        assert isinstance(screen, MonitorScreen)
+        form = screen.query_one(LaunchForm)
+        for key, value in {"model": "resnet18", "steps": "3000", "batch_size": "256", "log_every": "20",
+                           "nproc": "1", "backend": "auto"}.items():
+            form.query_one(f"#f-{key.replace('_', '-')}").value = value
+        await pilot.pause()
+        form.query_one("#f-nproc").focus()
+        await pilot.press("enter")
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.phase == "training"
+                           and any(r.last_step for r in screen.state.ranks.values()), 300, what="training")
+        meters = screen.query_one(GpuMeters)
+
+        def busy_with_rank_0() -> bool:
+            row = meters.rows.get("gpu0", "")
+            util = UTIL.search(row)
+            return bool(util and int(util.group(1)) > 0 and row.rstrip().endswith("r0"))
+
+        await wait_for_app(pilot, busy_with_rank_0, 30, interval=0.5, what="GPU 0 busy with r0")
+        print("\nmeter rows:", *meters.rows.values(), sep="\n  ")
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for_app(pilot, lambda: screen.state.done, 60, what="the stop")
+        assert screen.state.phase == "stopped" and run_processes(screen.record.run_id) == []
+
+
+def test_native_stacks_of_a_rank_waiting_on_the_gpu(one_gpu, write_script):
+    run = Cli("run", "--nproc", "1", "--", str(write_script("waits.py", WAITS_ON_THE_GPU)), env=gpu_env())
+    try:
+        wait_for(lambda: run._shows(run.out, "waiting on the GPU"), 120, what="the rank on the GPU")
+        run_id = json.loads(cli("runs", "list", "--json").stdout)[0]["id"]
+        began = time.monotonic()
+        shown = cli("runs", "stacks", run_id, "--native")
+        took = time.monotonic() - began
+        run.interrupt()
+    finally:
+        run.kill()
+    print(f"runs stacks --native on a rank in torch.cuda.synchronize: {took:.2f} s")
+    assert shown.returncode == 0
+    assert "[native]" in shown.stdout and "waits.py" in shown.stdout
+    assert not run_processes(run_id)
+
+
+@pytest.mark.timeout(REPORT_BY_S + 180)
+def test_world_size_hang_on_nccl_is_named(one_gpu):
+    run = Cli("run", "--nproc", "1", "--backend", "nccl", "--", "-m", "mgtutor.diagnostics.failures.demo_workers",
+              "world-size", "--timeout", "600", env=gpu_env())
+    try:
+        waited = run.wait_for("hang report (")
+        time.sleep(1.0)
+        err = run.interrupt()
+    finally:
+        run.kill()
+    print(f"nccl world-size, 1 rank: hang report {waited:.1f} s after start\n{err[-2000:]}")
+    block = report_block(err)
+    assert block.startswith("hang report (world_size_mismatch): 1 rank started, it waits for 2")
+    assert waited < REPORT_BY_S and not run_processes(run.record().name)
