@@ -115,6 +115,34 @@ def test_every_rank_in_the_same_call_has_no_culprit():
     assert same.kind is None and same.ranks == [] and "every rank waits in all_reduce" in same.summary
 
 
+def test_nccl_ranks_in_communicator_setup_wait_for_a_rank_never_started():
+    """A real capture (one H200, `mgtutor run --nproc 1`): the script raised WORLD_SIZE, NCCL's lazy
+    init_process_group returned at once, and the first all_reduce waits in NCCL's bootstrap."""
+    report = analyse_capture(DATA / "world-size-nccl-lazy", world_size=1)
+    assert report.where[0].where.comm_setup and report.where[0].where.op == "all_reduce"
+    assert report.kind == "world_size_mismatch" and report.ranks == [0]
+    assert report.summary.startswith("1 rank started, it waits for more than 1 in all_reduce, where NCCL sets up "
+                                     "its communicator (ws_lazy.py:8 in <module>)")
+    assert "NCCL sets up its communicator: every peer must join" in report.text()
+    elsewhere = analyse_capture(DATA / "world-size-nccl-lazy", world_size=2)  # rank 1 on another node
+    assert elsewhere.kind is None and "NCCL_SOCKET_IFNAME" in elsewhere.fix
+
+
+def test_a_rank_in_communicator_setup_while_its_peer_loads_data_names_the_loader():
+    setup = analyse_capture(DATA / "world-size-nccl-lazy", world_size=1).where[0]
+    loader = analyse_capture(DATA / "slow-loader-auto", world_size=2).where[1]
+    report = explain({0: setup, 1: loader}, 2)
+    assert report.kind == "rank_outside_collective" and report.ranks == [1]
+    assert "rank 0 waits in all_reduce" in report.summary and report.summary.startswith("Rank 1 is in its data loading")
+
+
+def test_without_native_frames_a_collective_is_not_taken_for_setup():
+    text = (DATA / "world-size-nccl-lazy" / "rank0.txt").read_text()
+    python_only = "\n".join(line for line in text.splitlines() if "[native]" not in line)
+    (thread,) = [t for t in parse_rank_file(python_only)[0].threads if t.is_main]
+    assert not locate(thread).comm_setup and locate(thread).op == "all_reduce"
+
+
 def test_parser_ignores_garbage_and_partial_dumps():
     assert parse_dump("") == [] and parse_rank_file("nonsense\n\x00\xff") == []
     threads = parse_dump('Current thread 0x1 (most recent call first):\n  File "/x/a.py", line 3 in f\n  File "/x/a')

@@ -68,12 +68,19 @@ def skip_allreduce(timeout: float, skip_rank: int) -> int:
 
 
 def world_size(timeout: float) -> int:
-    """A script that sets WORLD_SIZE itself, one more than torchrun started: every rank waits in
-    init_process_group for a peer that never comes."""
+    """A script that sets WORLD_SIZE itself, one more than torchrun started: every rank waits for a
+    peer that never comes, in init_process_group on gloo, in its first collective on NCCL (whose
+    init_process_group returns at once and connects the ranks at their first collective)."""
+    import torch
     import torch.distributed as dist
 
+    backend = _backend()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     os.environ["WORLD_SIZE"] = str(int(os.environ.get("WORLD_SIZE", "1")) + 1)
-    dist.init_process_group(_backend(), timeout=datetime.timedelta(seconds=timeout))
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    dist.all_reduce(torch.ones(1, device=device))
     return 0
 
 

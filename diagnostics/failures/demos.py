@@ -77,8 +77,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here).",
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
     Scenario("world-size", "The script sets the world size", "hangs at start",
-             "The script asks for one rank more than torchrun started; every rank waits in init_process_group for a "
-             "peer that never comes (PyTorch's own timeout: 30 minutes on gloo). mgtutor reads their stacks instead.",
+             "The script asks for one rank more than torchrun started; every rank waits for a peer that never comes, "
+             "in init_process_group on gloo, in its first all_reduce on NCCL (PyTorch's own timeout: 30 minutes on "
+             "gloo, 10 on NCCL). mgtutor reads their stacks instead.",
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "world-size", "--timeout", "1800"),
              "world_size_mismatch", hang=True),
     Scenario("stuck-loader", "A data loader that never returns", "hangs after a while",

@@ -42,6 +42,8 @@ class RankWhere:
         text = {"init": f"waits in {w.op}", "collective": f"waits in {w.op}", "backward": f"waits in {w.op}",
                 "data": "waits for its DataLoader", "gpu": "waits for the GPU", "sleep": "sleeps",
                 "user code": "runs its own code"}.get(w.category, w.category)
+        if w.comm_setup:
+            text += " (NCCL sets up its communicator: every peer must join)"
         text += f" at {w.place()}"
         if self.worker is not None:
             text += f"; worker {self.worker_pid} is in {self.worker.place()}"
@@ -209,6 +211,8 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
     init = by_category.get("init", [])
     if init and len(init) == len(seen) and not exited:
         return _init_report(catalogue, seen, world_size, rank_env or {})
+    if seen and all(w.where.comm_setup for w in seen.values()) and not exited:
+        return _init_report(catalogue, seen, world_size, rank_env or {})  # NCCL: init_process_group returned at once
     waiting = [r for r, w in sorted(seen.items()) if w.where.category in WAITING]
     outside = sorted([r for r in seen if r not in waiting] + list(exited))
     if waiting and outside:
@@ -276,19 +280,27 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
     env_sizes = sorted({int(e["WORLD_SIZE"]) for e in rank_env.values() if str(e.get("WORLD_SIZE", "")).isdigit()})
     launched = world_size or (env_sizes[0] if env_sizes else len(seen))
     where = sorted({w.where.place() for w in seen.values()})
+    setup_op = next((w.where.op for w in seen.values() if w.where.comm_setup), None)
+    waits_in = f"{setup_op}, where NCCL sets up its communicator" if setup_op else "init_process_group"
     # past the store, creating the process group: every peer the group expects must connect now
-    in_pg = all(w.where.inner in ("_new_process_group_helper", "_create_gloo_process_group", "_create_process_group_wrapper")
+    in_pg = all(w.where.comm_setup or w.where.inner in ("_new_process_group_helper", "_create_gloo_process_group", "_create_process_group_wrapper")
                 or w.where.inner not in ("_create_c10d_store", "rendezvous", "_env_rendezvous_handler", None)
                 for w in seen.values())
     if (expected and expected[-1] != launched) or (not expected and in_pg and len(seen) >= launched):
         spec = catalogue["world_size_mismatch"]
         started = "1 rank started, it waits" if launched == 1 else f"{launched} ranks started, they wait"
         fields = {"started": started, "expected": expected[-1] if expected else f"more than {launched}",
-                  "where": ", ".join(where)}
+                  "waits_in": waits_in, "where": ", ".join(where)}
         summary = render(spec.summary, fields)
         if env_sizes:
             summary += f" (torchrun gave them WORLD_SIZE={env_sizes[0]})"
         return HangReport("world_size_mismatch", summary, spec.fix, spec.lesson, sorted(seen), dict(seen))
+    if setup_op:
+        summary = (f"every rank waits in {waits_in} at {', '.join(where)}: a rank of another node has not reached "
+                   "this call, or NCCL cannot connect the nodes.")
+        fix = ("Check that every node was launched and reaches the same collective; if they do, set "
+               "NCCL_SOCKET_IFNAME to the network interface the nodes share (NCCL_DEBUG=INFO shows the one NCCL picked).")
+        return HangReport(None, summary, fix, "14-when-it-goes-wrong", [], dict(seen))
     summary = (f"every rank waits in init_process_group at {', '.join(where)}: the rendezvous store is not "
                "reachable, or a rank of another node has not started.")
     return HangReport(None, summary, "Check MASTER_ADDR/MASTER_PORT (let torchrun set them) and that every node "

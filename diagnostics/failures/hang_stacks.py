@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 _PROCESS = re.compile(r"^=== process (\d+) \(rank (\d+), (\w+)\) via ([\w-]+) ===$")
 _PYSPY_THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')
 _PYSPY_FRAME = re.compile(r"^    (?!\[native\] )(\S.*) \((.+):(\d+)\)$")  # native frames are not the user's code
+_PYSPY_NATIVE = re.compile(r"^    \[native\] (\S.*)$")
 _PYSPY_ARG = re.compile(r"^            (\w+): (.*)$")
 _FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
 _FH_FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$')
@@ -26,6 +27,8 @@ COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_i
                "send", "recv", "monitored_barrier", "broadcast_object_list", "all_gather_object",
                "gather_object", "scatter_object_list", "_all_gather_base", "_reduce_scatter_base",
                "all_reduce_coalesced", "batch_isend_irecv"}
+# native frames of a rank whose NCCL communicator is being set up: it waits for every peer to join
+NCCL_SETUP = ("ncclCommInitRank", "bootstrapInit", "ProcessGroupNCCL::initNCCLComm")
 BACKWARD_CALLS = {"backward", "_engine_run_backward", "run_backward"}
 DATA_CALLS = {"_next_data", "__next__", "_get_data", "_try_get_data"}
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "<frozen ", "/training/runs/")
@@ -52,6 +55,7 @@ class Frame:
 class Thread:
     name: str
     frames: list[Frame] = field(default_factory=list)  # innermost first
+    native: list[str] = field(default_factory=list)  # py-spy --native: the native frames' text, innermost first
 
     @property
     def is_main(self) -> bool:
@@ -94,6 +98,8 @@ def parse_dump(text: str) -> list[Thread]:
             args = []
         elif m := _FH_FRAME.match(line):
             current.frames.append(Frame(m.group(3), m.group(1), int(m.group(2))))
+        elif m := _PYSPY_NATIVE.match(line):
+            current.native.append(m.group(1))
         elif (m := _PYSPY_ARG.match(line)) and current.frames:
             args.append((m.group(1), m.group(2).strip('"')))
             last = current.frames[-1]
@@ -142,6 +148,7 @@ class Where:
     source: str = ""  # that line's text, when the file is readable here
     args: dict[str, str] = field(default_factory=dict)  # e.g. world_size from init_process_group
     inner: str | None = None  # the innermost torch.distributed function (how far init got)
+    comm_setup: bool = False  # in a collective, inside NCCL's communicator setup (native frames say so)
 
     def place(self) -> str:
         if self.frame is None:
@@ -168,7 +175,8 @@ def locate(thread: Thread | None) -> Where:
                      user, source, args, inner=dist_names[-1])
     op = next((n for n in dist_names if n in COLLECTIVES), None)
     if op:
-        return Where("collective", op, user, source)
+        setup = any(marker in native for native in thread.native for marker in NCCL_SETUP)
+        return Where("collective", op, user, source, comm_setup=setup)
     if any(n in BACKWARD_CALLS for n in names):
         return Where("backward", "backward (DDP's gradient all-reduce)", user, source)
     if any(n in DATA_CALLS for n in names) and any("/torch/utils/data/" in f.file for f in below):

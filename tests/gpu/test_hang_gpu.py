@@ -52,3 +52,24 @@ def test_skipped_all_reduce_on_nccl_names_rank_1_with_flight_recorder_seq(gpus2)
     finding = diagnose_json(record)["findings"][0]
     assert finding["kind"] in ("rank_outside_collective", "collective_mismatch") and 1 in finding["ranks"]
     assert any("#2" in line for line in finding["flight_recorder"])
+
+
+@pytest.mark.timeout(REPORT_BY_S + 180)
+def test_world_size_override_on_nccl_is_named_at_the_first_collective(gpus2) -> None:
+    """On NCCL init_process_group returns at once; the ranks wait in their first all_reduce, where NCCL
+    sets up its communicator. py-spy's native frames show that wait, and the report names it."""
+    env = dict(os.environ)
+    if not env.get("MGTUTOR_PYSPY") and Path("/tmp/site/bin/py-spy").is_file():
+        env["MGTUTOR_PYSPY"] = "/tmp/site/bin/py-spy"
+    cli = Cli("run", "--nproc", "2", "--backend", "nccl", "--", "-m", "mgtutor.diagnostics.failures.demo_workers",
+              "world-size", "--timeout", "600", env=env)
+    try:
+        waited = cli.wait_for("hang report (")
+        time.sleep(1.0)
+        err = cli.interrupt()
+    finally:
+        cli.kill()
+    print(f"nccl world-size, 2 ranks: hang report {waited:.1f} s after start\n{err[-3000:]}")
+    assert report_block(err).startswith("hang report (world_size_mismatch): 2 ranks started, they wait for more "
+                                        "than 2 in all_reduce, where NCCL sets up its communicator")
+    assert waited < REPORT_BY_S and not run_processes(cli.record().name)
