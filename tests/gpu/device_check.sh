@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The GPU checks of this repository in parts of at most 10 minutes each, on a machine with 2 GPUs,
+# The GPU checks of this repository in parts of at most 10 minutes each, on a machine with 2 GPUs
+# (`one`: with one GPU or more),
 # from the repository root, with the wheels of device_setup.sh in .whl/:
-#   bash tests/gpu/device_check.sh suite     # pytest -m gpu, all but the lessons (hang test included)
+#   bash tests/gpu/device_check.sh suite     # pytest -m gpu on 2 GPUs, but the lessons and `one` (hang tests included)
 #   bash tests/gpu/device_check.sh lessons   # every lesson's steps on the GPUs
 #   bash tests/gpu/device_check.sh overhead  # mgtutor run vs plain torchrun, 2 ranks, 9 pairs
+#   bash tests/gpu/device_check.sh one       # what one GPU can show (tests/gpu/test_one_gpu.py)
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
 # what it did. BUDGET_S (default 570) stops a part after that many seconds.
 set -u
@@ -14,9 +16,10 @@ mkdir -p "$OUT"
 budget=${BUDGET_S:-570}
 pytest_gpu() { timeout "$budget" python3 -m pytest -m gpu -q -s -rA --durations=0 -p no:cacheprovider "$@"; }
 case "${1:-}" in
-  suite) pytest_gpu tests/gpu --ignore=tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_suite.txt" ;;
+  suite) pytest_gpu tests/gpu --ignore=tests/gpu/test_lessons_gpu.py --ignore=tests/gpu/test_one_gpu.py 2>&1 | tee "$OUT/gpu_suite.txt" ;;
   lessons) pytest_gpu tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_lessons.txt" ;;
   overhead) timeout "$budget" python3 tests/bench/overhead.py --gpu --nproc 2 --pairs 9 --work 2000 \
               --out "$OUT/overhead_gpu2.json" 2>&1 | tee "$OUT/overhead_gpu2.txt" ;;
-  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead"; exit 2 ;;
+  one) pytest_gpu tests/gpu/test_one_gpu.py 2>&1 | tee "$OUT/gpu_one.txt" ;;
+  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one"; exit 2 ;;
 esac

@@ -211,3 +211,6 @@ def test_world_size_hang_on_nccl_is_named(one_gpu):
     assert block.startswith("hang report (world_size_mismatch): 1 rank started, it waits for more than 1 in "
                             "all_reduce, where NCCL sets up its communicator (demo_workers.py:")
     assert waited < REPORT_BY_S and not run_processes(run.record().name)
+    for index in sorted(run.record().glob("stacks/*-stall/index.json")):
+        taken = json.loads(index.read_text())
+        print(f"{index.parent.name}: {taken['seconds']} s, native {[p['native'] for p in taken['processes']]}")
