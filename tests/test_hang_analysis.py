@@ -143,6 +143,14 @@ def test_without_native_frames_a_collective_is_not_taken_for_setup():
     assert not locate(thread).comm_setup and locate(thread).op == "all_reduce"
 
 
+def test_every_rank_waiting_for_the_gpu_is_not_called_the_same_collective():
+    rank0 = analyse_capture(DATA / "slow-loader-auto", world_size=2).where[0]
+    rank0.where.category, rank0.where.op = "gpu", "the GPU (a pending NCCL collective?)"
+    report = explain({0: rank0}, 1)
+    assert report.kind is None and report.summary.startswith("every rank waits for the GPU at hang.py:")
+    assert "Flight Recorder" in report.summary
+
+
 def test_parser_ignores_garbage_and_partial_dumps():
     assert parse_dump("") == [] and parse_rank_file("nonsense\n\x00\xff") == []
     threads = parse_dump('Current thread 0x1 (most recent call first):\n  File "/x/a.py", line 3 in f\n  File "/x/a')

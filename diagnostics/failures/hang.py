@@ -239,7 +239,10 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         summary = render(spec.summary, {"mismatch_text": f": {text}"})
         return HangReport("collective_mismatch", summary, render(spec.fix, {}), spec.lesson, odd, dict(wheres))
     places = sorted({w.where.place() for w in seen.values()})
-    if waiting:
+    if waiting and all(seen[r].where.category == "gpu" for r in waiting):
+        summary = (f"every rank waits for the GPU at {', '.join(places)}: long kernels, or an NCCL collective that "
+                   "does not finish (the Flight Recorder, where it ran, says whether one is pending).")
+    elif waiting:
         summary = (f"every rank waits in {seen[waiting[0]].where.op} at {places[0]}: the same call on every rank, "
                    "so the stacks show no culprit (a slow or broken network, or a rank of another node).")
     else:

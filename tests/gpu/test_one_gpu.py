@@ -191,7 +191,7 @@ def test_native_stacks_of_a_rank_waiting_on_the_gpu(one_gpu, write_script):
     assert shown.returncode == 0
     stack = Path(json.loads(shown.stdout)["stacks"]["0"]).read_text()
     print(stack[:3000])
-    assert "[native]" in stack and "waits.py:6" in stack and ("libcuda" in stack or "libtorch_cuda" in stack)
+    assert "[native]" in stack and "waits.py:7" in stack and ("libcuda" in stack or "libtorch_cuda" in stack)
     assert not run_processes(run_id)
 
 
