@@ -5,7 +5,7 @@
 #   bash tests/gpu/device_check.sh suite     # pytest -m gpu on 2 GPUs, but the lessons and `one` (hang tests included)
 #   bash tests/gpu/device_check.sh lessons   # every lesson's steps on the GPUs
 #   bash tests/gpu/device_check.sh overhead  # mgtutor run vs plain torchrun, 2 ranks, 9 pairs
-#   bash tests/gpu/device_check.sh one       # what one GPU can show (tests/gpu/test_one_gpu.py)
+#   bash tests/gpu/device_check.sh one [-k …] # what one GPU can show (tests/gpu/test_one_gpu.py)
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
 # what it did. BUDGET_S (default 570) stops a part after that many seconds.
 set -u
@@ -20,6 +20,6 @@ case "${1:-}" in
   lessons) pytest_gpu tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_lessons.txt" ;;
   overhead) timeout "$budget" python3 tests/bench/overhead.py --gpu --nproc 2 --pairs 9 --work 2000 \
               --out "$OUT/overhead_gpu2.json" 2>&1 | tee "$OUT/overhead_gpu2.txt" ;;
-  one) pytest_gpu tests/gpu/test_one_gpu.py 2>&1 | tee "$OUT/gpu_one.txt" ;;
+  one) pytest_gpu tests/gpu/test_one_gpu.py "${@:2}" 2>&1 | tee "$OUT/gpu_one.txt" ;;
   *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one"; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """The GPU paths that one NVIDIA GPU can show: NVML for real (Home, the sampler, the Monitor's meters),
 NCCL with one rank (launcher, bench, rendezvous probe, a world-size hang), a real CUDA OOM, the default
-trainer, and native stacks of a rank waiting on the GPU. The two-GPU suite (the other files here)
+trainer, native stacks of a rank waiting on the GPU, and every lesson as a one-GPU machine runs it. The two-GPU suite (the other files here)
 stays the check for NCCL between GPUs. On the GPU machine:
 `bash tests/gpu/device_check.sh one` (or `pytest -m gpu tests/gpu/test_one_gpu.py -s`).
 """
@@ -19,6 +19,8 @@ from textual.widgets import Static
 
 from test_hang_cli import REPORT_BY_S, Cli, report_block
 from mgtutor.diagnostics.gpu import Sampler
+from mgtutor.lessons.loader import all_lessons
+from mgtutor.lessons.runner import run_step
 from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.training.runs.procs import run_processes
@@ -214,3 +216,22 @@ def test_world_size_hang_on_nccl_is_named(one_gpu):
     for index in sorted(run.record().glob("stacks/*-stall/index.json")):
         taken = json.loads(index.read_text())
         print(f"{index.parent.name}: {taken['seconds']} s, native {[p['native'] for p in taken['processes']]}")
+
+
+@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
+def test_lesson_on_one_gpu(lesson, one_gpu, monkeypatch):
+    """A one-GPU machine: one-rank steps on NCCL, two-rank steps on gloo beside the GPU, steps that need
+    two GPUs skipped with the reason. Every check but the timing ones must pass."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # on a bigger machine: what one GPU gives
+    for step in lesson.steps:
+        result = run_step(lesson, step, gpus=1)
+        print(f"\nLESSON {lesson.id} / {step.name}: {result.status} {result.reason}")
+        print("MEASURED " + json.dumps({"lesson": lesson.id, "step": step.name, **result.measures}))
+        for check in result.checks:
+            print(f"  {check.mark} {check.says}: {check.detail}")
+        if result.status == "skipped":
+            assert "needs 2 NVIDIA GPU(s); this machine has 1" in result.reason or "pip install" in result.reason
+            continue
+        timing = {c.says for c in step.checks if c.params.get("timing")}
+        failed = [(c.says, c.detail) for c in result.checks if not c.passed and c.says not in timing]
+        assert not failed, f"{result.run_path}: {failed}"
