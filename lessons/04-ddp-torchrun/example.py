@@ -38,7 +38,7 @@ def make_model(features, hidden, classes):
 
 
 def main():
-    cuda = torch.cuda.is_available()
+    cuda = (os.environ.get("MGTUTOR_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")) == "nccl"
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch-size", type=int, default=512 if cuda else 32, help="per rank")
     parser.add_argument("--hidden", type=int, default=4096 if cuda else 64)

@@ -4,6 +4,7 @@
 Needs `pip install accelerate`.
 """
 import json
+import os
 import sys
 
 import torch
@@ -37,7 +38,9 @@ class SyntheticSet(Dataset):
 def main():
     # Accelerate reads what torchrun (or `accelerate launch`) set, picks the device and the backend,
     # and starts the process group itself.
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    # On the CPU when the launcher chose gloo (no GPU, or fewer GPUs than processes).
+    backend = os.environ.get("MGTUTOR_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
+    accelerator = Accelerator(cpu=backend != "nccl")
     torch.manual_seed(0)
     dataset = SyntheticSet(64)
     model = nn.Linear(16, 2)

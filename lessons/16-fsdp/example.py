@@ -11,6 +11,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 
 try:  # torch 2.6+
     from torch.distributed.fsdp import fully_shard
@@ -48,9 +49,12 @@ def main():
         model = nn.Sequential(*[nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU()) for _ in range(args.layers)],
                               nn.Linear(hidden, 10)).to(device)
         full = sum(p.numel() for p in model.parameters())
+        # The mesh says which ranks share the shards, and on which device (left out, it is the GPU
+        # whenever one exists, even for ranks the launcher put on the CPU).
+        mesh = init_device_mesh(device.type, (world,))
         for block in model:  # shard block by block: only one block's full weights exist at a time
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         local = sum(p.to_local().numel() for p in model.parameters())  # parameters are now DTensors
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # its state is sharded too
 
