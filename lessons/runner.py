@@ -74,15 +74,23 @@ def choose_backend(step: Step, backend: str, gpus: int) -> str:
     return "nccl" if gpus >= step.nproc and gpus > 0 else "gloo"
 
 
+def step_spec(lesson: Lesson, step: Step, script: Path | None, backend: str, gpus: int) -> LaunchSpec:
+    """How a step is launched. A step on gloo runs CPU ranks and sees no GPU: on a machine with fewer
+    GPUs than ranks, a library that looks for one (Accelerate's barrier asks for cuda:LOCAL_RANK)
+    would otherwise reach for a GPU that is not there."""
+    target = [str(script or step.script), *step.args]
+    chosen = choose_backend(step, backend, gpus)
+    env = dict(step.env)
+    if chosen == "gloo":
+        env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    return LaunchSpec(target=target, nproc=step.nproc, backend=chosen, label=f"lesson-{lesson.number:02d}-{step.name}",
+                      env=env, cwd=str(Path(target[0]).parent))
+
+
 def start_step(lesson: Lesson, step: Step, script: Path | None = None, backend: str = "auto",
                gpus: int | None = None) -> Run:
     """Launch the step's script (or the given copy of it); raises LaunchError with a fix on bad input."""
-    gpus = gpu_count() if gpus is None else gpus
-    target = [str(script or step.script), *step.args]
-    spec = LaunchSpec(target=target, nproc=step.nproc, backend=choose_backend(step, backend, gpus),
-                      label=f"lesson-{lesson.number:02d}-{step.name}", env=dict(step.env),
-                      cwd=str(Path(target[0]).parent))
-    return launch(spec)
+    return launch(step_spec(lesson, step, script, backend, gpu_count() if gpus is None else gpus))
 
 
 def follow(run: Run, timeout_s: float, on_line: LineCallback | None = None) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from mgtutor.lessons.checks import Outcome, evaluate, parse_reports
 from mgtutor.lessons.loader import PATH, Check, LessonError, all_lessons, get_lesson
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_dir
-from mgtutor.lessons.runner import overall, skip_reason
+from mgtutor.lessons.runner import overall, skip_reason, step_spec
 from mgtutor.training.runs.records import RunResult
 from tests.conftest import mgtutor_argv, no_gpu_env
 
@@ -168,6 +168,18 @@ def test_gpu_only_and_missing_package_steps_say_why_they_skip():
     else:
         assert reason.startswith("needs the accelerate package")
     assert overall([]) == "skipped"
+
+
+def test_a_step_with_more_ranks_than_gpus_runs_cpu_ranks_that_see_no_gpu():
+    lesson = get_lesson("07")
+    two_ranks = lesson.steps[0]
+    assert two_ranks.nproc == 2
+    on_one_gpu = step_spec(lesson, two_ranks, None, "auto", gpus=1)
+    assert on_one_gpu.backend == "gloo" and on_one_gpu.env["CUDA_VISIBLE_DEVICES"] == ""
+    on_two = step_spec(lesson, two_ranks, None, "auto", gpus=2)
+    assert on_two.backend == "nccl" and "CUDA_VISIBLE_DEVICES" not in on_two.env
+    one_rank = get_lesson("02")
+    assert step_spec(one_rank, one_rank.steps[0], None, "auto", gpus=1).backend == "nccl"
 
 
 def test_progress_hints_one_at_a_time_and_persist():
