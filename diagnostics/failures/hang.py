@@ -286,7 +286,8 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
     setup_op = next((w.where.op for w in seen.values() if w.where.comm_setup), None)
     waits_in = f"{setup_op}, where NCCL sets up its communicator" if setup_op else "init_process_group"
     # past the store, creating the process group: every peer the group expects must connect now
-    in_pg = all(w.where.comm_setup or w.where.inner in ("_new_process_group_helper", "_create_gloo_process_group", "_create_process_group_wrapper")
+    in_pg = all(w.where.comm_setup
+                or w.where.inner in ("_new_process_group_helper", "_create_gloo_process_group", "_create_process_group_wrapper")
                 or w.where.inner not in ("_create_c10d_store", "rendezvous", "_env_rendezvous_handler", None)
                 for w in seen.values())
     if (expected and expected[-1] != launched) or (not expected and in_pg and len(seen) >= launched):
@@ -302,7 +303,8 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
         summary = (f"every rank waits in {waits_in} at {', '.join(where)}: a rank of another node has not reached "
                    "this call, or NCCL cannot connect the nodes.")
         fix = ("Check that every node was launched and reaches the same collective; if they do, set "
-               "NCCL_SOCKET_IFNAME to the network interface the nodes share (NCCL_DEBUG=INFO shows the one NCCL picked).")
+               "NCCL_SOCKET_IFNAME to the network interface the nodes share (NCCL_DEBUG=INFO shows the one "
+               "NCCL picked).")
         return HangReport(None, summary, fix, "14-when-it-goes-wrong", [], dict(seen))
     summary = (f"every rank waits in init_process_group at {', '.join(where)}: the rendezvous store is not "
                "reachable, or a rank of another node has not started.")

@@ -1,7 +1,7 @@
 """The GPU paths that one NVIDIA GPU can show: NVML for real (Home, the sampler, the Monitor's meters),
 NCCL with one rank (launcher, bench, rendezvous probe, a world-size hang), a real CUDA OOM, the default
-trainer, native stacks of a rank waiting on the GPU, and every lesson as a one-GPU machine runs it. The two-GPU suite (the other files here)
-stays the check for NCCL between GPUs. On the GPU machine:
+trainer, native stacks of a rank waiting on the GPU, and every lesson as a one-GPU machine runs it.
+The two-GPU suite (the other files here) stays the check for NCCL between GPUs. On the GPU machine:
 `bash tests/gpu/device_check.sh one` (or `pytest -m gpu tests/gpu/test_one_gpu.py -s`).
 """
 from __future__ import annotations
