@@ -68,6 +68,14 @@ def test_bench_scaling_json_measures_one_and_two_ranks() -> None:
     assert all(Path(p["run_record"], "events.jsonl").is_file() for p in points)
 
 
+@pytest.mark.integration
+def test_bench_scaling_on_one_device_says_there_is_nothing_to_scale_to() -> None:
+    proc = cli("bench", "scaling", *SMALL, "--steps", "3", "--dataset-size", "128", "--max-gpus", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 device without DDP, and nothing to scale to: one device" in proc.stdout.splitlines()[0]
+    assert "2…1" not in proc.stdout
+
+
 def test_efficiency_is_against_one_device_without_ddp() -> None:
     points = rate_points([Point(1, "single", 1000.0, None, None, None, "a"),
                           Point(2, "ddp", 1900.0, None, None, None, "b"),

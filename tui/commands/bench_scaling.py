@@ -62,9 +62,10 @@ def main(args: argparse.Namespace) -> int:
     max_devices = args.max_gpus or (len(gpus) if backend == "nccl" else 2)
     train_argv = worker_argv(args, strategy="ddp")
     if not args.json:
+        then = (f"then DDP on 2…{max_devices}" if max_devices > 1 else
+                "and nothing to scale to: one device (--backend gloo --max-gpus 2 compares CPU ranks)")
         print(f"scaling of {args.model} ({args.image_size}×{args.image_size}, batch {args.batch_size}/rank, "
-              f"{args.steps} steps) on {backend}: 1 device without DDP, then DDP on 2…{max_devices}",
-              flush=True)
+              f"{args.steps} steps) on {backend}: 1 device without DDP, {then}", flush=True)
     try:
         points = scaling_report(train_argv, max_devices, backend,
                                 on_point=None if args.json else lambda p: print(f"  measured {p.world_size} "
