@@ -82,6 +82,17 @@ def test_phases_follow_the_events_as_they_arrive(tmp_path):
     assert state.done and describe_failure(state) is None
 
 
+def test_a_rendezvous_shorter_than_one_look_is_still_on_the_path(tmp_path):
+    record = RunRecord.create("quick", tmp_path)
+    record.write_meta(RunMeta.from_json({"world_size": 2, "backend": "gloo", "started": T0}))
+    folder = RunStateFolder(record, alive=lambda: True)
+    folder.refresh(T0)
+    record.events_path.write_text("".join(json.dumps(e) + "\n" for e in [
+        {"rank": 0, "t": T0 + 1, "type": "start", "pid": 11}, {"rank": 1, "t": T0 + 1, "type": "start", "pid": 12},
+        {"rank": 0, "t": T0 + 1.2, "type": "rendezvous"}, {"rank": 1, "t": T0 + 1.2, "type": "rendezvous"}]))
+    assert folder.refresh(T0 + 2).phases_seen == ["starting", "rendezvous", "training"]
+
+
 def test_failure_sentence_names_the_first_rank_and_signal(tmp_path):
     record = RunRecord.create("fail", tmp_path)
     record.write_meta(RunMeta.from_json({"world_size": 2, "backend": "gloo", "started": T0}))

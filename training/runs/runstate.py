@@ -208,6 +208,8 @@ class RunStateFolder:
         else:
             phase = RunStatus.RUNNING.value
         state.phase = phase
+        if phase == "training" and "rendezvous" not in state.phases_seen and any(r.joined for r in ranks):
+            state.phases_seen.append("rendezvous")  # it ended between two looks, but the ranks went through it
         if not state.phases_seen or state.phases_seen[-1] != phase:
             state.phases_seen.append(phase)
 
