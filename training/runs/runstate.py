@@ -208,8 +208,9 @@ class RunStateFolder:
         else:
             phase = RunStatus.RUNNING.value
         state.phase = phase
-        if phase == "training" and "rendezvous" not in state.phases_seen and any(r.joined for r in ranks):
-            state.phases_seen.append("rendezvous")  # it ended between two looks, but the ranks went through it
+        if (phase == "training" and state.phases_seen and "rendezvous" not in state.phases_seen
+                and any(r.joined for r in ranks)):
+            state.phases_seen.append("rendezvous")  # watched from its start: it ended between two looks
         if not state.phases_seen or state.phases_seen[-1] != phase:
             state.phases_seen.append(phase)
 
