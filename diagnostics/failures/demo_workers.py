@@ -16,14 +16,23 @@ import os
 import sys
 import time
 
+import torch
 from torch.utils.data import Dataset
 
 
 def _backend() -> str:
-    import torch
-
     chosen = os.environ.get("MGTUTOR_BACKEND")
     return chosen if chosen in ("nccl", "gloo") else ("nccl" if torch.cuda.is_available() else "gloo")
+
+
+def _device(backend: str) -> torch.device:
+    """This rank's GPU on NCCL (made current), else the CPU."""
+
+    if backend != "nccl":
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    return device
 
 
 def port_in_use(timeout: float) -> int:
@@ -42,14 +51,11 @@ def port_in_use(timeout: float) -> int:
 
 def skip_allreduce(timeout: float, skip_rank: int) -> int:
     """Every rank but one enters an all-reduce; the waiting ranks hit the real collective timeout."""
-    import torch
     import torch.distributed as dist
 
     backend = _backend()
     rank = int(os.environ.get("RANK", "0"))
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = _device(backend)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     tensor = torch.ones(1024, device=device)
     dist.all_reduce(tensor)  # every rank: the group works
@@ -71,13 +77,10 @@ def world_size(timeout: float) -> int:
     """A script that sets WORLD_SIZE itself, one more than torchrun started: every rank waits for a
     peer that never comes, in init_process_group on gloo, in its first collective on NCCL (whose
     init_process_group returns at once and connects the ranks at their first collective)."""
-    import torch
     import torch.distributed as dist
 
     backend = _backend()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = _device(backend)
     os.environ["WORLD_SIZE"] = str(int(os.environ.get("WORLD_SIZE", "1")) + 1)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     dist.all_reduce(torch.ones(1, device=device))
@@ -101,14 +104,11 @@ class _SlowOnOneRank(Dataset[float]):
 
 def stuck_loader(timeout: float, stuck_rank: int) -> int:
     """Rank `stuck_rank` waits for its DataLoader workers; the others wait for it in all_reduce."""
-    import torch
     import torch.distributed as dist
     from torch.utils.data import DataLoader
 
     backend = _backend()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if backend == "nccl" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = _device(backend)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     for batch in DataLoader(_SlowOnOneRank(stuck_rank), batch_size=8, num_workers=2):
         total = batch.sum().to(device)

@@ -208,11 +208,10 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
     by_category: dict[str, list[int]] = {}
     for rank, where in sorted(seen.items()):
         by_category.setdefault(where.where.category, []).append(rank)
-    init = by_category.get("init", [])
-    if init and len(init) == len(seen) and not exited:
+    all_init = len(by_category.get("init", [])) == len(seen)
+    all_in_setup = all(w.where.comm_setup for w in seen.values())  # NCCL: init_process_group returned at once
+    if seen and (all_init or all_in_setup) and not exited:
         return _init_report(catalogue, seen, world_size, rank_env or {})
-    if seen and all(w.where.comm_setup for w in seen.values()) and not exited:
-        return _init_report(catalogue, seen, world_size, rank_env or {})  # NCCL: init_process_group returned at once
     waiting = [r for r, w in sorted(seen.items()) if w.where.category in WAITING]
     outside = sorted([r for r in seen if r not in waiting] + list(exited))
     if waiting and outside:

@@ -12,10 +12,12 @@ import linecache
 import re
 from dataclasses import dataclass, field
 
+from mgtutor.training.runs.pyspy_text import NATIVE
+
 _PROCESS = re.compile(r"^=== process (\d+) \(rank (\d+), (\w+)\) via ([\w-]+) ===$")
 _PYSPY_THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')
-_PYSPY_FRAME = re.compile(r"^    (?!\[native\] )(\S.*) \((.+):(\d+)\)$")  # native frames are not the user's code
-_PYSPY_NATIVE = re.compile(r"^    \[native\] (\S.*)$")
+_PYSPY_NATIVE = re.compile(rf"^    {re.escape(NATIVE)} (\S.*)$")  # matched first: native frames are not the user's code
+_PYSPY_FRAME = re.compile(r"^    (\S.*) \((.+):(\d+)\)$")
 _PYSPY_ARG = re.compile(r"^            (\w+): (.*)$")
 _FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
 _FH_FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$')
@@ -93,13 +95,13 @@ def parse_dump(text: str) -> list[Thread]:
             threads.append(current)
         elif current is None:
             continue
+        elif m := _PYSPY_NATIVE.match(line):
+            current.native.append(m.group(1))
         elif m := _PYSPY_FRAME.match(line):
             current.frames.append(Frame(m.group(1), m.group(2), int(m.group(3))))
             args = []
         elif m := _FH_FRAME.match(line):
             current.frames.append(Frame(m.group(3), m.group(1), int(m.group(2))))
-        elif m := _PYSPY_NATIVE.match(line):
-            current.native.append(m.group(1))
         elif (m := _PYSPY_ARG.match(line)) and current.frames:
             args.append((m.group(1), m.group(2).strip('"')))
             last = current.frames[-1]

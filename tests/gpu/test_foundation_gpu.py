@@ -4,12 +4,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from textual.widgets import Static
-
 from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
-from tests.helpers import wait_for_app
+from tests.gpu.gpu_helpers import machine_summary
 
 NCCL_ALLREDUCE = """
 import os, torch, torch.distributed as dist
@@ -49,10 +47,6 @@ def test_cli_run_nccl(two_gpus, write_script):
 async def test_home_shows_both_gpus_from_nvml(two_gpus):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        def summary() -> str:
-            shown = str(app.screen.query_one("#machine", Static).render())
-            return "" if "looking" in shown else shown
-
-        text = await wait_for_app(pilot, summary, 30, interval=0.05, what="the machine summary")
+        text = await machine_summary(pilot)
     print(text)
     assert "2 NVIDIA GPU(s)" in text and "GPU 1" in text

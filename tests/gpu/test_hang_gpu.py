@@ -6,15 +6,12 @@ Recorder's sequence numbers (asked for through each rank's dump pipe). Run on th
 """
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-
 import pytest
 
-from test_hang_cli import REPORT_BY_S, Cli, diagnose_json, report_block
+from test_hang_cli import REPORT_BY_S, diagnose_json, report_block
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.procs import run_processes
+from tests.gpu.gpu_helpers import hung_nccl_demo
 
 pytestmark = pytest.mark.gpu
 
@@ -27,17 +24,7 @@ def gpus2() -> None:
 
 @pytest.mark.timeout(REPORT_BY_S + 180)
 def test_skipped_all_reduce_on_nccl_names_rank_1_with_flight_recorder_seq(gpus2) -> None:
-    env = dict(os.environ)
-    if not env.get("MGTUTOR_PYSPY") and Path("/tmp/site/bin/py-spy").is_file():
-        env["MGTUTOR_PYSPY"] = "/tmp/site/bin/py-spy"  # device_setup.sh installs wheels with --target
-    cli = Cli("run", "--nproc", "2", "--backend", "nccl", "--", "-m", "mgtutor.diagnostics.failures.demo_workers",
-              "skip-allreduce", "--timeout", "600", env=env)
-    try:
-        waited = cli.wait_for("hang report (", after="skipping the next all-reduce")
-        time.sleep(2.0)
-        err = cli.interrupt()
-    finally:
-        cli.kill()
+    cli, err, waited = hung_nccl_demo(2, "skip-allreduce", after="skipping the next all-reduce", settle_s=2.0)
     print(f"nccl skip-allreduce: hang report {waited:.1f} s after rank 1 skipped\n{err[-4000:]}")
     block = report_block(err)
     assert block.startswith(("hang report (rank_outside_collective)", "hang report (collective_mismatch)"))
@@ -58,17 +45,7 @@ def test_skipped_all_reduce_on_nccl_names_rank_1_with_flight_recorder_seq(gpus2)
 def test_world_size_override_on_nccl_is_named_at_the_first_collective(gpus2) -> None:
     """On NCCL init_process_group returns at once; the ranks wait in their first all_reduce, where NCCL
     sets up its communicator. py-spy's native frames show that wait, and the report names it."""
-    env = dict(os.environ)
-    if not env.get("MGTUTOR_PYSPY") and Path("/tmp/site/bin/py-spy").is_file():
-        env["MGTUTOR_PYSPY"] = "/tmp/site/bin/py-spy"
-    cli = Cli("run", "--nproc", "2", "--backend", "nccl", "--", "-m", "mgtutor.diagnostics.failures.demo_workers",
-              "world-size", "--timeout", "600", env=env)
-    try:
-        waited = cli.wait_for("hang report (")
-        time.sleep(1.0)
-        err = cli.interrupt()
-    finally:
-        cli.kill()
+    cli, err, waited = hung_nccl_demo(2, "world-size")
     print(f"nccl world-size, 2 ranks: hang report {waited:.1f} s after start\n{err[-3000:]}")
     assert report_block(err).startswith("hang report (world_size_mismatch): 2 ranks started, they wait for more "
                                         "than 2 in all_reduce, where NCCL sets up its communicator")

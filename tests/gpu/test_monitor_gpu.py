@@ -14,9 +14,8 @@ import psutil
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
-from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
-from mgtutor.tui.widgets.launch_form import LaunchForm
+from tests.gpu.gpu_helpers import train_from_monitor
 from tests.helpers import wait_for_app
 
 UTIL = re.compile(r"(\d+)%")
@@ -25,18 +24,7 @@ UTIL = re.compile(r"(\d+)%")
 async def test_meters_show_both_gpus_busy_with_their_ranks(two_gpus):
     app = MgTutorApp()
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("m")
-        screen = app.screen
-        assert isinstance(screen, MonitorScreen)
-        form = screen.query_one(LaunchForm)
-        for key, value in {"model": "resnet18", "steps": "3000", "batch_size": "256", "log_every": "20",
-                           "nproc": "2", "backend": "auto"}.items():
-            form.query_one(f"#f-{key.replace('_', '-')}").value = value
-        await pilot.pause()
-        form.query_one("#f-nproc").focus()
-        await pilot.press("enter")
-        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.phase == "training"
-                           and any(r.last_step for r in screen.state.ranks.values()), 300, what="training")
+        screen = await train_from_monitor(pilot, nproc=2)
         meters = screen.query_one(GpuMeters)
         seen: dict[str, set[int]] = {"gpu0": set(), "gpu1": set()}
         busy_with_rank = {"gpu0": False, "gpu1": False}

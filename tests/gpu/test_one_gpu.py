@@ -7,7 +7,6 @@ The two-GPU suite (the other files here) stays the check for NCCL between GPUs. 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import Static
 
 from test_hang_cli import REPORT_BY_S, Cli, report_block
 from mgtutor.diagnostics.gpu import Sampler
@@ -25,9 +23,8 @@ from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, launch
 from mgtutor.training.runs.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
-from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
-from mgtutor.tui.widgets.launch_form import LaunchForm
+from tests.gpu.gpu_helpers import gpu_env, hung_nccl_demo, machine_summary, train_from_monitor
 from tests.helpers import wait_for, wait_for_app
 
 UTIL = re.compile(r"(\d+)%")
@@ -48,13 +45,6 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, env=gpu_env())
     print(done.stdout[-3000:], done.stderr[-3000:])
     return done
-
-
-def gpu_env() -> dict[str, str]:
-    env = dict(os.environ)
-    if not env.get("MGTUTOR_PYSPY") and Path("/tmp/site/bin/py-spy").is_file():
-        env["MGTUTOR_PYSPY"] = "/tmp/site/bin/py-spy"  # device_setup.sh installs wheels with --target
-    return env
 
 
 NCCL_ONE_RANK = """
@@ -87,11 +77,7 @@ def test_cli_run_nccl_with_one_rank(one_gpu, write_script):
 async def test_home_shows_the_gpus_from_nvml(one_gpu):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        def summary() -> str:
-            shown = str(app.screen.query_one("#machine", Static).render())
-            return "" if "looking" in shown else shown
-
-        text = await wait_for_app(pilot, summary, 30, interval=0.05, what="the machine summary")
+        text = await machine_summary(pilot)
     print(text)
     assert f"{len(one_gpu.gpus)} NVIDIA GPU(s)" in text and "GPU 0" in text
 
@@ -150,18 +136,7 @@ def test_default_trainer_graphs_its_step_and_a_real_oom_is_diagnosed(one_gpu):
 async def test_meters_show_the_gpu_busy_with_rank_0(one_gpu):
     app = MgTutorApp()
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("m")
-        screen = app.screen
-        assert isinstance(screen, MonitorScreen)
-        form = screen.query_one(LaunchForm)
-        for key, value in {"model": "resnet18", "steps": "3000", "batch_size": "256", "log_every": "20",
-                           "nproc": "1", "backend": "auto"}.items():
-            form.query_one(f"#f-{key.replace('_', '-')}").value = value
-        await pilot.pause()
-        form.query_one("#f-nproc").focus()
-        await pilot.press("enter")
-        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.phase == "training"
-                           and any(r.last_step for r in screen.state.ranks.values()), 300, what="training")
+        screen = await train_from_monitor(pilot, nproc=1)
         meters = screen.query_one(GpuMeters)
 
         def busy_with_rank_0() -> bool:
@@ -199,14 +174,7 @@ def test_native_stacks_of_a_rank_waiting_on_the_gpu(one_gpu, write_script):
 
 @pytest.mark.timeout(REPORT_BY_S + 180)
 def test_world_size_hang_on_nccl_is_named(one_gpu):
-    run = Cli("run", "--nproc", "1", "--backend", "nccl", "--", "-m", "mgtutor.diagnostics.failures.demo_workers",
-              "world-size", "--timeout", "600", env=gpu_env())
-    try:
-        waited = run.wait_for("hang report (")
-        time.sleep(1.0)
-        err = run.interrupt()
-    finally:
-        run.kill()
+    run, err, waited = hung_nccl_demo(1, "world-size")
     print(f"nccl world-size, 1 rank: hang report {waited:.1f} s after start\n{err[-2000:]}")
     block = report_block(err)
     # NCCL's init_process_group returns at once; the first all_reduce waits while NCCL sets up its communicator
