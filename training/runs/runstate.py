@@ -10,6 +10,7 @@ emits no events goes starting → running → its end. Headless: the TUI and tes
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import deque
@@ -107,6 +108,7 @@ class RunStateFolder:
         self.state = RunState(run_id=record.run_id)
         self._reader: EventReader | None = None  # only when no session feeds the events
         self._pending_totals: dict[int, dict[int, float]] = {}
+        self._first_look = math.inf  # when this folder first looked: what happened after, it watched
 
     def rank(self, rank: int) -> RankState:
         if rank not in self.state.ranks:
@@ -115,6 +117,7 @@ class RunStateFolder:
 
     def refresh(self, now: float | None = None, events: list[Event] | None = None) -> RunState:
         now = time.time() if now is None else now
+        self._first_look = min(self._first_look, now)
         if events is None:
             self._reader = self._reader or EventReader(self.record.events_path)
             events = self._reader.poll()
@@ -208,9 +211,9 @@ class RunStateFolder:
         else:
             phase = RunStatus.RUNNING.value
         state.phase = phase
-        if (phase == "training" and state.phases_seen and "rendezvous" not in state.phases_seen
-                and any(r.joined for r in ranks)):
-            state.phases_seen.append("rendezvous")  # watched from its start: it ended between two looks
+        if (phase == "training" and "rendezvous" not in state.phases_seen
+                and any(r.joined and r.joined > self._first_look for r in ranks)):
+            state.phases_seen.append("rendezvous")  # it ended, while watched, between two looks
         if not state.phases_seen or state.phases_seen[-1] != phase:
             state.phases_seen.append(phase)
 
