@@ -22,6 +22,15 @@ def xdg_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def fresh_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML starts once per process; each test starts it anew, so MGTUTOR_NO_NVML set by a test is what
+    it sees, whatever ran before it."""
+    from mgtutor.training.runs import nvml
+
+    monkeypatch.setattr(nvml, "_state", {"initialised": False, "error": None, "pynvml": None})
+
+
 @pytest.fixture
 def write_script(tmp_path: Path):
     """Write a small Python script into the test's folder and return its path."""
