@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,3 +313,16 @@ class Sampler:
 
     def sample(self, pids: Iterable[int] = ()) -> tuple[GpuSample, HostSnapshot]:
         return self.sample_gpus(), sample_host(pids)
+
+    def row(self, rank_of_pid: Mapping[int, int]) -> dict[str, Any]:
+        """One row of a run's samples.jsonl (training/runs/samples.py): every GPU, the host, each rank."""
+        gpus, host = self.sample(pids=list(rank_of_pid))
+        cores = host.cpu_percent_per_core
+        return {"t": round(gpus.t, 3), "gpu_error": gpus.error,
+                "gpus": [{"index": g.index, "name": g.name, "util_pct": g.utilization_pct,
+                          "mem_used_mib": g.memory_used_mib, "mem_total_mib": g.memory_total_mib,
+                          "power_w": g.power_w, "temp_c": g.temperature_c} for g in gpus.gpus],
+                "host": {"cpu_pct": round(sum(cores) / len(cores), 1) if cores else None,
+                         "ram_used_mib": host.ram_used_mib, "ram_total_mib": host.ram_total_mib},
+                "ranks": {str(rank_of_pid[pid]): {"pid": pid, "cpu_pct": s.cpu_percent, "rss_mib": s.rss_mib}
+                          for pid, s in host.processes.items() if pid in rank_of_pid}}

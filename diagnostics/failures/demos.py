@@ -15,9 +15,12 @@ from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
+from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunResult
+from mgtutor.training.runs.samples import SampleRecorder
 from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.watch import Detector
 
 TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--batch-size", "16", "--dataset-size", "2048",
          "--log-every", "1", "--init-timeout", "20"]
@@ -128,7 +131,8 @@ def run_demo(name: str, nproc: int = 2, backend: str = "auto", on_line: Callable
                                 label=f"demo-{name}", env=env), root)
         if on_start:
             on_start(run)
-        detectors = [HangWatch(run.record)] if scenario.hang else []
+        detectors: list[Detector] = [SampleRecorder(run.record, Sampler().row)]  # the meters, for `mgtutor report`
+        detectors += [HangWatch(run.record)] if scenario.hang else []
         session = RunSession(run.record, run, detectors=detectors, timeout_s=scenario.limit_s,
                              diagnose=diagnose_with_hangs)
         final = None

@@ -9,10 +9,12 @@ from typing import TextIO
 
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
+from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
+from mgtutor.training.runs.samples import SampleRecorder
 from mgtutor.training.runs.session import RunSession, Update
 from mgtutor.training.runs.tail import LineTuple
 from mgtutor.training.runs.watch import Alert, Detector, RunWatch
@@ -90,9 +92,9 @@ def live_options_problem(args: argparse.Namespace) -> str | None:
 
 
 def live_detectors(run: Run, args: argparse.Namespace) -> list[Detector]:
-    """The live warnings the flags ask for (0 turns one off)."""
+    """The live warnings the flags ask for (0 turns one off), and the meters recorded once a second."""
     detectors: list[Detector] = [RunWatch(run.record, rendezvous_after=args.rendezvous_warn,
-                                          silent_after=args.silent_warn)]
+                                          silent_after=args.silent_warn), SampleRecorder(run.record, Sampler().row)]
     if args.hang_after:
         detectors.append(HangWatch(run.record, quiet_s=args.hang_after, stop_on_hang=args.stop_on_hang))
     return detectors

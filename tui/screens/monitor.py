@@ -28,8 +28,9 @@ from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.launcher import LaunchError, Run, launch
 from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.runstate import RunState
+from mgtutor.training.runs.samples import SampleRecorder
 from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.watch import Alert, RunWatch
+from mgtutor.training.runs.watch import Alert, Detector, RunWatch
 from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
@@ -166,18 +167,21 @@ class MonitorScreen(HangHook, Screen):
         self.query_one(NodeLine).show(None)
         self.query_one(ContentSwitcher).current = "run-view"
         self.sub_title = record.run_id
-        self.watch_run(record, alive or (run.running if run else None))
+        # a run this app started or owns records its meters here (a reattached one: its own command does)
+        self.watch_run(record, alive or (run.running if run else None), record_samples=run is not None)
         self.query_one("#rank-log").focus()
         self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="monitor-watch")
-    def watch_run(self, record: RunRecord, alive: Callable[[], bool] | None) -> None:
+    def watch_run(self, record: RunRecord, alive: Callable[[], bool] | None, record_samples: bool = False) -> None:
         """Turn the run's session updates into RunUpdate messages; meters at most once a second."""
         worker = get_current_worker()
         sampler = self.make_sampler()
         watch = RunWatch(record, rendezvous_after=self.rendezvous_after, silent_after=self.silent_after)
-        session = RunSession(record, detectors=[watch, HangWatch(record)], diagnose=diagnose_run, clock=self.clock,
-                             alive=alive)
+        detectors: list[Detector] = [watch, HangWatch(record)]
+        if record_samples and hasattr(sampler, "row"):  # the same sampler: one NVML sweep a second for both
+            detectors.append(SampleRecorder(record, sampler.row))
+        session = RunSession(record, detectors=detectors, diagnose=diagnose_run, clock=self.clock, alive=alive)
         last_sample = last_node = 0.0
         sample = None
         for update in session.updates():
