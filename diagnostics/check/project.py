@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.training.runs.safe_io import read_regular
 
 MAX_MODULE_BYTES = 2_000_000
 MAX_FILES = 400          # a project folder beyond this is a library checkout, not a training project
@@ -145,7 +146,7 @@ def _parse(path: Path, source: str | None, project: Project) -> ScriptModel | No
         if source is None:
             if path.stat().st_size > MAX_MODULE_BYTES:
                 return None
-            source = path.read_text(encoding="utf-8")
+            source = read_regular(path).decode("utf-8")  # a FIFO is never waited on
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(source, filename=str(path))

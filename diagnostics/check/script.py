@@ -22,6 +22,7 @@ from pathlib import Path
 from mgtutor.diagnostics.check.model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
+from mgtutor.training.runs.safe_io import NotARegularFile, read_regular
 
 MAX_BYTES = 2_000_000   # a training script is kilobytes; beyond this it is data or generated code
 
@@ -65,13 +66,15 @@ def check_file(path: str | Path, project: Project | None = None) -> list[CheckFi
         if size > MAX_BYTES:
             raise CheckError(f"{path} is {size / 1e6:.1f} MB; mgtutor check reads scripts up to "
                              f"{MAX_BYTES // 1_000_000} MB")
-        data = path.read_bytes()
+        data = read_regular(path)  # a FIFO or device is refused, never waited on
     except CheckError:
         raise
     except FileNotFoundError:
         raise CheckError(f"no such file: {path}") from None
     except PermissionError:
         raise CheckError(f"cannot read {path}: permission denied") from None
+    except NotARegularFile as exc:
+        raise CheckError(f"cannot read {path}: {exc.strerror}") from None
     except OSError as exc:
         raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
     return check_bytes(data, str(path), project or Project(path.parent))
