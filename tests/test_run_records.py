@@ -72,7 +72,8 @@ def test_an_unreadable_meta_is_reported_not_read_as_empty(tmp_path: Path) -> Non
     assert record.status() == RunStatus.LOST  # no result, no supervisor to ask
     (record.path / "meta.json").write_text('{"world_size": "two", "status": "exploded"}')
     meta = record.meta()
-    assert meta.world_size == 0 and meta.status is RunStatus.RUNNING and meta.problem is None
+    assert meta.world_size == 0 and meta.status is RunStatus.RUNNING
+    assert meta.problem == "meta.json has a wrong type: world_size is 'two'"  # said, not silently zero
 
 
 def test_a_result_round_trips_with_its_stop_report() -> None:

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from mgtutor.diagnostics.failures.logparse import CHUNK, lines_of
 from mgtutor.diagnostics.failures.scan import MATCH_CHARS, Scanner
+from mgtutor.training.runs.safe_io import open_regular
 
 BLOCK = 1 << 20
 PIECE_HEAD = 4 * MATCH_CHARS + 4096  # bytes that hold a piece's first MATCH_CHARS characters (and its rank prefix)
@@ -95,5 +96,5 @@ def scan_handle(scanner: Scanner, handle: BinaryIO, name: str, default_rank: int
 
 def scan_file(scanner: Scanner, path: str | Path, name: str | None = None, default_rank: int | None = None) -> None:
     """Raises OSError only when the file cannot be opened."""
-    with Path(path).open("rb") as handle:
+    with open_regular(path) as handle:
         scan_handle(scanner, handle, name or str(path), default_rank)

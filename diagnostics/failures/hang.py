@@ -21,6 +21,7 @@ from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
+from mgtutor.training.runs.safe_io import read_text_regular
 from mgtutor.training.runs.stacks import load_index
 
 WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
@@ -149,7 +150,7 @@ def analyse_capture(capture: Path, world_size: int, flight: dict[int, FlightRank
         suffix = path.stem.removeprefix("rank")
         if suffix.isdigit():
             try:
-                texts[int(suffix)] = path.read_text(errors="replace")
+                texts[int(suffix)] = read_text_regular(path)
             except OSError:
                 continue
     report = analyse_texts(texts, load_index(capture), world_size, flight)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.diagnostics.failures.hang_stacks import is_user_file
+from mgtutor.training.runs.safe_io import open_regular
 
 DEFAULT_PG = "0"
 
@@ -56,7 +57,7 @@ class FlightRank:
 
 
 def load_dump(path: Path) -> dict[str, Any]:
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         data = _PlainData(io.BytesIO(handle.read())).load()
     if not isinstance(data, dict) or "entries" not in data:
         raise ValueError("not a Flight Recorder dump (no 'entries')")

@@ -27,6 +27,7 @@ from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
 from mgtutor.training.runs.event_types import Event
 from mgtutor.training.runs.flight import fr_dir, request_dump
 from mgtutor.training.runs.records import RunRecord, RunStatus
+from mgtutor.training.runs.safe_io import write_private_atomic
 from mgtutor.training.runs.stacks import capture_stacks, list_captures, rank_processes, save_capture
 from mgtutor.training.runs.stall import QUIET_S, StallClock
 from mgtutor.training.runs.watch import Alert
@@ -106,7 +107,7 @@ def _flight(record: RunRecord, ranks: Mapping[int, int | None], wait_s: float) -
 
 def _write_report(path: Path, report: HangReport) -> None:
     try:
-        (path / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        write_private_atomic(path / REPORT_FILE, json.dumps(report.to_dict(), indent=2) + "\n")
     except OSError:
         report.missing.append(f"report not saved: cannot write {path / REPORT_FILE}")
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from mgtutor.training.runs.safe_io import open_regular
+
 CHUNK = 1 << 20  # longest piece of a line handed out at once
 EVIDENCE_CHARS = 400  # evidence lines are cut to this for display
 
@@ -98,7 +100,7 @@ def read_log(handle: BinaryIO, name: str, default_rank: int | None = None) -> It
 
 def read_log_file(path: str | Path, default_rank: int | None = None, name: str | None = None) -> Iterator[LogLine]:
     """Lines of a file on disk; raises OSError only when it cannot be opened."""
-    handle = Path(path).open("rb")
+    handle = open_regular(path)
     with handle:
         yield from read_log(handle, name or str(path), default_rank)
 

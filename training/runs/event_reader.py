@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs.event_types import BY_KIND, BY_TYPE, AllReduceRow, Event, EventType
+from mgtutor.training.runs.safe_io import open_regular
 
 READ_LIMIT = 1 << 22  # bytes per poll: a huge backlog is read over several polls
 
@@ -116,7 +117,7 @@ class EventReader:
         if self.max_lines is not None and self.lines >= self.max_lines:
             return []
         try:
-            with self.path.open("rb") as handle:
+            with open_regular(self.path) as handle:
                 handle.seek(self.offset)
                 data = handle.read(limit)
         except OSError:

@@ -62,7 +62,7 @@ class EventWriter:
 
     def __init__(self, path: str | os.PathLike[str] | None, rank: int) -> None:
         self.rank = rank
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else None
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600) if path else None
 
     @classmethod
     def from_env(cls, rank: int) -> EventWriter:

@@ -42,7 +42,7 @@ def flight_env(record: RunRecord, base: dict[str, str] | None = None, backend: s
     base = base or {}
     folder = fr_dir(record)
     try:
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         return {}  # nowhere to dump: leave NCCL's defaults
     wanted = {

@@ -26,6 +26,8 @@ from mgtutor.training.runs.events import EVENTS_ENV
 from mgtutor.training.runs.flight import flight_env
 from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
 from mgtutor.training.runs.procs import describe, run_processes, signal_all
+from mgtutor.training.runs.safe_io import open_private
+from mgtutor.training.runs.secrets import redact_env
 from mgtutor.training.runs.stacks import hook_env
 from mgtutor.training.runs.records import (
     RUN_DIR_ENV,
@@ -151,7 +153,8 @@ def rank_env(base: dict[str, str], record: RunRecord, backend: str, nproc: int,
 
 
 def recorded_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k.startswith(_RECORDED_ENV_PREFIXES)}
+    """The variables meta.json keeps (those that shape a distributed run), a secret's value never."""
+    return redact_env({k: v for k, v in sorted(env.items()) if k.startswith(_RECORDED_ENV_PREFIXES)})
 
 
 def device_note(the_plan: Plan) -> str:
@@ -185,7 +188,7 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
         "env": recorded_env(env), "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
     }))
-    with record.torchrun_log.open("ab") as log:
+    with os.fdopen(open_private(record.torchrun_log, append=True), "ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "mgtutor.training.runs.supervise", str(record.path)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ import sys
 import time
 
 from mgtutor.training.runs.records import RUN_DIR_ENV, RankExit, RunRecord
+from mgtutor.training.runs.safe_io import open_private
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
@@ -41,8 +42,9 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     record = RunRecord(os.environ[RUN_DIR_ENV]) if os.environ.get(RUN_DIR_ENV) else None
     out_path, err_path = (record.rank_log(rank, "stdout"), record.rank_log(rank, "stderr")) if record else (None, None)
-    stdout = open(out_path, "ab", buffering=0) if out_path else None
-    stderr = open(err_path, "ab", buffering=0) if err_path else None
+    # 0600, never through a symlink planted where a log should be
+    stdout = os.fdopen(open_private(out_path, append=True), "ab", buffering=0) if out_path else None
+    stderr = os.fdopen(open_private(err_path, append=True), "ab", buffering=0) if err_path else None
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=stdout, stderr=stderr,
                              stdin=subprocess.DEVNULL, env=env)

@@ -7,6 +7,9 @@ str-valued enum, so `status == "failed"` and the JSON on disk stay as they were.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
+import typing
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
@@ -36,13 +39,62 @@ class RunStatus(str, Enum):
             return default
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _plausible(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's type (`"started": "yesterday"` does not fit `float | None`)."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_plausible(value, arm) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):  # JSON has one number type; a bool is no number here
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and (hint is float or float(value).is_integer())
+    if hint is str:
+        return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return isinstance(value, (str, hint))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return isinstance(value, (dict, hint))
+    if origin is list:
+        (item,) = typing.get_args(hint) or (Any,)
+        return isinstance(value, list) and all(_plausible(v, item) for v in value)
+    if origin is dict:
+        key, item = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, dict) and all(_plausible(v, item) for v in value.values())
+    return True
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _from_json(cls: type[T], data: Any) -> T:
-    """The dataclass from a JSON object: known fields of a plausible type, the rest in `extra`."""
+    """The dataclass from a JSON object: known fields of a plausible type, the rest in `extra`. A known
+    field of the wrong type takes its default, and `problem` (where the class has it) says which."""
     data = data if isinstance(data, dict) else {}
+    hints = _hints(cls)  # type: ignore[arg-type]
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    known = {k: v for k, v in data.items() if k in names and k != "extra"}
+    known, wrong = {}, []
+    for key, value in data.items():
+        if key in names and key not in ("extra", "problem"):
+            if _plausible(value, hints[key]):
+                known[key] = value
+            else:
+                wrong.append(f"{key} is {_shown(value)}")
     extra = {k: v for k, v in data.items() if k not in names}
-    return cls(**known, extra=extra)  # type: ignore[call-arg]
+    obj = cls(**known, extra=extra)  # type: ignore[call-arg]
+    if wrong and "problem" in names:
+        object.__setattr__(obj, "problem", "wrong type: " + ", ".join(wrong))
+    return obj
 
 
 def _to_json(obj: Any) -> dict[str, Any]:
@@ -216,6 +268,7 @@ class RunResult(JsonRecord):
     duration_s: float | None = None
     stop: StopReport | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None  # not on disk: which fields of result.json had the wrong type
 
     def __post_init__(self) -> None:
         self.status = RunStatus.parse(self.status, RunStatus.FINISHED)

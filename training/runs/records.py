@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 import psutil
 
 from mgtutor.training.runs.multinode import hosted_ranks
@@ -34,6 +35,7 @@ from mgtutor.training.runs.record_types import (
     RunStatus,
     StopReport,
 )
+from mgtutor.training.runs.safe_io import PRIVATE_DIR, private_dir, read_regular, write_private_atomic
 
 __all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "RunResult", "RunStatus",
            "StopReport", "build_result", "exit_code_for", "find_run", "list_runs", "runs_root"]
@@ -41,13 +43,22 @@ __all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "R
 RUN_DIR_ENV = "MGTUTOR_RUN_DIR"
 RUN_ID_ENV = "MGTUTOR_RUN_ID"
 SUPERVISOR_MODULE = "mgtutor.training.runs.supervise"
-SUPERVISOR_START_S = 60.0  # a process made this soon after the launch is its supervisor, exec'd or not
+MIN_ID_PART = 4  # `runs show 2` must not pick a run by one character
 _RANK_LOG = re.compile(r"rank(\d+)\.(stdout|stderr)\.log$")
 
 
 def state_home() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "mgtutor"
+    """$XDG_STATE_HOME/mgtutor (default ~/.local/state/mgtutor), as platformdirs places state on this OS."""
+    return platformdirs.user_state_path("mgtutor", appauthor=False)
+
+
+def private_state_dir(*parts: str) -> Path:
+    """A folder under the state home, it and the state home mode 0700; UnsafePath (an OSError that
+    says what to do) when a symlink or a file stands where a folder should be."""
+    path = private_dir(state_home())
+    for part in parts:
+        path = private_dir(path / part)
+    return path
 
 
 def runs_root() -> Path:
@@ -55,23 +66,21 @@ def runs_root() -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Readers never see half a file: write beside it, then rename over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Readers never see half a file: a 0600 file beside it, then renamed over it (never through a symlink)."""
+    write_private_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path) -> Any | None:
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_regular(path))
     except (OSError, ValueError):
         return None
 
 
 def read_json_why(path: Path) -> tuple[Any, str | None]:
-    """(data, None), or (None, why it could not be read): missing, unreadable, or not whole JSON."""
+    """(data, None), or (None, why it could not be read): missing, unreadable, not a file, or not whole JSON."""
     try:
-        text = path.read_text()
+        text = read_regular(path).decode("utf-8", "replace")
     except FileNotFoundError:
         return None, f"{path.name} is missing"
     except OSError as exc:
@@ -101,13 +110,15 @@ class RunRecord:
 
     @classmethod
     def create(cls, label: str, root: Path | None = None) -> RunRecord:
-        root = root or runs_root()
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """A new run directory (0700, as are logs/ and ranks/); OSError (UnsafePath says what to do) when
+        the runs folder is a symlink, a file, or not writable."""
+        root = private_dir(root) if root else private_state_dir("runs")
         path = root / new_run_id(label)
-        path.mkdir(mode=0o700)
-        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask
-        (path / "logs").mkdir()
-        (path / "ranks").mkdir()
+        path.mkdir(mode=PRIVATE_DIR)
+        os.chmod(path, PRIVATE_DIR)  # mkdir's mode is masked by the umask
+        for sub in ("logs", "ranks"):
+            (path / sub).mkdir(mode=PRIVATE_DIR)
+            os.chmod(path / sub, PRIVATE_DIR)
         return cls(path)
 
     @property
@@ -139,7 +150,9 @@ class RunRecord:
         """The run's meta; when meta.json cannot be read, an empty one whose `problem` says why."""
         data, problem = read_json_why(self.path / "meta.json")
         meta = RunMeta.from_json(data)
-        meta.problem = problem
+        if meta.problem:
+            meta.problem = f"meta.json has a {meta.problem}"
+        meta.problem = problem or meta.problem
         return meta
 
     def write_meta(self, meta: RunMeta) -> None:
@@ -163,7 +176,15 @@ class RunRecord:
     # result.json
     def saved_result(self) -> RunResult | None:
         data = read_json(self.path / "result.json")
-        return RunResult.from_json(data) if isinstance(data, dict) and data else None
+        result = RunResult.from_json(data) if isinstance(data, dict) and data else None
+        if result is not None and result.problem:
+            result.problem = f"result.json has a {result.problem}"
+        return result
+
+    def problems(self) -> list[str]:
+        """Why parts of this record could not be read (missing, unreadable, not a file, wrong type)."""
+        found = [self.meta().problem, (self.saved_result() or RunResult()).problem]
+        return [p for p in found if p]
 
     def write_result(self, result: RunResult) -> None:
         write_json_atomic(self.path / "result.json", result.to_json())
@@ -183,24 +204,30 @@ class RunRecord:
 
     def supervisor_pid(self) -> int | None:
         """The pid of this run's live supervisor, or None. A pid in meta.json may since have been
-        reused by another process (after a reboot, say): it counts only while its command line is
-        this run's supervisor, so nothing that stops a run can hit a stranger."""
-        meta = self.meta()
-        pid = meta.supervisor_pid
+        reused by another process (after a reboot, say), or written by hand: it counts only when the
+        process proves it is this run's supervisor (is_supervisor_of), so nothing that stops a run
+        can hit a stranger. A process we may not read is no proof."""
+        pid = self.meta().supervisor_pid
         if not pid_alive(pid):
             return None
         try:
-            proc = psutil.Process(pid)
-            cmdline = proc.cmdline()
-            if SUPERVISOR_MODULE in cmdline and any(arg.rstrip(os.sep).endswith(self.run_id) for arg in cmdline):
-                return pid
-            # forked but not yet the supervisor's program (the first milliseconds of a launch)
-            made = proc.create_time()
-            return pid if meta.started and meta.started - 5 <= made <= meta.started + SUPERVISOR_START_S else None
-        except psutil.AccessDenied:
-            return pid  # not ours to read: keep what meta.json says
+            return pid if is_supervisor_of(psutil.Process(pid), self) else None
         except psutil.Error:
             return None
+
+
+def is_supervisor_of(proc: psutil.Process, record: RunRecord) -> bool:
+    """The process runs mgtutor's supervisor on this run's folder and carries its run id in its
+    environment (launch() writes the pid only once the supervisor has exec'd, so both hold from the
+    first moment). psutil.AccessDenied when the process is not ours to read."""
+    cmdline = proc.cmdline()
+    if SUPERVISOR_MODULE not in cmdline or proc.environ().get(RUN_ID_ENV) != record.run_id:
+        return False
+    folder = cmdline[-1]
+    try:
+        return os.path.samefile(folder, record.path)
+    except OSError:
+        return folder.rstrip(os.sep).endswith(os.sep + record.run_id)
 
 
 def pid_alive(pid: Any) -> bool:
@@ -282,18 +309,50 @@ def exit_code_for(result: RunResult) -> int:
 def list_runs(root: Path | None = None) -> Iterator[RunRecord]:
     """Run records, newest first."""
     root = root or runs_root()
-    if not root.is_dir():
-        return
-    dirs = [p for p in root.iterdir() if p.is_dir() and (p / "meta.json").exists()]
+    try:
+        dirs = [p for p in root.iterdir() if _is_run_dir(p)]
+    except OSError:  # missing, a file, or not ours to list
+        return  # the runs folder itself cannot be listed
     for path in sorted(dirs, key=lambda p: p.name, reverse=True):  # ids start with the start time
         yield RunRecord(path)
 
 
+def _is_run_dir(path: Path) -> bool:
+    """A folder with a meta.json, or one that cannot be looked into (mode 000, another owner's):
+    that one is listed too, and says why it cannot be read, so one bad record hides no others."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return False
+        return (path / "meta.json").exists()
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+
 def find_run(ref: str, root: Path | None = None) -> RunRecord | None:
-    """A run by path, full id or unique id prefix/suffix."""
-    if os.sep in ref and Path(ref).is_dir():
-        return RunRecord(ref)
-    matches = [r for r in list_runs(root) if r.run_id == ref]
-    if not matches:
-        matches = [r for r in list_runs(root) if r.run_id.startswith(ref) or r.run_id.endswith(ref)]
-    return matches[0] if len(matches) == 1 else None
+    """A run by path, full id or unique id prefix/suffix (see find_run_why)."""
+    return find_run_why(ref, root)[0]
+
+
+def find_run_why(ref: str, root: Path | None = None) -> tuple[RunRecord | None, str]:
+    """(the run, "") by its path, its full id, or a prefix or suffix of at least MIN_ID_PART characters
+    that only it has; else (None, why not), a line to show the user."""
+    if os.sep in ref or ref.startswith("."):
+        path = Path(ref)
+        if not path.exists():
+            return None, f"{ref}: no such run directory"
+        return (RunRecord(path), "") if _is_run_dir(path) else (None, f"{ref} is no run directory (no meta.json)")
+    runs = list(list_runs(root))
+    exact = [r for r in runs if r.run_id == ref]
+    if exact:
+        return exact[0], ""
+    if len(ref) < MIN_ID_PART:
+        return None, (f"{ref!r} is too short to pick a run: give the whole id, or at least {MIN_ID_PART} "
+                      "of its first or last characters (see `mgtutor runs`)")
+    matches = [r for r in runs if r.run_id.startswith(ref) or r.run_id.endswith(ref)]
+    if len(matches) == 1:
+        return matches[0], ""
+    if matches:
+        return None, f"{ref!r} matches {len(matches)} runs ({', '.join(r.run_id for r in matches[:3])}, …): give more of the id"
+    return None, f"no run matches {ref!r} in {root or runs_root()}"

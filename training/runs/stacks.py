@@ -30,6 +30,7 @@ import psutil
 
 from mgtutor.training.runs.pyspy_text import render_pyspy_json
 from mgtutor.training.runs.records import RunRecord, write_json_atomic
+from mgtutor.training.runs.safe_io import open_regular, private_dir, write_private_atomic
 
 HOOK_DIR = Path(__file__).with_name("stackhook")
 LIVE_ENV = "MGTUTOR_STACKS_LIVE"
@@ -222,7 +223,7 @@ def _signal_dump(record: RunRecord, pid: int) -> tuple[str | None, str | None]:
         size = now
     if size <= before:
         return None, f"no dump within {SIGNAL_WAIT_S:g} s"
-    with live.open("rb") as handle:
+    with open_regular(live) as handle:
         handle.seek(before)
         return handle.read().decode("utf-8", "replace"), None
 
@@ -286,9 +287,9 @@ def _captures_dir(record: RunRecord) -> Path:
 def save_capture(record: RunRecord, capture: Capture) -> None:
     path = _captures_dir(record) / capture.capture_id
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)
         for rank, text in capture.texts().items():
-            (path / f"rank{rank}.txt").write_text(text)
+            write_private_atomic(path / f"rank{rank}.txt", text)
         capture.path = path
         write_json_atomic(path / "index.json", capture.index())
     except OSError as exc:

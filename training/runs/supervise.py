@@ -6,11 +6,23 @@ still gets its result) when the terminal goes away. `python -m mgtutor.training.
 from __future__ import annotations
 
 import signal
+import stat
 import subprocess
 import sys
 import time
 
 from mgtutor.training.runs.records import RunRecord, build_result
+
+
+def sweep_fifos(record: RunRecord) -> None:
+    """The ranks' dump FIFOs (stacks/live/fr_pid*.pipe) end with them: a reader that opened one
+    later would wait forever. A rank killed outright could not remove its own."""
+    for pipe in (record.path / "stacks" / "live").glob("*.pipe"):
+        try:
+            if stat.S_ISFIFO(pipe.lstat().st_mode):
+                pipe.unlink()
+        except OSError:
+            continue
 
 
 def main(run_dir: str) -> int:
@@ -34,6 +46,7 @@ def main(run_dir: str) -> int:
         except InterruptedError:
             continue
     time.sleep(0.05)  # the rank wrappers write their exit records just before torchrun returns
+    sweep_fifos(record)
     result = build_result(record, torchrun_exit=code, stopped=stop_requested)
     record.write_result(result)
     record.update_meta(ended=time.time(), status=result.status)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.safe_io import open_regular, path_kind
 
 CHUNK = 1 << 16
 DISCOVER_S = 1.0
@@ -29,10 +30,10 @@ class _Follower:
     def read(self, limit: int) -> tuple[list[str], int]:
         """New complete lines, reading at most `limit` bytes; returns (lines, bytes read)."""
         try:
-            with self.path.open("rb") as handle:
+            with open_regular(self.path) as handle:
                 handle.seek(self.offset)
                 data = handle.read(limit)
-        except FileNotFoundError:
+        except OSError:  # gone, or unreadable now: nothing new from it
             return [], 0
         self.offset += len(data)
         return self._split(data), len(data)
@@ -94,7 +95,7 @@ class RunTail:
         if self.include_torchrun:
             found.append((None, "torchrun", self.record.torchrun_log))
         for rank, stream, path in found:
-            if path not in self._followers and path.exists():
+            if path not in self._followers and path_kind(path) is None:  # a FIFO or device is never read
                 follower = _Follower(path, rank, stream)
                 if not self._from_start:
                     follower.offset = path.stat().st_size

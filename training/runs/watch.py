@@ -31,6 +31,7 @@ from mgtutor.training.runs.event_types import Event, EventType, StepEvent
 from mgtutor.training.runs.eventcheck import stragglers
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.runstate import RunState
+from mgtutor.training.runs.safe_io import open_regular
 
 JOINED_TYPES = {EventType.RENDEZVOUS, EventType.STEP, EventType.EPOCH, EventType.CHECKPOINT, EventType.RESULT}
 RECENT_STEPS = 20
@@ -162,7 +163,7 @@ def _mtime(path: Path) -> float:
 
 def _tail(path: Path, count: int) -> list[str]:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - 8192))

@@ -6,8 +6,15 @@ import argparse
 import json
 import time
 
-from mgtutor.training.runs.records import RunRecord, RunStatus, find_run, list_runs, runs_root
-from mgtutor.tui.commands.runs_control import add_control_options, attach_main, is_detached, status_text, stop_main
+from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root
+from mgtutor.tui.commands.runs_control import (
+    add_control_options,
+    attach_main,
+    is_detached,
+    status_text,
+    stop_main,
+    the_run,
+)
 from mgtutor.tui.commands.runs_stacks import stacks_main
 from mgtutor.tui.errors import CliError
 
@@ -61,8 +68,9 @@ def summary(record: RunRecord) -> dict:
            "backend": meta.backend or None, "world_size": meta.world_size or None,
            "started": meta.started, "duration_s": result.duration_s,
            "first_failure": first.to_json() if first else None}
-    if meta.problem:
-        out["problem"] = meta.problem
+    problems = record.problems()
+    if problems:
+        out["problem"] = "; ".join(problems)
     return out
 
 
@@ -76,23 +84,22 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "attach":
         return attach_main(args)
     if args.action == "show":
-        if not args.run_id:
-            raise CliError("give a run id (see `mgtutor runs`)")
-        record = find_run(args.run_id)
-        if record is None:
-            raise CliError(f"no single run matches {args.run_id!r} in {runs_root()}")
+        record = the_run(args.run_id, "show")
         meta, result, status = record.meta(), record.result(), record.status()
+        problems = record.problems()
         logs = [str(p) for _, _, p in record.rank_logs()]
         if args.json:
             print(json.dumps({"meta": meta.to_json(), "result": result.to_json(), "status": status.value,
                               "detached": is_detached(record, status),
-                              "logs": logs, **({"problem": meta.problem} if meta.problem else {})}, indent=2))
+                              "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
             return 0
         print(f"run {record.run_id}  [{status_text(record, status)}]\n  path     {record.path}")
         if status == RunStatus.RUNNING:
             print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
         if meta.problem:
             print(f"  meta     {meta.problem}: what follows comes from the other files")
+        if result.problem:
+            print(f"  result   {result.problem}: those fields are left out")
         unknown = "unknown (meta.json is unreadable)"
         print(f"  command  {' '.join(meta.target) or unknown}")
         if meta.problem or not meta.world_size:
@@ -123,4 +130,6 @@ def main(args: argparse.Namespace) -> int:
         dur = f"{run['duration_s']:.1f}s" if isinstance(run["duration_s"], (int, float)) else "-"
         print(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
               f"{dur:>8}  {started}")
+        if run.get("problem"):
+            print(f"  unreadable in part: {run['problem']}")
     return 0

@@ -15,7 +15,7 @@ import time
 
 from mgtutor.training.runs.control import stop_run
 from mgtutor.training.runs.launcher import Run
-from mgtutor.training.runs.records import RunRecord, RunStatus, find_run, runs_root
+from mgtutor.training.runs.records import RunRecord, RunStatus, find_run_why
 from mgtutor.training.runs.watchers import live_watchers
 from mgtutor.tui.commands.run import (
     FollowEnded,
@@ -50,9 +50,9 @@ def default_detectors(run: Run) -> list:
 def the_run(run_id: str | None, action: str) -> RunRecord:
     if not run_id:
         raise CliError(f"{action}: give a run id (see `mgtutor runs`)")
-    record = find_run(run_id)
+    record, why = find_run_why(run_id)
     if record is None:
-        raise CliError(f"no single run matches {run_id!r} in {runs_root()}")
+        raise CliError(why)
     return record
 
 
@@ -102,6 +102,10 @@ def attach_main(args: argparse.Namespace) -> int:
     else:
         print(f"mgtutor: run {record.run_id} has ended ({status}); its logs: mgtutor runs show {record.run_id}",
               file=sys.stderr, flush=True)
+        if meta.problem:  # nothing to follow, and no numbers to make a result line of
+            print(f"mgtutor: {meta.problem}; what the record still holds: mgtutor runs show {record.run_id}",
+                  file=sys.stderr)
+            return 1
     try:
         final = stream_run(run, detectors=default_detectors(run) if status == RunStatus.RUNNING else [],
                            verbose=args.verbose, attached=True, stop_on_interrupt=args.stop)

@@ -11,7 +11,7 @@ import sys
 from typing import TextIO
 
 from mgtutor.diagnostics.failures.hang_watch import latest_report, take_report
-from mgtutor.training.runs.records import RunStatus, find_run, runs_root
+from mgtutor.training.runs.records import RunStatus, find_run_why
 from mgtutor.tui.errors import CliError
 
 
@@ -19,9 +19,9 @@ def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = 
     out = out or sys.stdout
     if not run_id:
         raise CliError("stacks: give a run id (see `mgtutor runs`)")
-    record = find_run(run_id)
+    record, why = find_run_why(run_id)
     if record is None:
-        raise CliError(f"no single run matches {run_id!r} in {runs_root()}")
+        raise CliError(why)
     status = record.status()
     if native and status != RunStatus.RUNNING:
         raise CliError(f"run {record.run_id} is {status.value}: native frames are read from live processes "

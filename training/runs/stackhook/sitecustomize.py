@@ -54,6 +54,9 @@ def _start_flight_listener(live: str) -> None:
         fd = os.open(path, os.O_RDWR)  # read-write: the read never sees end-of-file, it just waits
     except OSError:
         return
+    import atexit
+
+    atexit.register(_unlink, path)  # a rank killed outright leaves it: the supervisor sweeps those
 
     def serve() -> None:
         while True:
@@ -70,6 +73,13 @@ def _start_flight_listener(live: str) -> None:
     threading.Thread(target=serve, name="mgtutor-fr-dump", daemon=True).start()
 
 
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _install(forked: bool = False) -> None:
     live = os.environ.get("MGTUTOR_STACKS_LIVE")
     signum = _signal_number()
@@ -78,8 +88,9 @@ def _install(forked: bool = False) -> None:
     import faulthandler
 
     try:
-        os.makedirs(live, exist_ok=True)
-        handle = open(os.path.join(live, f"pid{os.getpid()}.txt"), "a", buffering=1)
+        os.makedirs(live, mode=0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        handle = open(os.open(os.path.join(live, f"pid{os.getpid()}.txt"), flags, 0o600), "a", buffering=1)
     except OSError:
         return  # no stacks for this process; the capture says the live file is missing
     handle.write(f"# pid {os.getpid()} ppid {os.getppid()}\n")

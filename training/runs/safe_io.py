@@ -1,0 +1,156 @@
+"""Reading and writing mgtutor's own files so that nothing found on disk can hang, crash or misdirect it.
+
+A run directory is read by every command and the TUI, and anything can end up in it: a FIFO where a
+log should be (opening it blocks until a writer comes), a device, a directory, a symlink to someone
+else's file, a folder that another user (or root) owns with mode 000. Readers here open without
+blocking and accept only regular files; writers create files 0600 in folders 0700 and never follow
+a symlink, so a planted link cannot make mgtutor write (or chmod) a file elsewhere.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+
+
+class NotARegularFile(OSError):
+    """A path that exists but is no regular file (a FIFO, device, directory, socket)."""
+
+
+class UnsafePath(OSError):
+    """A path mgtutor will not write through: a symlink, or something other than a folder."""
+
+
+def kind_of(mode: int) -> str:
+    """What a file type is, in words: "a FIFO (named pipe)", "a directory", …"""
+    for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def path_kind(path: str | os.PathLike[str]) -> str | None:
+    """None for a regular file (or a symlink to one); else what it is: "missing", "a FIFO (named pipe)", …"""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return None if stat.S_ISREG(mode) else kind_of(mode)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """The file opened for reading in binary, or NotARegularFile: a FIFO or device is never opened
+    in a way that waits (O_NONBLOCK), and is refused as soon as fstat says what it is."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(errno.EINVAL, f"{Path(path).name} is {kind_of(mode)}, not a file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of a regular file (at most `limit`), or OSError (NotARegularFile for a FIFO, …)."""
+    with open_regular(path) as handle:
+        return handle.read() if limit is None else handle.read(limit)
+
+
+def read_text_regular(path: str | os.PathLike[str], errors: str = "replace") -> str:
+    return read_regular(path).decode("utf-8", errors)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a folder of mode 0700, made (with its missing parents, 0700 too) when absent.
+    A symlink or a non-folder in its place is refused with UnsafePath, which says what it is."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        if path.parent != path:
+            parent_mode = _lstat_mode(path.parent)
+            if parent_mode is None:
+                private_dir(path.parent)
+        try:
+            os.mkdir(path, PRIVATE_DIR)
+        except FileExistsError:
+            pass
+        mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise UnsafePath(errno.ELOOP, f"{path} is a symlink; mgtutor keeps its files only in a real folder "
+                                      "(remove the link, or point XDG_STATE_HOME elsewhere)", str(path))
+    if not stat.S_ISDIR(mode):
+        raise UnsafePath(errno.ENOTDIR, f"{path} is {kind_of(mode)}, not a folder; move it away "
+                                        "(or point XDG_STATE_HOME elsewhere)", str(path))
+    if stat.S_IMODE(mode) != PRIVATE_DIR and os.stat(path).st_uid == os.geteuid():
+        os.chmod(path, PRIVATE_DIR)  # mkdir's mode is masked by the umask; an old 0755 one is closed
+    return path
+
+
+def _lstat_mode(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+
+
+def open_private(path: Path, append: bool = False, exclusive: bool = False) -> int:
+    """A file descriptor for writing `path`, mode 0600, never through a symlink (O_NOFOLLOW):
+    appended to with `append`, else truncated; `exclusive`: FileExistsError if it exists."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    flags |= os.O_APPEND if append else 0
+    flags |= os.O_EXCL if exclusive else 0
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(errno.ELOOP, f"{path} is a symlink; mgtutor does not write through it",
+                             str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(errno.EINVAL, f"{path} is {kind_of(info.st_mode)}, not a file", str(path))
+        os.set_blocking(fd, True)
+        if not append and not exclusive:
+            os.ftruncate(fd, 0)
+        if stat.S_IMODE(info.st_mode) != PRIVATE_FILE:
+            os.fchmod(fd, PRIVATE_FILE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_private_atomic(path: Path, data: bytes | str) -> None:
+    """Readers never see half a file: a new 0600 file beside it, then renamed over it (a symlink
+    at `path` is replaced, never followed)."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        os.unlink(tmp)  # a leftover of a crashed writer with this pid
+    except FileNotFoundError:
+        pass
+    fd = open_private(tmp, exclusive=True)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
