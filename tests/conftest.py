@@ -23,6 +23,20 @@ def xdg_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def english_by_default(monkeypatch: pytest.MonkeyPatch):
+    """Tests read English unless they choose Chinese: whatever the developer's locale, and whatever
+    language a test before switched to (the language is process-wide, like gettext's)."""
+    from mgtutor.training.runs.i18n import set_language
+
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANGUAGE", "en")
+    set_language("en")
+    yield
+    set_language("en")
+
+
+@pytest.fixture(autouse=True)
 def fresh_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     """NVML starts once per process; each test starts it anew, so MGTUTOR_NO_NVML set by a test is what
     it sees, whatever ran before it."""
