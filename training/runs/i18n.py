@@ -1,0 +1,92 @@
+"""The user's language: English (the msgids) or Simplified Chinese, from gettext catalogues.
+
+Every layer above imports `_` from here, so the words a person reads have one source. The catalogue
+is a standard gettext `.po` (what translators edit) compiled to `.mo` (what the stdlib reads), both
+shipped as package data under `locale/zh/LC_MESSAGES/`; Babel extracts and compiles them
+(docs/architecture.md, "Translations"). Nothing here imports textual, rich or torch.
+
+Strings in module-level tables are marked with `N_()` (extracted, not translated at import) and
+translated with `_()` where they are shown, so that switching language at run time takes effect
+on the next render without a restart.
+"""
+from __future__ import annotations
+
+import gettext
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DOMAIN = "mgtutor"
+LOCALE_DIR = Path(__file__).with_name("locale")
+LANGUAGES = ("en", "zh")          # English is the source language: its catalogue is the msgids
+DEFAULT = "en"
+# Locale variables in the order gettext reads them; LANGUAGE may list several, separated by ':'.
+ENV_ORDER = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+# Simplified Chinese under its usual spellings; Traditional (zh_TW, zh_HK, zh_Hant) is not it.
+SIMPLIFIED = {"zh", "zh_cn", "zh_sg", "zh_hans", "zh_hans_cn", "zh_hans_sg", "chinese"}
+
+_language = DEFAULT
+_translations: gettext.NullTranslations = gettext.NullTranslations()
+
+
+def normalize(tag: str) -> str | None:
+    """'zh_CN.UTF-8', 'zh-Hans', 'zh' → 'zh'; 'en_US.UTF-8', 'C', 'POSIX' → 'en'; anything else → None."""
+    base = tag.split(".", 1)[0].split("@", 1)[0].strip().replace("-", "_").lower()
+    if base in SIMPLIFIED:
+        return "zh"
+    if base in ("c", "posix", "en") or base.startswith("en_"):
+        return "en"
+    return None
+
+
+def language_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The first locale variable that names a language we have, as gettext would pick it; None if
+    none is set. A set variable in a language we lack (fr_FR) means English, not the next one."""
+    env = os.environ if environ is None else environ
+    for name in ENV_ORDER:
+        value = env.get(name, "")
+        if not value:
+            continue
+        for tag in value.split(":") if name == "LANGUAGE" else (value,):
+            found = normalize(tag)
+            if found:
+                return found
+        if name != "LANGUAGE":
+            return DEFAULT
+    return None
+
+
+def set_language(language: str | None) -> str:
+    """Switch every later `_()` to this language ('zh', 'en', or a locale tag); returns the one in use.
+    An unknown tag or a missing catalogue leaves English."""
+    global _language, _translations
+    chosen = normalize(language) if language else None
+    if chosen == "zh":
+        try:
+            with (LOCALE_DIR / "zh" / "LC_MESSAGES" / f"{DOMAIN}.mo").open("rb") as catalogue:
+                _translations = gettext.GNUTranslations(catalogue)
+            _language = "zh"
+            return _language
+        except OSError:
+            pass
+    _translations = gettext.NullTranslations()
+    _language = DEFAULT
+    return _language
+
+
+def current_language() -> str:
+    return _language
+
+
+def _(message: str) -> str:
+    """The message in the current language; the English itself when it has no translation."""
+    return _translations.gettext(message) if message else message
+
+
+def ngettext(singular: str, plural: str, count: int) -> str:
+    return _translations.ngettext(singular, plural, count)
+
+
+def N_(message: str) -> str:
+    """Marks a string for the catalogue without translating it now (module-level tables)."""
+    return message
