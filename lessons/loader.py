@@ -2,11 +2,14 @@
 
     lessons/05-distributed-sampler/
         lesson.json       id, title, goal, prerequisites, steps (script, ranks, checks), exercise, hints
-        explanation.md    the lesson text (Markdown)
+        explanation.md    the lesson text (Markdown); explanation.zh.md the same in Simplified Chinese
         example.py        a standalone script: runs under plain torchrun, never imports mgtutor
         exercise.py       (optional) the deliberately broken script copied into the workspace
 
 The path order is the order of PATH below; the folder names are the lesson ids other parts link to.
+The words a person reads (title, goal, step titles, what a check says, the task, hints) stay English
+in lesson.json and are translated through the gettext catalogue as a lesson loads: lessons are loaded
+once per language.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from mgtutor.training.runs.i18n import N_, _, current_language
 
 PATH = (
     "01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",
@@ -84,7 +89,10 @@ class Lesson:
         return self.exercise.hints if self.exercise else ()
 
     def explanation(self) -> str:
-        return (self.path / "explanation.md").read_text(encoding="utf-8")
+        """The lesson text in the current language; English where it has no translation."""
+        translated = self.path / f"explanation.{current_language()}.md"
+        source = translated if translated.is_file() else self.path / "explanation.md"
+        return source.read_text(encoding="utf-8")
 
     def scripts(self) -> list[Path]:
         """Every Python script the lesson ships (examples, exercises), for reading and for tests."""
@@ -97,7 +105,7 @@ def lessons_root() -> Path:
 
 def _check(data: dict[str, Any]) -> Check:
     params = {k: v for k, v in data.items() if k not in ("kind", "says")}
-    return Check(kind=data["kind"], says=data["says"], params=params)
+    return Check(kind=data["kind"], says=_(data["says"]), params=params)
 
 
 def _step(folder: Path, data: dict[str, Any], default_name: str) -> Step:
@@ -105,7 +113,7 @@ def _step(folder: Path, data: dict[str, Any], default_name: str) -> Step:
     if not script.is_file():
         raise LessonError(f"{folder.name}: step script {data['script']} is missing")
     return Step(
-        name=data.get("name", default_name), title=data.get("title", default_name), script=script,
+        name=data.get("name", default_name), title=_(data.get("title", default_name)), script=script,
         args=tuple(str(a) for a in data.get("args", ())), nproc=int(data.get("nproc", 2)),
         gpu_only=bool(data.get("gpu_only", False)), min_gpus=int(data.get("min_gpus", 0)),
         requires=tuple(data.get("requires", ())), env={k: str(v) for k, v in data.get("env", {}).items()},
@@ -125,23 +133,28 @@ def load_lesson(folder: Path, number: int) -> Lesson:
     exercise = None
     if "exercise" in data:
         ex = data["exercise"]
-        step = _step(folder, {"name": "exercise", "title": "your fix", **ex["run"], "script": ex["solution"]},
+        step = _step(folder, {"name": "exercise", "title": N_("your fix"), **ex["run"], "script": ex["solution"]},
                      "exercise")
-        exercise = Exercise(task=ex["task"], broken=folder / ex["broken"], solution=step.script,
+        exercise = Exercise(task=_(ex["task"]), broken=folder / ex["broken"], solution=step.script,
                             workspace_name=ex.get("workspace_name", f"{folder.name}.py"), step=step,
-                            hints=tuple(ex.get("hints", ())))
+                            hints=tuple(_(hint) for hint in ex.get("hints", ())))
         if not exercise.broken.is_file():
             raise LessonError(f"{folder.name}: exercise script {ex['broken']} is missing")
     return Lesson(
-        id=data["id"], number=number, title=data["title"], goal=data.get("goal", ""), path=folder,
+        id=data["id"], number=number, title=_(data["title"]), goal=_(data.get("goal", "")), path=folder,
         prerequisites=tuple(data.get("prerequisites", ())), steps=steps,
         example=folder / data.get("example", steps[0].script.name if steps else "example.py"),
         exercise=exercise, see_also=tuple(data.get("see_also", ())),
     )
 
 
-@lru_cache(maxsize=1)
 def all_lessons() -> tuple[Lesson, ...]:
+    """The 16 lessons in path order, their words in the current language."""
+    return _lessons_in(current_language())
+
+
+@lru_cache(maxsize=4)
+def _lessons_in(language: str) -> tuple[Lesson, ...]:
     root = lessons_root()
     return tuple(load_lesson(root / lesson_id, n) for n, lesson_id in enumerate(PATH, start=1))
 

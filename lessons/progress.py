@@ -1,6 +1,6 @@
 """The learner's progress and workspace, kept under $XDG_DATA_HOME/mgtutor/ so they survive restarts.
 
-    progress.json    {"current": id, "lessons": {id: {"done", "steps", "hints_shown", "checked", …}}}
+    progress.json    {"current": id, "language": "zh"|"en", "lessons": {id: {"done", "steps", "hints_shown", "checked", …}}}
     workspace/       the learner's copies of the exercise scripts, edited in $EDITOR
 """
 from __future__ import annotations
@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mgtutor.lessons.loader import PATH, Lesson
+from mgtutor.training.runs.i18n import DEFAULT, LANGUAGES, language_from_env, set_language
 from mgtutor.training.runs.records import read_json, write_json_atomic
 
 
@@ -62,6 +64,19 @@ class Progress:
             self.data["current"] = lesson_id
             self.save()
 
+    @property
+    def language(self) -> str | None:
+        """The language the learner chose in the app ('zh' or 'en'); None: follow the locale."""
+        language = self.data.get("language")
+        return language if language in LANGUAGES else None
+
+    def set_language(self, language: str) -> None:
+        if language not in LANGUAGES:
+            raise ValueError(f"language {language!r}: one of {', '.join(LANGUAGES)}")
+        if self.data.get("language") != language:
+            self.data["language"] = language
+            self.save()
+
     def record_step(self, lesson_id: str, step: str, status: str, run_id: str | None) -> None:
         entry = self.lesson(lesson_id)
         entry.setdefault("steps", {})[step] = {"status": status, "run_id": run_id, "t": time.time()}
@@ -106,6 +121,15 @@ class Progress:
 
     def summary(self) -> tuple[int, int]:
         return sum(self.done(lid) for lid in PATH), len(PATH)
+
+
+def start_language(flag: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The language a command or the app starts in, now in force: `--lang` first, then the choice
+    kept with the progress, then the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG), else English."""
+    if flag:
+        return set_language(flag)
+    kept = Progress().language
+    return set_language(kept or language_from_env(environ) or DEFAULT)
 
 
 def passed_without_gpus(summary: list[dict[str, Any]]) -> bool:

@@ -1,0 +1,98 @@
+"""The lessons in Simplified Chinese say what the English says: section by section the same headings,
+the same code byte for byte, and the glossary's words where the English uses its terms."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from babel.messages.pofile import read_po
+
+from mgtutor.lessons.loader import all_lessons
+from tests.conftest import REPO
+
+GLOSSARY = REPO / "docs/glossary-zh.md"
+PO = REPO / "training/runs/locale/zh/LC_MESSAGES/mgtutor.po"
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+INLINE_CODE = re.compile(r"`[^`\n]+`")
+
+
+def headings(text: str) -> list[str]:
+    """The heading levels in order ('#', '##', …), outside code."""
+    return [line.split(" ", 1)[0] for line in FENCE.sub("", text).splitlines() if re.match(r"#{1,6} ", line)]
+
+
+def code_blocks(text: str) -> list[str]:
+    """Fenced blocks, and indented blocks (four spaces after a blank line), in order."""
+    blocks = FENCE.findall(text)
+    lines = FENCE.sub("", text).splitlines()
+    current: list[str] = []
+    for index, line in enumerate(lines):
+        starts = not current and line.startswith("    ") and (index == 0 or not lines[index - 1].strip())
+        if starts or (current and line.startswith("    ")):
+            current.append(line)
+        elif current:
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def prose(text: str) -> str:
+    """What a reader reads as sentences: no code blocks, no inline code."""
+    kept = [line for line in FENCE.sub("", text).splitlines() if not line.startswith("    ")]
+    return INLINE_CODE.sub("", "\n".join(kept))
+
+
+def checked_terms() -> list[tuple[re.Pattern[str], list[str]]]:
+    """(English pattern, the Chinese words any one of which must appear) for the glossary's checked rows."""
+    terms = []
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2] == "**checked**":
+            english = [word.strip() for word in cells[0].split(",")]
+            chinese = [re.sub(r"\s*\(.*?\)", "", word).strip() for word in cells[1].split(",")]
+            words = "|".join(re.escape(word).replace(r"\-", "[- ]").replace(r"\ ", "[- ]") for word in english)
+            terms.append((re.compile(rf"\b(?:{words})(?:s|es)?\b", re.I), chinese))
+    return terms
+
+
+def missing_terms(english: str, chinese: str) -> list[str]:
+    return [pattern.pattern for pattern, words in checked_terms()
+            if pattern.search(english) and not any(word in chinese for word in words)]
+
+
+LESSONS = all_lessons()
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+def test_each_chinese_explanation_has_the_english_sections_and_code(lesson):
+    english = (lesson.path / "explanation.md").read_text(encoding="utf-8")
+    chinese = (lesson.path / "explanation.zh.md").read_text(encoding="utf-8")
+    assert headings(chinese) == headings(english)
+    assert code_blocks(chinese) == code_blocks(english), "code is never translated, not even a comment"
+    assert re.search(r"[\u4e00-\u9fff]", prose(chinese)), "the prose is Chinese"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+def test_each_chinese_explanation_uses_the_glossary(lesson):
+    english = prose((lesson.path / "explanation.md").read_text(encoding="utf-8"))
+    chinese = prose((lesson.path / "explanation.zh.md").read_text(encoding="utf-8"))
+    assert not missing_terms(english, chinese)
+
+
+def test_the_catalogue_uses_the_glossary():
+    with PO.open("rb") as po:
+        pairs = [(m.id, m.string) for m in read_po(po) if m.id and isinstance(m.id, str) and m.string]
+    offending = [(mid, missing_terms(INLINE_CODE.sub("", mid), text)) for mid, text in pairs
+                 if missing_terms(INLINE_CODE.sub("", mid), text)]
+    assert not offending, offending[:5]
+
+
+def test_the_comparisons_catch_what_they_are_for():
+    english = "# T\n\nThe all-reduce of gradients.\n\n    torchrun --nproc-per-node 2 x.py\n\n## S\n"
+    assert code_blocks(english) == ["    torchrun --nproc-per-node 2 x.py"]
+    assert headings(english) == ["#", "##"]
+    assert missing_terms(prose(english), "梯度的归约") == [checked_terms()[3][0].pattern]
+    assert not missing_terms(prose(english), "梯度的全归约 (all-reduce)")
+    assert code_blocks("# T\n\n    torchrun --nproc-per-node 2 x.py  # 两个进程\n") != code_blocks(english)
