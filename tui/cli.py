@@ -5,10 +5,15 @@ import argparse
 import importlib
 import sys
 
+from mgtutor.lessons.progress import start_language
+from mgtutor.training.runs.i18n import LANGUAGES, N_, _, set_language
 from mgtutor.tui.commands import COMMAND_MODULES
 from mgtutor.tui.errors import CliError
 
-EPILOG = """examples:
+LANG_HELP = N_("the language of what mgtutor prints and shows: zh (简体中文) or en; by default the one "
+               "chosen in the app, else the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)")
+
+EPILOG = N_("""examples:
   mgtutor                                      start the tutor (TUI)
   mgtutor lessons list                         the path from one GPU to many, with your progress
   mgtutor doctor                               is this machine ready? versions, GPUs, topology, limits
@@ -20,16 +25,18 @@ EPILOG = """examples:
   mgtutor runs                                 past runs, newest first
 
 Without an NVIDIA GPU every command still works: ranks are CPU processes on the gloo backend.
-"""
+Language: --lang zh|en, or the locale (LANG=zh_CN.UTF-8 mgtutor); --json output is always English.
+""")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mgtutor",
-        description="From one GPU to many: lessons that run for real, distributed launch, live meters, "
-                    "NCCL diagnostics and failure diagnosis.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+        description=_("From one GPU to many: lessons that run for real, distributed launch, live meters, "
+                      "NCCL diagnostics and failure diagnosis."),
+        epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="store_true", help=_("print the version and exit"))
+    parser.add_argument("--lang", choices=LANGUAGES, help=_(LANG_HELP))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"mgtutor.tui.commands.{name}").register(sub)
@@ -42,10 +49,24 @@ def command_name(args: argparse.Namespace) -> str:
     return module.rsplit(".", 1)[-1].replace("_", " ") if module.startswith("mgtutor.tui.commands.") else args.command
 
 
+def language_flag(argv: list[str]) -> str | None:
+    """`--lang` read before the whole command line is parsed; a bad value is left to the parser's error."""
+    early = argparse.ArgumentParser(prog="mgtutor", add_help=False)
+    early.add_argument("--lang")
+    try:
+        known, _rest = early.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
+    except SystemExit:  # `--lang` with no value: the real parser says so
+        return None
+    return known.lang if known.lang in LANGUAGES else None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    start_language(language_flag(argv))  # before the parser: its --help is in that language
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "json", False):
+        set_language("en")  # JSON is a contract for scripts: its keys and values never change language
     if args.version:
         from importlib.metadata import version
         print(f"mgtutor {version('mgtutor')}")
