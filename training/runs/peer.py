@@ -6,24 +6,25 @@ timeout. Each check here names one thing that fails between two hosts, in second
     report = check_peer("10.0.0.1:29400")          # on every other node (mgtutor doctor --peer)
     serve(29400)                                   # on the rendezvous host (mgtutor doctor --serve)
 
-`serve` answers each probe with its clock, hostname, the address it saw the probe come from and
+`serve` answers each probe (peer_probe.py: the wire format) with its clock, hostname, the address it saw the probe come from and
 the MTU of the interface it came in on, so a probe also measures clock skew. Headless.
 """
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 
+from mgtutor.training.runs.peer_probe import PROBE_TAG, probe_answer, serve_probes, tcp_probe
+
+__all__ = ["PROBE_TAG", "PeerReport", "check_peer", "serve", "tcp_probe"]
+
 DEFAULT_PORT = 29400
-PROBE_TAG = "mgtutor-peer"
 SKEW_WARN_S = 1.0
 SKEW_FAIL_S = 10.0  # torchrun's rendezvous compares heartbeat times written by other nodes' clocks
 
@@ -157,32 +158,6 @@ def ifname_matches(spec: str, iface: str) -> bool:
     return hit != exclude
 
 
-def tcp_probe(host: str, port: int, timeout: float = 3.0) -> tuple[str, str, dict[str, Any] | None, float]:
-    """(status, detail, served answer or None, t_before_connect); status open|refused|timeout|unreachable|error."""
-    t0 = time.time()
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except socket.timeout:
-        return "timeout", f"no answer from {host}:{port} within {timeout:g} s (packets dropped on the way)", None, t0
-    except ConnectionRefusedError:
-        return "refused", f"{host}:{port} refused the connection (nothing listens on port {port})", None, t0
-    except OSError as exc:
-        return "unreachable", f"{host}:{port}: {exc.strerror or exc}", None, t0
-    answer = None
-    with sock:
-        sock.settimeout(min(timeout, 1.5))
-        try:
-            data = sock.recv(4096)
-            answer = json.loads(data.decode().splitlines()[0]) if data else None
-            if not isinstance(answer, dict) or answer.get("tag") != PROBE_TAG:
-                answer = None
-            else:
-                answer["_received"] = time.time()
-        except (OSError, ValueError, IndexError):
-            answer = None
-    return "open", f"{host}:{port} accepts connections", answer, t0
-
-
 def _ifname_checks(route: Route, env: dict[str, str], backend_hint: str | None = None) -> list[PeerCheck]:
     """Whether gloo/NCCL will use the interface that reaches the peer."""
     checks = []
@@ -242,7 +217,7 @@ def check_peer(endpoint: str, timeout: float = 3.0, env: dict[str, str] | None =
                       fix="give the rendezvous host's address on the network the nodes share"))
     else:
         add(PeerCheck("route", "ok", f"to {addr} from {route.source} on {route.iface or '?'}"))
-    status, detail, served, t0 = tcp_probe(addr, port, timeout)
+    status, detail, served, t0, malformed = tcp_probe(addr, port, timeout)
     fixes = {
         "refused": f"start node 0 first (it hosts the store on port {port}), or run `mgtutor doctor --serve "
                    f"--port {port}` there; check that the port is the one node 0 was given",
@@ -266,47 +241,25 @@ def check_peer(endpoint: str, timeout: float = 3.0, env: dict[str, str] | None =
         level = "fail" if abs(skew) >= SKEW_FAIL_S else "warn" if abs(skew) >= SKEW_WARN_S else "ok"
         add(PeerCheck("clock", level, detail, fix="" if level == "ok" else "synchronise clocks (chrony/ntp) on every node"))
     elif status == "open":
-        add(PeerCheck("clock", "skip", "the port answers but not as `mgtutor doctor --serve` (the store itself?): "
-                      "clock skew not measured"))
+        add(PeerCheck("clock", "skip", f"{malformed}: the port answers, but not as `mgtutor doctor --serve` "
+                      "(the store itself?); clock skew not measured"))
     report.checks += _ifname_checks(route, env)
     return report
-
-
-def probe_answer(conn: socket.socket, peer_addr: str) -> dict[str, Any]:
-    local = conn.getsockname()[0]
-    iface = interface_of(local)
-    return {"tag": PROBE_TAG, "time": time.time(), "host": socket.gethostname(), "seen_from": peer_addr,
-            "local": local, "iface": iface, "mtu": interface_mtu(iface)}
 
 
 def serve(port: int = DEFAULT_PORT, bind: str = "0.0.0.0", count: int | None = None,
           idle_timeout: float | None = None,
           on_probe: Callable[[dict[str, Any]], None] | None = None,
           on_ready: Callable[[int], None] | None = None) -> int:
-    """Answer probes on `port` until `count` probes or `idle_timeout` s without one; returns probes served.
-
-    OSError (e.g. EADDRINUSE) propagates: the caller says who holds the port.
-    """
-    served = 0
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+    """Answer probes on `bind`:`port` until `count` probes or `idle_timeout` s without one (peer_probe
+    says what counts); returns probes served. OSError (e.g. EADDRINUSE) propagates: the caller says
+    who holds the port."""
+    family = socket.AF_INET6 if ipaddress.ip_address(bind).version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((bind, port))
         listener.listen(16)
-        listener.settimeout(idle_timeout)
         if on_ready:
             on_ready(listener.getsockname()[1])
-        while count is None or served < count:
-            try:
-                conn, (peer_addr, _peer_port) = listener.accept()
-            except socket.timeout:
-                break
-            with conn:
-                answer = probe_answer(conn, peer_addr)
-                try:
-                    conn.sendall((json.dumps(answer) + "\n").encode())
-                except OSError:
-                    continue
-            served += 1
-            if on_probe:
-                on_probe(answer)
-    return served
+        return serve_probes(listener, lambda conn, addr: probe_answer(conn, addr, interface_of, interface_mtu),
+                            count=count, idle_timeout=idle_timeout, on_probe=on_probe)

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import errno
+import ipaddress
 import json
 import socket
+import sys
 
 from mgtutor.training.runs import peer
 from mgtutor.tui.errors import CliError
 
+IDLE_S = 600.0  # a forgotten --serve stops answering after 10 minutes
 MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 EXAMPLES = """
   mgtutor doctor --serve --port 29400     on node 0: answer probes, print the addresses to use
+  mgtutor doctor --serve --bind 10.0.0.1 --idle 120   only on the nodes' network, for 2 idle minutes
   mgtutor doctor --peer 10.0.0.1:29400    on every other node: which check fails between them"""
 
 
@@ -25,7 +29,16 @@ def add_peer_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--peer", metavar="HOST:PORT", default=None,
                        help="check name, route, the store port, MTU, clock skew and *_SOCKET_IFNAME towards HOST")
     group.add_argument("--serve", action="store_true",
-                       help="on the rendezvous host: answer --peer probes on --port until Ctrl+C")
+                       help="on the rendezvous host: answer --peer probes on --port, until Ctrl+C or --idle. "
+                            "A probe learns this host's name, clock, the address it came from, the receiving "
+                            "interface and its MTU; only a client that sends mgtutor's probe line gets an answer. "
+                            "It listens on every interface (the other nodes must reach it): --bind limits that")
+    group.add_argument("--bind", metavar="ADDR", default="0.0.0.0",
+                       help="--serve: the local address to listen on (default 0.0.0.0, every IPv4 interface; "
+                            "e.g. the address on the nodes' network, or :: for IPv6)")
+    group.add_argument("--idle", type=float, default=IDLE_S, metavar="S",
+                       help=f"--serve: stop after S seconds without a probe (default {IDLE_S:g}; a bare connect "
+                            "does not count)")
     group.add_argument("--port", type=int, default=peer.DEFAULT_PORT, metavar="P",
                        help=f"port for --serve (default {peer.DEFAULT_PORT}; use the rendezvous port "
                             "while the job is not running)")
@@ -79,12 +92,19 @@ def run_serve(args: argparse.Namespace) -> int:
         raise CliError(f"--port must be from 1 to 65535 (got {args.port})")
     if args.count is not None and args.count < 1:
         raise CliError(f"--count must be at least 1 (got {args.count})")
+    if not args.idle > 0 or args.idle == float("inf"):
+        raise CliError(f"--idle must be a number of seconds above 0 (got {args.idle:g})")
+    try:
+        ipaddress.ip_address(args.bind)
+    except ValueError:
+        raise CliError(f"--bind {args.bind!r}: give a local IP address (e.g. 10.0.0.1, 0.0.0.0 or ::)") from None
 
     def ready(port: int) -> None:
         if args.json:
             print(json.dumps({"serving": port, "addresses": peer.local_addresses()}), flush=True)
         else:
-            print(f"answering peer probes on port {port} (Ctrl+C to stop)", flush=True)
+            print(f"answering peer probes on {args.bind} port {port} (Ctrl+C to stop; stops by itself after "
+                  f"{args.idle:g} s without a probe)", flush=True)
             print("\n".join(_addresses_note(port)), flush=True)
 
     def probed(answer: dict) -> None:
@@ -94,13 +114,16 @@ def run_serve(args: argparse.Namespace) -> int:
             print(f"probe from {answer['seen_from']} (arrived on {answer['iface']}, MTU {answer['mtu']})", flush=True)
 
     try:
-        peer.serve(args.port, count=args.count, on_probe=probed, on_ready=ready)
+        served = peer.serve(args.port, bind=args.bind, count=args.count, idle_timeout=args.idle, on_probe=probed,
+                            on_ready=ready)
     except KeyboardInterrupt:
         return 0
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise CliError(f"port {args.port} is in use here (a running rendezvous store?): pick another with "
                            "--port, or, if the job is running, probe that port with --peer from the other nodes") from None
-        raise CliError(f"cannot listen on port {args.port}: {exc.strerror or exc}") from None
+        raise CliError(f"cannot listen on {args.bind} port {args.port}: {exc.strerror or exc}") from None
+    if args.count is None or served < args.count:
+        print(f"no probe for {args.idle:g} s: stopped ({served} probe(s) answered)", file=sys.stderr)
     return 0
 
