@@ -179,7 +179,38 @@ class BenchResultEvent(Event):
     oop_method: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchTrialEvent(Event):
+    """One agreed trial of the batch finder: a `step` event with `kind: "maxbatch"` (rank 0 writes it)."""
+    type: ClassVar[EventType] = EventType.STEP
+    kind: str
+    batch: int
+    fits: bool
+    peak_bytes: int
+    seconds: float
+    phase: str  # fit | confirm | prove
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchResultEvent(Event):
+    """The batch finder's answer: a `result` event with `kind: "maxbatch"`; the trials are in `extra`."""
+    type: ClassVar[EventType] = EventType.RESULT
+    kind: str
+    chosen_batch: int
+    measured_max: int
+    predicted: int
+    fixed_bytes: int
+    per_sample_bytes: int
+    budget_bytes: int
+    margin_pct: float
+    seconds: float
+    world_size: int | None = None
+    proved_steps: int | None = None
+    proved: bool | None = None
+
+
 BY_TYPE: dict[EventType, type[Event]] = {cls.type: cls for cls in (
     StartEvent, RendezvousEvent, StepEvent, EpochEvent, CheckpointEvent, ResultEvent, ErrorEvent)}
 BY_KIND: dict[tuple[EventType, str], type[Event]] = {
-    (EventType.STEP, "allreduce"): BenchRowsEvent, (EventType.RESULT, "allreduce"): BenchResultEvent}
+    (EventType.STEP, "allreduce"): BenchRowsEvent, (EventType.RESULT, "allreduce"): BenchResultEvent,
+    (EventType.STEP, "maxbatch"): BatchTrialEvent, (EventType.RESULT, "maxbatch"): BatchResultEvent}

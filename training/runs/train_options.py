@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-MODELS = ("tinycnn", "resnet18", "resnet50")
+MODELS = ("tinycnn", "resnet18", "resnet50", "convnext_tiny", "vit_b_16")
 DATASETS = ("synthetic", "cifar10", "imagefolder")
 STRATEGIES = ("ddp", "single", "dp")
 AMP_MODES = ("auto", "bf16", "fp16", "off")
-COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
+COMPILE_MODES = ("auto", "off", "default", "reduce-overhead", "max-autotune")
 INJECT_MODES = ("hang-before-init", "oom", "crash-rank", "nan-loss", "unused-param", "slow-rank", "no-sampler")
 
 _GRAPHS_VALUES = {"auto": None, "on": True, "off": False}
@@ -28,6 +28,16 @@ def _graphs_value(text: str) -> bool | None:
     return _GRAPHS_VALUES[text]
 
 
+def _batch_value(text: str) -> int | str:
+    """--batch-size B or auto (the batch finder picks B in the ranks, where the GPU memory is known)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid batch size: {text!r} (a number, or auto)") from None
+
+
 # (flag, kwargs) in the order they are shown in --help; dest is derived by argparse.
 _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--model", dict(default="tinycnn", choices=MODELS, help="network to train (default tinycnn: seconds on a CPU)")),
@@ -38,19 +48,28 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--strategy", dict(default="ddp", choices=STRATEGIES,
                         help="ddp (default), single (one device, no wrapper) or dp (nn.DataParallel, one process)")),
     ("--image-size", dict(type=int, default=32, metavar="PX", help="32 = CIFAR-shaped, 224 = ImageNet-shaped")),
-    ("--batch-size", dict(type=int, default=64, metavar="B", help="samples per rank per micro-step (default 64)")),
+    ("--batch-size", dict(type=_batch_value, default=64, metavar="B",
+                          help="samples per rank per micro-step (default 64); auto: the largest batch that fits on "
+                               "every rank's GPU, found before training (as `mgtutor bench maxbatch` does), less a "
+                               "5 %% margin")),
     ("--dataset-size", dict(type=int, default=50_000, metavar="N", help="synthetic samples per epoch (default 50000)")),
     ("--lr", dict(type=float, default=0.05, help="learning rate for one rank's batch (default 0.05)")),
     ("--scale-lr", dict(default="none", choices=("none", "linear"), help="linear: lr × world size")),
     ("--warmup", dict(type=int, default=0, metavar="STEPS", help="linear learning-rate warm-up steps")),
     ("--amp", dict(default="auto", choices=AMP_MODES, help="torch.amp autocast; auto = bf16 on GPU, off on CPU")),
     ("--channels-last", dict(default="auto", choices=("auto", "on", "off"), help="NHWC memory format; auto = on GPU")),
-    ("--compile", dict(default="off", choices=COMPILE_MODES, help="torch.compile mode (default off)")),
+    ("--compile", dict(default="auto", choices=COMPILE_MODES, metavar="{auto,off,default,reduce-overhead,max-autotune}",
+                       help="torch.compile the model. auto (the default) compiles a GPU run of a ResNet at 128 px "
+                            "or more for 300 steps or more, inside the whole-step CUDA graph when the step is "
+                            "graphed; CPU ranks, short runs and small images stay eager (the run says which and "
+                            "why, and how long compiling took). Inductor's caches are kept in "
+                            "$XDG_CACHE_HOME/mgtutor/inductor, so a second run compiles faster. A mode compiles "
+                            "with it; off never compiles")),
     ("--cuda-graphs", dict(nargs="?", const=True, default=None, type=_graphs_value,
                            metavar="{auto,on,off}",
                            help="record the whole step as one CUDA graph and replay it (NVIDIA GPUs; ddp or "
                                 "single): for small images, where launching kernels from Python sets the pace. "
-                                "auto (the default) = on for a GPU run whose step is fixed (no --compile, "
+                                "auto (the default) = on for a GPU run whose step is fixed (no --compile mode, "
                                 "--warmup, --grad-accum, --amp fp16, --inject or DDP options), off otherwise; "
                                 "the run says which and why at its start. A bare --cuda-graphs means on")),
     ("--static-graph", dict(default="on", choices=("on", "off"), help="DDP static_graph (default on)")),
@@ -94,7 +113,7 @@ def cuda_graphs_choice(args: argparse.Namespace, on_gpu: bool) -> tuple[bool, st
     reasons = [
         (not on_gpu, "the ranks run on the CPU"),
         (args.strategy == "dp", "--strategy dp (DataParallel) is not captured"),
-        (args.compile != "off", f"--compile {args.compile} has its own graph modes"),
+        (args.compile not in ("off", "auto"), f"--compile {args.compile} has its own graph modes"),
         (args.amp == "fp16", "--amp fp16's loss scaler reads its scale back every step"),
         (args.grad_accum > 1, "--grad-accum changes the step from one micro-step to the next"),
         (args.warmup > 0, "--warmup changes the learning rate every step"),
@@ -142,7 +161,7 @@ def check_train_options(args: argparse.Namespace) -> str | None:
         return "--cuda-graphs needs NVIDIA GPUs (backend nccl); gloo ranks run on the CPU"
     if args.bucket_mb is not None and args.bucket_mb <= 0:
         return "--bucket-mb must be more than 0"
-    if args.batch_size < 1 or args.grad_accum < 1 or args.log_every < 1:
+    if (args.batch_size != "auto" and args.batch_size < 1) or args.grad_accum < 1 or args.log_every < 1:
         return "--batch-size, --grad-accum and --log-every must be at least 1"
     if args.steps is not None and args.steps < 1:
         return "--steps must be at least 1"
@@ -152,10 +171,12 @@ def check_train_options(args: argparse.Namespace) -> str | None:
                 "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, or use --data synthetic")
     if args.resume and not args.checkpoint_dir:
         return "--resume needs --checkpoint-dir"
-    if args.cuda_graphs and (args.warmup or args.compile != "off" or args.grad_accum > 1 or args.strategy == "dp"
-                             or args.amp == "fp16"):
-        return ("--cuda-graphs captures one fixed step: use it without --warmup, --compile, --grad-accum, "
+    if args.cuda_graphs and (args.warmup or args.grad_accum > 1 or args.strategy == "dp" or args.amp == "fp16"):
+        return ("--cuda-graphs captures one fixed step: use it without --warmup, --grad-accum, "
                 "--amp fp16 (its loss scale is read back every step) and --strategy dp")
+    if args.cuda_graphs and args.compile in ("reduce-overhead", "max-autotune"):
+        return (f"--compile {args.compile} records CUDA graphs of its own, which cannot sit inside the whole-step "
+                "graph: use --compile default with --cuda-graphs (compiled inside the graph), or --cuda-graphs off")
     if args.cuda_graphs and args.inject == "unused-param":
         return "--inject unused-param shows DDP's own error, and --cuda-graphs does not use DDP's hooks: leave one out"
     if args.inject and args.inject_rank < 0:

@@ -60,6 +60,11 @@ def make_sampler(length: int, world_size: int, rank: int, seed: int, distributed
     return SameOrderShuffle(length, seed)
 
 
+def synthetic_bank_size(length: int, per_step: int) -> int:
+    """Images the synthetic bank keeps on the device: four steps' worth (at least 512), at most an epoch."""
+    return min(length, max(4 * per_step, 512))
+
+
 class SyntheticBank:
     """Labelled random images kept on the device; sample i is image i mod bank size.
 

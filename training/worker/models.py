@@ -35,7 +35,8 @@ class WithUnusedHead(nn.Module):
         return self.body(x)
 
 
-def build_model(name: str, num_classes: int = NUM_CLASSES) -> nn.Module:
+def build_model(name: str, num_classes: int = NUM_CLASSES, image_size: int = 224) -> nn.Module:
+    """`image_size` matters only to the vision transformer, whose position embedding has one entry per patch."""
     if name == "tinycnn":
         return TinyCNN(num_classes)
     import torchvision
@@ -44,6 +45,10 @@ def build_model(name: str, num_classes: int = NUM_CLASSES) -> nn.Module:
         return torchvision.models.resnet18(num_classes=num_classes)
     if name == "resnet50":
         return torchvision.models.resnet50(num_classes=num_classes)
+    if name == "convnext_tiny":
+        return torchvision.models.convnext_tiny(num_classes=num_classes)
+    if name == "vit_b_16":
+        return torchvision.models.vit_b_16(num_classes=num_classes, image_size=image_size)
     raise ValueError(f"unknown model {name!r}")
 
 

@@ -86,6 +86,11 @@ class Stepper:
         self.optimizer.zero_grad(set_to_none=True)
         return total
 
+    def replace_model(self, model: nn.Module) -> None:
+        """Run the forward with `model` from now on (a compile that failed falls back to the module it wrapped)."""
+        self.model = model
+        self.optimizer.zero_grad(set_to_none=True)
+
     def close(self) -> None:
         pass
 
@@ -162,6 +167,14 @@ class GraphStepper:
             self.captured.labels.copy_(labels, non_blocking=True)
         self.captured.graph.replay()
         return self.captured.loss
+
+    def replace_model(self, model: nn.Module) -> None:
+        """Warm up and capture again with `model` (a compile that failed falls back to the module it wrapped);
+        the gradient hooks stay those of the same parameters."""
+        if self.captured is not None:
+            self.captured.graph.reset()
+        self.model, self.captured, self.calls = model, None, 0
+        self.optimizer.zero_grad(set_to_none=True)
 
     def close(self) -> None:
         """Free the graph before the process group goes: NCCL cannot tear down a communicator

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from mgtutor.training.worker import inject
 from mgtutor.training.runs.events import EventWriter
 from mgtutor.training.worker.loop import TrainLoop
+from mgtutor.training.worker.maxbatch import choose_batch
 from mgtutor.training.runs.train_options import add_train_options, check_train_options, cuda_graphs_choice
 
 BACKEND_ENV = "MGTUTOR_BACKEND"
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             inject.hang_before_init()
         if args.strategy == "ddp":
             join(args, backend, rank, world_size, events)
+        if args.batch_size == "auto":  # every rank searches with the others, then trains at the answer
+            args.batch_size = choose_batch(args, rank, world_size, device, events)
         loop = TrainLoop(args, rank, world_size, device, events)
         result = loop.run()
         if args.record_indices:

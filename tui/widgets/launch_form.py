@@ -37,7 +37,7 @@ class FormValues:
     steps: str = "40"
     log_every: str = "2"
     amp: str = "auto"
-    compile: str = "off"
+    compile: str = "auto"
     script: str = ""
     script_args: str = ""
     nproc: str = "2"

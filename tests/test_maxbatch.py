@@ -1,0 +1,122 @@
+"""The batch finder: its arithmetic, and real gloo ranks that agree on one batch while one of them runs
+out of memory. The GPU's memory is the only fake (MGTUTOR_FAKE_CUDA_MEMORY at the CUDA boundary):
+each rank really trains the tiny CNN at every trial batch on its CPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import mgtutor_argv, no_gpu_env
+
+from mgtutor.training.runs.events import read_events
+from mgtutor.training.runs.event_types import BatchResultEvent, BatchTrialEvent
+from mgtutor.training.worker.batchfit import Bisect, Confirm, Line, chosen_batch, fit_line, split_global
+
+MIB = 1 << 20
+
+
+def test_the_memory_line_comes_from_two_or_three_trials() -> None:
+    line = fit_line([(8, 100 * MIB + 8 * 3 * MIB), (32, 100 * MIB + 32 * 3 * MIB), (128, 100 * MIB + 128 * 3 * MIB)])
+    assert round(line.fixed_bytes) == 100 * MIB and round(line.per_sample_bytes) == 3 * MIB
+    assert line.batch_for(100 * MIB + 3000 * 3 * MIB) == 3000
+    with pytest.raises(ValueError):
+        fit_line([(8, 1), (8, 2)])
+
+
+def walk(search: Confirm | Bisect, true_max: int) -> tuple[int, int]:
+    trials = 0
+    while (batch := search.next_batch()) is not None:
+        search.record(batch, batch <= true_max)
+        trials += 1
+    return search.best_fit, trials
+
+
+@pytest.mark.parametrize("predicted,true_max", [(3300, 3296), (3100, 3296), (3600, 3296), (1000, 3296), (9000, 3296)])
+def test_confirm_ends_within_half_a_percent_of_the_edge_from_any_prediction(predicted: int, true_max: int) -> None:
+    found, trials = walk(Confirm(predicted), true_max)
+    assert true_max * 0.995 <= found <= true_max
+    near, near_trials = walk(Confirm(3300), true_max)
+    assert near_trials <= trials  # a good prediction costs no more than a bad one
+    assert near_trials <= 6
+
+
+def test_confirm_never_passes_the_cap_and_bisect_finds_the_exact_edge() -> None:
+    assert walk(Confirm(5000, cap=2000), 3296)[0] == 2000
+    assert walk(Bisect(8, 16384), 3296)[0] == 3296
+
+
+def test_the_margin_leaves_memory_free_and_rounds_to_eight() -> None:
+    line = Line(fixed_bytes=2 * 2**30, per_sample_bytes=40 * MIB)
+    budget = 140 * 2**30
+    chosen = chosen_batch(3296, line, budget, 0.05)
+    assert chosen % 8 == 0 and chosen < 3296
+    assert line.fixed_bytes + chosen * line.per_sample_bytes <= 0.95 * (line.fixed_bytes + 3296 * line.per_sample_bytes)
+    assert chosen_batch(5, line, budget, 0.0) == 5
+
+
+@pytest.mark.parametrize("target,world,cap,expect", [
+    (8192, 2, 3130, (2048, 2)), (8192, 1, 8192, (8192, 1)), (1000, 3, 200, (166, 2)), (96, 4, 1000, (24, 1))])
+def test_a_global_batch_splits_into_per_rank_batch_times_accumulation(target, world, cap, expect) -> None:
+    split = split_global(target, world, cap)
+    assert (split.per_rank, split.accumulation) == expect and split.per_rank <= cap
+    assert split.global_batch == target or split.global_batch < target
+
+
+FAKE = {"fixed": 100_000_000, "per_sample": 1_000_000, "capacity": {"0": 1_100_000_000, "1": 700_000_000}}
+
+
+@pytest.mark.integration
+def test_two_ranks_agree_on_the_batch_that_fits_the_smaller_one_and_an_oom_hangs_no_one() -> None:
+    """Rank 1 can hold 600 samples, rank 0 1000: trials above 600 run out of memory on rank 1 only;
+    both ranks go on to the next trial, agree on 600, and prove the chosen batch."""
+    env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(FAKE))
+    proc = subprocess.run(mgtutor_argv("bench", "maxbatch", "--model", "tinycnn", "--image-size", "32", "--nproc", "2",
+                                       "--prove-steps", "2", "--global-batch", "2000", "--json"),
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["measured_max"] == 600 and out["predicted"] == 600
+    assert out["chosen_batch"] == 560  # 600 less 5 % of rank 1's 700 MB (35 samples), down to a multiple of 8
+    assert out["per_sample_bytes"] == pytest.approx(1_000_000, rel=0.01)
+    assert out["fixed_bytes"] == pytest.approx(100_000_000, rel=0.01)
+    assert out["budgets_bytes"] == [1_100_000_000, 700_000_000] and out["proved"] is True
+    failed = [t for t in out["trials"] if not t["fits"]]
+    assert failed and all(t["batch"] > 600 for t in failed)
+    assert out["split"] == {"per_rank": 500, "accumulation": 2, "world_size": 2, "global_batch": 2000}
+    # every trial was printed as it ended, naming the rank that ran out
+    printed = [line for line in proc.stderr.splitlines() if "batch finder: trial" in line]
+    assert len(printed) == len(out["trials"]) and any("out of memory on rank 1" in line for line in printed)
+    # both ranks exited 0: the OOM killed no one
+    result = json.loads((Path(os.environ["XDG_STATE_HOME"]) / "mgtutor" / "runs" / out["run_id"] / "result.json").read_text())
+    assert [r["exit_code"] for r in result["ranks"]] == [0, 0]
+
+
+@pytest.mark.integration
+def test_train_batch_size_auto_searches_then_trains_at_the_answer() -> None:
+    fake = {"fixed": 100_000_000, "per_sample": 1_000_000, "capacity": {"*": 400_000_000}}
+    env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(fake))
+    proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "2", "--batch-size", "auto",
+                                       "--steps", "2", "--log-every", "1"),
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[rank 0] batch finder: measured maximum 300" in proc.stdout
+    assert "chosen batch 280 per rank" in proc.stdout
+    record = proc.stdout.strip().splitlines()[-1].removeprefix("run record: ")
+    events = read_events(f"{record}/events.jsonl")
+    answer = next(e for e in events if isinstance(e, BatchResultEvent))
+    assert answer.chosen_batch == 280 and any(isinstance(e, BatchTrialEvent) for e in events)
+    result = next(e for e in events if e.type.value == "result" and e.extra.get("samples_per_step"))
+    assert result.extra["samples_per_step"] == 280
+
+
+def test_bench_maxbatch_without_a_gpu_or_with_bad_input_says_so_in_one_line(monkeypatch, capsys) -> None:
+    from mgtutor.tui.cli import main
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    assert main(["bench", "maxbatch"]) == 2
+    assert "no NVIDIA GPU was found" in capsys.readouterr().err
+    assert main(["bench", "maxbatch", "--margin", "80"]) == 2
+    assert "--margin is a percentage" in capsys.readouterr().err

@@ -1,0 +1,125 @@
+"""`--compile auto` (the default): what it decides and why, inductor's cache folder, and a compile that
+fails falling back to the eager step with its reason (a failing backend at the compile boundary, in a
+real one-process run on the CPU). The GPU side, real inductor, runs in tests/gpu/test_one_gpu.py."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.worker import compiling
+from mgtutor.training.worker.compile_choice import cache_root, compile_choice, use_mgtutor_cache
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_train_options(parser)
+    return parser.parse_args(list(argv))
+
+
+BIG = ("--model", "resnet50", "--image-size", "224", "--batch-size", "128")
+
+
+def test_auto_compiles_a_long_gpu_run_at_large_images_inside_the_graph() -> None:
+    plan = compile_choice(parsed(*BIG), on_gpu=True, graphs=True, total_steps=500)
+    assert (plan.mode, plan.in_graph) == ("default", True)
+    assert plan.why.startswith("inductor inside the whole-step CUDA graph (auto: GPU, resnet50 at 224², 500 steps")
+    assert plan.label == "default inside the whole-step CUDA graph"
+    # a step that cannot be graphed (a warm-up changes the learning rate) is compiled alone
+    alone = compile_choice(parsed(*BIG, "--warmup", "5"), on_gpu=True, graphs=False, total_steps=500)
+    assert (alone.mode, alone.in_graph) == ("default", False) and alone.why.startswith("inductor (auto:")
+
+
+@pytest.mark.parametrize("argv, on_gpu, graphs, steps, reason", [
+    (BIG, False, False, 5000, "the ranks run on the CPU"),
+    (BIG, True, True, 299, "a run of 299 steps (< 300)"),
+    ((*BIG, "--inject", "oom"), True, False, 5000, "--inject oom"),
+    ((*BIG, "--strategy", "dp"), True, False, 5000, "--strategy dp"),
+    (("--image-size", "224"), True, True, 5000, "tinycnn trains in seconds"),
+    (("--model", "resnet18", "--image-size", "32"), True, True, 500, "whole-step CUDA graph already removes"),
+    (("--model", "resnet18", "--image-size", "32", "--warmup", "3"), True, False, 500, "bound by kernel launches"),
+], ids=["CPU", "short", "inject", "dp", "tinycnn", "32px graphed", "32px eager"])
+def test_auto_stays_eager_and_says_why(argv: tuple[str, ...], on_gpu: bool, graphs: bool, steps: int,
+                                       reason: str) -> None:
+    plan = compile_choice(parsed(*argv), on_gpu=on_gpu, graphs=graphs, total_steps=steps)
+    assert plan.mode is None and plan.label == "off"
+    assert plan.why.startswith("off (auto: ") and reason in plan.why, plan.why
+    assert ("--compile default to force it" in plan.why) is on_gpu
+
+
+def test_an_explicit_mode_wins_over_auto_even_on_a_cpu() -> None:
+    assert compile_choice(parsed("--compile", "default"), on_gpu=False, graphs=False, total_steps=3).mode == "default"
+    inside = compile_choice(parsed("--compile", "default"), on_gpu=True, graphs=True, total_steps=3)
+    assert inside.in_graph and inside.why == "default inside the whole-step CUDA graph (--compile default)"
+    assert compile_choice(parsed(*BIG, "--compile", "off"), True, True, 5000).why == "off (--compile off)"
+    overhead = compile_choice(parsed("--compile", "reduce-overhead"), on_gpu=True, graphs=False, total_steps=3)
+    assert (overhead.mode, overhead.in_graph) == ("reduce-overhead", False)
+
+
+def test_compile_values_reach_the_worker_and_clash_with_graphs_only_where_they_must() -> None:
+    assert parsed().compile == "auto" and worker_argv(parsed()) == []
+    assert worker_argv(parsed("--compile", "off")) == ["--compile", "off"]
+    assert check_train_options(parsed("--compile", "default", "--cuda-graphs")) is None  # compiled inside the graph
+    problem = check_train_options(parsed("--compile", "reduce-overhead", "--cuda-graphs"))
+    assert problem and "records CUDA graphs of its own" in problem
+
+
+def test_inductor_cache_lives_in_mgtutors_cache_folder(xdg_homes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    root = use_mgtutor_cache()
+    assert root == xdg_homes / "xdg_cache_home" / "mgtutor" / "inductor" and root.is_dir()
+    import os
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(xdg_homes / "mine"))
+    assert cache_root() == xdg_homes / "mine"  # the user's own choice is kept
+
+
+def failing_backend(gm: Any, example_inputs: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("fake compiler: no C++ compiler found")
+
+
+def result_event(events: Path) -> dict[str, Any]:
+    return next(e for e in map(json.loads, events.read_text().splitlines()) if e["type"] == "result")
+
+
+CPU_RUN = ["--strategy", "single", "--model", "tinycnn", "--batch-size", "8", "--dataset-size", "64",
+           "--steps", "4", "--log-every", "2"]
+
+
+def test_a_failed_compile_falls_back_to_the_eager_step_with_its_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from mgtutor.training.worker import train
+
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv("MGTUTOR_EVENTS", str(events))
+    monkeypatch.setenv("MGTUTOR_BACKEND", "gloo")
+    monkeypatch.setattr(compiling, "BACKEND", failing_backend)
+    assert train.main([*CPU_RUN, "--compile", "default"]) == 0
+    out = capsys.readouterr().out
+    assert "compile: default (--compile default)" in out
+    line = next(x for x in out.splitlines() if "failed, so the step runs without compiling" in x)
+    assert "BackendCompilerFailed" in line and "fake compiler: no C++ compiler found" in line
+    result = result_event(events)
+    assert result["steps"] == 4 and result["compile"] == "default"
+    assert "fake compiler" in result["compile_fallback"] and result["final_loss"] > 0
+    assert "done: 4 steps" in out
+
+
+def test_a_cpu_run_with_default_flags_never_compiles(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from mgtutor.training.worker import train
+
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv("MGTUTOR_EVENTS", str(events))
+    monkeypatch.setenv("MGTUTOR_BACKEND", "gloo")
+    monkeypatch.setattr(compiling, "BACKEND", failing_backend)  # any compile would show as a fallback
+    assert train.main([*CPU_RUN, "--steps", "300", "--batch-size", "1",
+                       "--dataset-size", "300", "--log-every", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "compile: off (auto: the ranks run on the CPU)" in out and "failed" not in out
+    result = result_event(events)
+    assert result["compile"] == "off" and "compile_s" not in result and result["ready_s"] > 0

@@ -1,0 +1,151 @@
+"""The batch finder's arithmetic, without torch: fit the memory line, pick the next trial, split a global batch.
+
+A training step's peak memory grows in a straight line with the batch: `peak = fixed + per_sample × B`,
+where `fixed` is weights, gradients and optimizer state (and the allocator's own slack) and
+`per_sample` is one sample's activations plus its input. Two or three small trials pin the line,
+the line predicts the largest batch, and a few trials next to the prediction confirm it — instead
+of halving from a guess, which wastes trials far from the limit and can stop 1/3 below it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+ROUND_TO = 8  # the chosen batch is a multiple of 8: what tensor cores like, and easy to read
+DEFAULT_MARGIN = 0.05  # of the memory the rank can use: fragmentation, NCCL's buffers, DDP's buckets
+CONFIRM_STEP = 0.01  # confirm trials walk 1 % steps near the prediction, then bisect
+PRECISION = 0.005  # stop when a fitting and a failing batch are within 0.5 % of each other
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One agreed trial: the batch, whether it fit on every rank, the largest peak over ranks."""
+    batch: int
+    fits: bool
+    peak_bytes: int
+    seconds: float
+    phase: str  # fit | confirm
+
+    def to_json(self) -> dict[str, object]:
+        return {"batch": self.batch, "fits": self.fits, "peak_bytes": self.peak_bytes,
+                "seconds": round(self.seconds, 3), "phase": self.phase}
+
+
+@dataclass(frozen=True)
+class Line:
+    fixed_bytes: float
+    per_sample_bytes: float
+
+    def batch_for(self, budget_bytes: float) -> int:
+        """The largest batch whose predicted peak stays within `budget_bytes` (0 if none)."""
+        if self.per_sample_bytes <= 0:
+            return 0
+        return max(0, int((budget_bytes - self.fixed_bytes) // self.per_sample_bytes))
+
+
+def fit_line(points: list[tuple[int, int]]) -> Line:
+    """Least squares through (batch, peak bytes); a single point gives no slope, so it needs two."""
+    if len({b for b, _ in points}) < 2:
+        raise ValueError("fitting the memory line needs trials at two different batch sizes")
+    n = len(points)
+    mean_b = sum(b for b, _ in points) / n
+    mean_p = sum(p for _, p in points) / n
+    var = sum((b - mean_b) ** 2 for b, _ in points)
+    slope = sum((b - mean_b) * (p - mean_p) for b, p in points) / var
+    return Line(fixed_bytes=mean_p - slope * mean_b, per_sample_bytes=slope)
+
+
+def fit_batches(smallest: int = 8) -> list[int]:
+    """Small batches for the line: 1×, 2× and 4× `smallest` (big enough that activations show)."""
+    return [smallest, 2 * smallest, 4 * smallest]
+
+
+class Confirm:
+    """Walk from the prediction to the edge: up by 1 %, 2 %, 4 %… while it fits, down the same way
+    when it does not, then bisect between the largest fit and the smallest failure."""
+
+    def __init__(self, predicted: int, cap: int | None = None, floor_fit: int = 0) -> None:
+        self.cap = cap
+        self.best_fit = floor_fit  # largest batch known to fit
+        self.first_fail: int | None = cap + 1 if cap else None  # smallest batch known to fail
+        self.predicted = max(1, min(predicted, cap) if cap else predicted)
+        self.stride = CONFIRM_STEP
+        self.tried: set[int] = set()
+
+    def record(self, batch: int, fits: bool) -> None:
+        self.tried.add(batch)
+        if fits:
+            self.best_fit = max(self.best_fit, batch)
+        elif self.first_fail is None or batch < self.first_fail:
+            self.first_fail = batch
+
+    def done(self) -> bool:
+        if self.first_fail is None or self.best_fit == 0:
+            return False
+        return self.first_fail - self.best_fit <= max(1, math.floor(self.best_fit * PRECISION))
+
+    def next_batch(self) -> int | None:
+        if self.done():
+            return None
+        if not self.tried:
+            return self.predicted
+        if self.first_fail is not None and self.best_fit > 0:
+            return (self.best_fit + self.first_fail) // 2  # bracketed: bisect
+        self.stride *= 2
+        if self.first_fail is None:  # everything fit so far: step up
+            return max(self.best_fit + 1, math.ceil(self.best_fit * (1 + self.stride)))
+        return max(1, min(self.first_fail - 1, math.floor(self.first_fail * (1 - self.stride))))
+
+
+class Bisect:
+    """Plain bisection between a fitting and a failing batch (the ground truth, and the fallback)."""
+
+    def __init__(self, low_fit: int, high_fail: int) -> None:
+        self.best_fit, self.first_fail = low_fit, high_fail
+
+    def record(self, batch: int, fits: bool) -> None:
+        if fits:
+            self.best_fit = max(self.best_fit, batch)
+        else:
+            self.first_fail = min(self.first_fail, batch)
+
+    def next_batch(self) -> int | None:
+        if self.first_fail - self.best_fit <= 1:
+            return None
+        return (self.best_fit + self.first_fail) // 2
+
+
+def chosen_batch(measured_max: int, line: Line, budget_bytes: float, margin: float = DEFAULT_MARGIN) -> int:
+    """The measured maximum less `margin` × the rank's memory budget, rounded down to a multiple of 8."""
+    spare = math.ceil(margin * budget_bytes / line.per_sample_bytes) if line.per_sample_bytes > 0 else 0
+    batch = max(1, measured_max - spare)
+    return batch - batch % ROUND_TO if batch >= 2 * ROUND_TO else batch
+
+
+@dataclass(frozen=True)
+class Split:
+    per_rank: int
+    accumulation: int
+    world_size: int
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_rank * self.accumulation * self.world_size
+
+    def to_json(self) -> dict[str, int]:
+        return {"per_rank": self.per_rank, "accumulation": self.accumulation, "world_size": self.world_size,
+                "global_batch": self.global_batch}
+
+
+def split_global(target: int, world_size: int, max_per_rank: int) -> Split:
+    """Per-rank batch × gradient accumulation × ranks = `target`, with the fewest accumulation steps;
+    when no exact split fits under `max_per_rank`, the largest global batch below the target with that
+    fewest accumulation (1000 on 3 ranks of at most 200: 166 × 2 × 3 = 996)."""
+    if target < 1 or world_size < 1 or max_per_rank < 1:
+        raise ValueError("the global batch, the ranks and the largest per-rank batch must be at least 1")
+    per_rank_total = target // world_size
+    start = max(1, math.ceil(target / (world_size * max_per_rank)))
+    for accum in range(start, per_rank_total + 1):
+        if target % (world_size * accum) == 0 and target // (world_size * accum) <= max_per_rank:
+            return Split(target // (world_size * accum), accum, world_size)
+    return Split(max(1, min(max_per_rank, per_rank_total // start)), start, world_size)
