@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
-from mgtutor.training.runs.records import list_runs, runs_root
+from mgtutor.training.runs.records import RunRecord, list_runs, runs_root
 from mgtutor.tui.messages import OpenRun
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 
@@ -25,15 +25,23 @@ RUN_COLUMN = 22  # characters of the run id shown: with the other columns, 80 in
 def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
     rows = []
     for _, record in zip(range(limit), list_runs()):
-        meta, result = record.meta(), record.result()
-        first = result.first_failure
-        started = time.strftime("%m-%d %H:%M", time.localtime(meta.started)) if meta.started else "?"
-        ranks = str(meta.world_size or "?")
-        if meta.nnodes > 1:  # one record per node: say which node this one is
-            ranks += f" node {meta.node_rank}/{meta.nnodes}"
-        note = f"rank {first.rank}" if first else ("meta.json unreadable" if meta.problem else "")
-        rows.append((record.run_id, record.status().value, ranks, meta.backend or "?", started, note))
+        try:
+            rows.append(run_row(record))
+        except (OSError, ValueError, TypeError, OverflowError) as exc:  # one bad record hides no other
+            rows.append((record.run_id, "unreadable", "?", "?", "?", f"{type(exc).__name__}: {exc}"[:60]))
     return rows
+
+
+def run_row(record: RunRecord) -> tuple[str, str, str, str, str, str]:
+    meta, result = record.meta(), record.result()
+    first = result.first_failure
+    started = time.strftime("%m-%d %H:%M", time.localtime(meta.started)) if meta.started else "?"
+    ranks = str(meta.world_size or "?")
+    if meta.nnodes > 1:  # one record per node: say which node this one is
+        ranks += f" node {meta.node_rank}/{meta.nnodes}"
+    problems = record.problems()
+    note = f"rank {first.rank}" if first else (problems[0] if problems else "")
+    return (record.run_id, record.status().value, ranks, meta.backend or "?", started, note)
 
 
 def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
