@@ -7,7 +7,7 @@ import ast
 from typing import Callable, Sequence, TypeVar
 
 from mgtutor.diagnostics.check.model import (
-    DEF_NODES, RANK_ENV_VARS, FunctionNode, ScriptModel, constant, dotted, identifier_parts, last_name,
+    DEF_NODES, RANK_ENV_VARS, FunctionNode, ScriptModel, constant, dotted, identifier_parts, keyword, last_name,
 )
 
 MAX_DEPTH = 3
@@ -183,8 +183,26 @@ def _find_spawn_targets(m: ScriptModel) -> list[FunctionNode]:
             arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("fn", "target")),
                                                       None)
             if isinstance(arg, ast.Name):
-                targets += m.functions.get(arg.id, [])
+                targets += m.functions.get(arg.id, []) or _passed_as(m, call, arg.id)
     return targets
+
+
+def _passed_as(m: ScriptModel, call: ast.Call, param: str) -> list[FunctionNode]:
+    """`def run_demo(demo_fn, n): mp.spawn(demo_fn, …)` called as `run_demo(demo_basic, 8)`: the
+    functions handed in through the parameter."""
+    fn = m.enclosing(call, DEF_NODES)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    params = [a.arg for a in fn.args.args]
+    if param not in params:
+        return []
+    index, found = params.index(param), []
+    for caller in m.calls:
+        if last_name(caller.func) == fn.name:
+            arg = caller.args[index] if index < len(caller.args) else keyword(caller, param)
+            if isinstance(arg, ast.Name):
+                found += m.functions.get(arg.id, [])
+    return found
 
 
 def _is_process_call(m: ScriptModel, call: ast.Call) -> bool:

@@ -9,10 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, TypeVar, overload
-
-if TYPE_CHECKING:
-    from mgtutor.diagnostics.check.project import Project
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, TypeVar, overload
 
 T = TypeVar("T")
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -93,6 +90,16 @@ def walk_local(node: ast.AST) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(child))
 
 
+class ProjectView(Protocol):
+    """What a model asks of the files around it (project.Project is the one implementation; this
+    module does not import it, so model and project do not import each other)."""
+    memo: dict[tuple[str, str, int], tuple[bool, list[ast.Call]]]
+
+    def function(self, qualified: str, depth: int = 0) -> tuple[ScriptModel, ast.AST] | None: ...
+
+    def loaded(self) -> list[ScriptModel]: ...
+
+
 class StringLiteral(NamedTuple):
     """A string constant of the script and its text (an ast.Constant's value may be any constant)."""
     node: ast.Constant
@@ -112,7 +119,7 @@ class ScriptModel:
         self.aliases: dict[str, str] = {}
         self.nodes: list[ast.AST] = list(ast.walk(tree))  # one walk; rules filter this list
         self._facts: dict[str, Any] = {}                  # per-script answers rules share (remember)
-        self.project: Project | None = None               # set when the files around are known
+        self.project: ProjectView | None = None               # set when the files around are known
         for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node

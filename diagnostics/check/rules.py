@@ -19,7 +19,8 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from mgtutor.diagnostics.check import match
+from mgtutor.diagnostics.check import fixes, fixes_amp, match
+from mgtutor.diagnostics.check import match_cuda as cuda
 from mgtutor.diagnostics.check import match_data as data
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
@@ -44,6 +45,10 @@ class Rule:
     confidence: str = "medium"
     # (before, after) written from the user's own code at the finding, instead of the generic pair
     fix_for: Callable[[ast.AST, ScriptModel], tuple[str, str] | None] | None = None
+    # the edits `check --fix` writes for a finding (fixes.py); "safe" keeps what the script does on
+    # the machines it already ran on, "unsafe" may change it (applied only with --unsafe-fixes)
+    rewrite: Callable[[ast.AST, ScriptModel], fixes.Edits] | None = None
+    safety: str = "safe"
 
 
 RULES: tuple[Rule, ...] = (
@@ -75,7 +80,8 @@ RULES: tuple[Rule, ...] = (
          "call sampler.set_epoch(epoch) at the start of each epoch",
          "for epoch in range(epochs):\n    for x, y in loader:",
          "for epoch in range(epochs):\n    sampler.set_epoch(epoch)\n    for x, y in loader:",
-         "05-distributed-sampler", ("data",), match.sampler_without_set_epoch),
+         "05-distributed-sampler", ("data",), match.sampler_without_set_epoch,
+         rewrite=fixes.set_epoch),
     Rule("no-set-device", "warning",
          "NCCL is used but no torch.cuda.set_device(local_rank) and no DDP device_ids",
          "Every rank's current CUDA device stays GPU 0: whatever goes to \"cuda\" or .cuda() lands there, and "
@@ -84,7 +90,8 @@ RULES: tuple[Rule, ...] = (
          'dist.init_process_group("nccl")\nmodel = DDP(model.cuda())',
          'local_rank = int(os.environ["LOCAL_RANK"])\ntorch.cuda.set_device(local_rank)\n'
          'dist.init_process_group("nccl")\nmodel = DDP(model.cuda(), device_ids=[local_rank])',
-         "04-ddp-torchrun", ("device", "hang"), match.no_set_device),
+         "04-ddp-torchrun", ("device", "hang"), match.no_set_device,
+         rewrite=fixes.set_device_from_local_rank),
     Rule("hardcoded-cuda0", "error",
          "a fixed GPU (cuda:0) is hard-coded where each rank's local GPU belongs",
          "Every rank puts its model and data on the same GPU: one GPU busy, the others idle, and NCCL may fail "
@@ -98,14 +105,16 @@ RULES: tuple[Rule, ...] = (
          "save on rank 0 only (the DDP weights are the same on every rank)",
          'torch.save(model.state_dict(), "ckpt.pt")',
          'if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), "ckpt.pt")',
-         "06-rank0-checkpoints", ("output",), ranks.unguarded_checkpoint),
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_checkpoint,
+         rewrite=fixes.rank_zero_only),
     Rule("unguarded-print", "advice",
          "print/logging runs on every rank",
          "Each message appears once per GPU, interleaved; with 8 GPUs the log is 8 times longer and harder to read.",
          "print on rank 0 only, or prefix messages with the rank",
          'print(f"epoch {epoch} loss {loss:.3f}")',
          'if rank == 0:\n    print(f"epoch {epoch} loss {loss:.3f}")',
-         "06-rank0-checkpoints", ("output",), ranks.unguarded_print, confidence="low"),
+         "06-rank0-checkpoints", ("output",), ranks.unguarded_print, confidence="low",
+         rewrite=fixes.rank_zero_only),
     Rule("unguarded-tracker", "warning",
          "TensorBoard/W&B logger created on every rank",
          "Each rank opens its own writer: duplicate runs, clashing event files, N copies of every curve.",
@@ -143,7 +152,8 @@ RULES: tuple[Rule, ...] = (
          "read the environment variable",
          'parser.add_argument("--local_rank", type=int, default=-1)',
          'local_rank = int(os.environ["LOCAL_RANK"])',
-         "04-ddp-torchrun", ("launch", "device"), match.local_rank_argument),
+         "04-ddp-torchrun", ("launch", "device"), match.local_rank_argument,
+         rewrite=fixes.local_rank_from_env),
     Rule("spawn-master-port", "advice",
          "mp.spawn with a hand-set MASTER_PORT",
          "A fixed port collides with any other job on the machine (EADDRINUSE); torchrun picks the rendezvous "
@@ -159,7 +169,8 @@ RULES: tuple[Rule, ...] = (
          "use torch.amp with the device type",
          "with torch.cuda.amp.autocast():\nscaler = torch.cuda.amp.GradScaler()",
          'with torch.autocast("cuda", dtype=torch.float16):\nscaler = torch.amp.GradScaler("cuda")',
-         "10-mixed-precision", ("precision",), speed.deprecated_cuda_amp, confidence="high"),
+         "10-mixed-precision", ("precision",), speed.deprecated_cuda_amp, confidence="high",
+         rewrite=fixes_amp.torch_amp),
     Rule("fp16-no-scaler", "warning",
          "float16 training without a GradScaler",
          "float16 gradients underflow to zero without loss scaling, so training silently stalls; bfloat16 needs "
@@ -189,7 +200,8 @@ RULES: tuple[Rule, ...] = (
          "choose the backend from the hardware",
          'dist.init_process_group("nccl")',
          'dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")',
-         "13-nccl-topology", ("device", "launch"), match.nccl_without_fallback, confidence="high"),
+         "13-nccl-topology", ("device", "launch"), match.nccl_without_fallback, confidence="high",
+         rewrite=fixes.nccl_or_gloo),
     Rule("init-no-timeout", "advice",
          "init_process_group without a timeout",
          "The default is 10 minutes on NCCL and 30 on gloo: a missing rank or a stuck collective hangs that "
@@ -198,7 +210,8 @@ RULES: tuple[Rule, ...] = (
          'dist.init_process_group("nccl")',
          'dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))',
          "14-when-it-goes-wrong", ("hang",), match.init_without_timeout, confidence="high",
-         fix_for=match.with_timeout),
+         fix_for=match.with_timeout,
+         rewrite=fixes.init_timeout, safety="unsafe"),
     Rule("dataloader-slow", "advice",
          "DataLoader reads from disk in the training process",
          "With num_workers=0 the training process itself decodes every batch while the GPU waits; without "
@@ -216,7 +229,8 @@ RULES: tuple[Rule, ...] = (
          "load to the CPU (or to this rank's own GPU) with map_location",
          "snapshot = torch.load(path)",
          'snapshot = torch.load(path, map_location="cpu")  # or f"cuda:{local_rank}"',
-         "06-rank0-checkpoints", ("device",), data.load_without_map_location),
+         "06-rank0-checkpoints", ("device",), data.load_without_map_location,
+         rewrite=fixes.map_location_cpu),
     Rule("download-every-rank", "warning",
          "a data set is downloaded (download=True) on every rank",
          "Every rank downloads and unpacks the same archive into the same folder at once: the writes race (a "
@@ -226,7 +240,28 @@ RULES: tuple[Rule, ...] = (
          "train = datasets.CIFAR10(root, train=True, download=True)",
          "if local_rank == 0:\n    datasets.CIFAR10(root, train=True, download=True)\ndist.barrier()\n"
          "train = datasets.CIFAR10(root, train=True, download=False)",
-         "09-data-loading", ("data", "launch"), data.download_every_rank),
+         "09-data-loading", ("data", "launch"), data.download_every_rank,
+         rewrite=fixes.download_on_local_rank_zero, safety="unsafe"),
+    Rule("cuda-required", "advice",
+         "the script needs CUDA and has no CPU fallback",
+         "set_device, .cuda(), .to(local_rank) and device_ids fail on a machine without a GPU whatever backend the "
+         "launcher chose: switching to gloo alone does not make the script run there.",
+         "keep the GPU path and add the CPU one: torch.cuda.is_available() decides",
+         "torch.cuda.set_device(local_rank)\nmodel = DDP(model.cuda(), device_ids=[local_rank])",
+         "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n"
+         "model = DDP(model.to(\"cuda\" if torch.cuda.is_available() else \"cpu\"),\n"
+         "            device_ids=[local_rank] if torch.cuda.is_available() else None)",
+         "04-ddp-torchrun", ("device", "launch"), cuda.cuda_required, rewrite=cuda.cuda_fallback),
+    Rule("world-set-by-script", "warning",
+         "the script sets the world size or rank that torchrun already set",
+         "torchrun gives every rank WORLD_SIZE, RANK and LOCAL_RANK; a script that overrides them (or passes its "
+         "own world_size=/rank= to init_process_group) makes the ranks disagree: init_process_group waits for "
+         "ranks that never come, or two processes claim the same rank.",
+         "let torchrun's environment decide: drop the assignment or the keywords",
+         'os.environ["WORLD_SIZE"] = "3"\ndist.init_process_group("gloo", world_size=3, rank=args.rank)',
+         'dist.init_process_group("gloo")  # WORLD_SIZE and RANK come from torchrun',
+         "04-ddp-torchrun", ("hang", "launch"), cuda.world_set_by_script, confidence="high",
+         rewrite=cuda.drop_world_setting, safety="unsafe"),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}

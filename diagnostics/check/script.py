@@ -48,6 +48,7 @@ class CheckFinding:
     tags: tuple[str, ...] = field(default=())
     confidence: str = "medium"   # high | medium | low (see check.rules)
     caveat: str = ""             # why this finding may not apply (then it is advice)
+    fix_safety: str = ""         # "safe" | "unsafe": `check --fix` can rewrite it; "" by hand
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -162,13 +163,22 @@ def run_rule(rule: Rule, model: ScriptModel, filename: str | None = None) -> lis
         seen.add((line, message))
         unsure = caveat[0] if caveat else ""
         before, after = (rule.fix_for(node, model) if rule.fix_for else None) or (rule.before, rule.after)
+        safety = rule.safety if rule.rewrite is not None and not unsure and _rewrites(rule, node, model) else ""
         found.append(CheckFinding(
             rule=rule.id, severity="advice" if unsure else rule.severity, file=filename or model.filename, line=line,
             confidence="low" if unsure else rule.confidence, caveat=unsure,
             column=getattr(node, "col_offset", 0), message=message or rule.title, fix=rule.fix,
             lesson=rule.lesson, code=model.line(line).strip(), why=rule.why,
-            fix_before=before, fix_after=after, tags=rule.tags))
+            fix_before=before, fix_after=after, tags=rule.tags, fix_safety=safety))
     return found
+
+
+def _rewrites(rule: Rule, node: ast.AST, model: ScriptModel) -> bool:
+    """Whether `check --fix` knows how to rewrite this finding (a fix never breaks the check)."""
+    try:
+        return bool(rule.rewrite(node, model)) if rule.rewrite else False
+    except (LookupError, ValueError, AttributeError, TypeError, RecursionError):
+        return False
 
 
 def has_errors(findings: list[CheckFinding]) -> bool:

@@ -1,4 +1,4 @@
-"""mp.spawn with a rank parameter; rank 0 saves and evaluates on its own GPU."""
+"""mp.spawn with a rank parameter; rank 0 saves and evaluates on its own GPU (or the CPU without one)."""
 import datetime
 
 import torch
@@ -12,14 +12,16 @@ def run(rank, world_size, epochs):
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", rank=rank,
                             world_size=world_size, init_method="tcp://127.0.0.1:29500",
                             timeout=datetime.timedelta(minutes=5))
-    torch.cuda.set_device(rank)
-    model = DistributedDataParallel(build().cuda(rank), device_ids=[rank])
+    device = torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    model = DistributedDataParallel(build().to(device), device_ids=[rank] if device.type == "cuda" else None)
     sampler = DistributedSampler(data, num_replicas=world_size, rank=rank)
     loader = DataLoader(data, batch_size=16, sampler=sampler)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:
-            loss = model(x.cuda(rank)).sum()
+            loss = model(x.to(device)).sum()
             loss.backward()
         if rank == 0:
             print(f"epoch {epoch} done")

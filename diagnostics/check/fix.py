@@ -1,0 +1,171 @@
+"""`mgtutor check --diff / --fix`: the rules' rewrites applied to the user's own script.
+
+One finding is fixed at a time: check, rewrite the first fixable finding, check the new text again.
+A rewrite is kept only when the result still parses and its finding is gone, so a second `--fix`
+finds nothing left to do (idempotent) and a rewrite that does not help is never written. Safe fixes
+keep what the script does where it already ran; unsafe ones (a timeout, a download moved behind a
+barrier, a removed world size) only with `unsafe=True`.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import os
+import tempfile
+import tokenize
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mgtutor.diagnostics.check.edits import apply_edits
+from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.project import Project
+from mgtutor.diagnostics.check.rules import RULES, Rule
+from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_source, decode_source, parse
+
+MAX_STEPS = 80   # fixes per file; each removes a finding, so a script needs far fewer
+
+
+@dataclass(frozen=True)
+class AppliedFix:
+    rule: str
+    line: int          # in the text the fix was applied to
+    message: str
+    safety: str
+
+
+@dataclass
+class FixReport:
+    file: str
+    before: str
+    after: str
+    applied: list[AppliedFix] = field(default_factory=list)
+    by_hand: list[CheckFinding] = field(default_factory=list)   # findings left: no rewrite, or unsafe not asked for
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        return unified_diff(self.before, self.after, self.file)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "changed": self.changed, "diff": self.diff(),
+                "applied": [vars(a) for a in self.applied],
+                "by_hand": [{"rule": f.rule, "line": f.line, "fix_safety": f.fix_safety or "by hand"}
+                            for f in self.by_hand]}
+
+
+def unified_diff(before: str, after: str, name: str) -> str:
+    lines = difflib.unified_diff(_lines(before), _lines(after), fromfile=f"a/{name}", tofile=f"b/{name}")
+    return "".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def fix_source(text: str, filename: str = "<script>", unsafe: bool = False,
+               project: Project | None = None, only: set[str] | None = None) -> FixReport:
+    """The script's text with every fixable finding fixed; raises CheckError when it cannot be read."""
+    parse(text, filename)
+    current, applied = text, []
+    tried: set[tuple[str, str, str]] = set()
+    rules = [r for r in RULES if r.rewrite is not None and (unsafe or r.safety == "safe")
+             and (only is None or r.id in only)]
+    for _ in range(MAX_STEPS):
+        step = _next_fix(current, filename, rules, tried, project)
+        if step is None:
+            break
+        current, done = step
+        applied.append(done)
+    left = [f for f in check_source(current, filename, project)
+            if f.fix_safety != "safe" or (only is not None and f.rule not in only)]
+    return FixReport(filename, text, current, applied, [f for f in left if not unsafe or f.fix_safety == ""])
+
+
+def _model(text: str, filename: str, project: Project | None) -> ScriptModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = ScriptModel(ast.parse(text, filename=filename), text, filename)
+    if project is not None:
+        project.attach(model, Path(filename))
+    return model
+
+
+def _hits(rule: Rule, model: ScriptModel) -> list[tuple[ast.AST, str]]:
+    return [(node, message or rule.title) for node, message, *caveat in rule.find(model) if not caveat]
+
+
+def _key(rule: Rule, model: ScriptModel, node: ast.AST, message: str) -> tuple[str, str, str]:
+    return rule.id, model.line(getattr(node, "lineno", 1)).strip(), message
+
+
+def _next_fix(text: str, filename: str, rules: list[Rule], tried: set, project: Project | None
+              ) -> tuple[str, AppliedFix] | None:
+    model = _model(text, filename, project)
+    for rule in rules:
+        for node, message in _hits(rule, model):
+            key = _key(rule, model, node, message)
+            if key in tried:
+                continue
+            tried.add(key)
+            try:
+                edits = rule.rewrite(node, model) if rule.rewrite else None
+            except (LookupError, ValueError, AttributeError, TypeError):
+                edits = None
+            new = apply_edits(text, edits) if edits else None
+            if new is None or new == text or not _parses(new, filename):
+                continue
+            after = _model(new, filename, project)
+            if key in {_key(rule, after, n, msg) for n, msg in _hits(rule, after)}:
+                continue  # the finding survived its own fix: never write it
+            return new, AppliedFix(rule.id, getattr(node, "lineno", 1), message, rule.safety)
+    return None
+
+
+def _parses(text: str, filename: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, filename, "exec", dont_inherit=True)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def fix_file(path: str | Path, unsafe: bool = False, write: bool = False, project: Project | None = None,
+             only: set[str] | None = None) -> FixReport:
+    """With `write`, the fixed text replaces the file (same encoding, atomically)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise CheckError(f"{path} is a directory, not a Python script") from None
+    except OSError as exc:
+        raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
+    report = fix_source(decode_source(data, str(path)), str(path), unsafe, project or Project(path.parent), only)
+    if write and report.changed:
+        write_text(path, report.after, data)
+    return report
+
+
+def write_text(path: Path, text: str, original: bytes) -> None:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(original).readline)
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            bom = b"\xef\xbb\xbf" if encoding == "utf-8-sig" else b""
+            out.write(bom + text.encode("utf-8" if bom else encoding))
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

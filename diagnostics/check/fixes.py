@@ -1,0 +1,277 @@
+"""The rewrites `mgtutor check --fix` writes, one per rule (rules.py names each beside its finding).
+
+Each takes the node a rule's matcher found and the script's model, and returns the edits (edits.py)
+that remove the finding from the user's own lines, or None when this layout is one it does not know
+(the finding is then listed as "fix by hand"). The names a fix writes are the script's own: `dist`
+if it imported `torch.distributed as dist`, its rank variable if one is in scope.
+"""
+from __future__ import annotations
+
+import ast
+
+from mgtutor.diagnostics.check.edits import Edit, where
+from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, dotted, keyword, last_name
+
+Edits = list[Edit] | None
+GLOBAL_RANK_NAMES = ("rank", "global_rank", "world_rank")
+
+
+# -- names the script already has ---------------------------------------------------------------
+def module_name(m: ScriptModel, module: str, edits: list[Edit]) -> str:
+    """How the script spells a module (`np` for numpy); adds `import module` when it has no name."""
+    for name, full in m.aliases.items():
+        if full == module:
+            return name
+    if module in m.aliases or module.split(".")[0] in _bound_names(m) - set(m.aliases):
+        raise LookupError(module)  # the name is taken by something else: no fix
+    edits.append(Edit("import", code=f"import {module}"))
+    return module
+
+
+def _bound_names(m: ScriptModel) -> set[str]:
+    return {t.id for n in m.tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
+def cuda_available(m: ScriptModel, edits: list[Edit]) -> str:
+    return f"{module_name(m, 'torch', edits)}.cuda.is_available()"
+
+
+def statement_of(m: ScriptModel, node: ast.AST) -> ast.stmt | None:
+    current: ast.AST | None = node
+    while current is not None and not isinstance(current, ast.stmt):
+        current = m.parent.get(current)
+    return current
+
+
+def alone_on_its_statement(m: ScriptModel, node: ast.AST) -> ast.stmt | None:
+    """`print(x)` or `torch.save(...)` as a statement of its own (not inside a larger expression)."""
+    stmt = statement_of(m, node)
+    return stmt if isinstance(stmt, ast.Expr) and stmt.value is node else None
+
+
+def scope_names(m: ScriptModel, node: ast.AST) -> set[str]:
+    """Parameters and assigned names of the function around `node` (module names at top level),
+    plus `self.x` attributes assigned anywhere in its class."""
+    fn = m.enclosing(node, DEF_NODES)
+    names: set[str] = set()
+    body: list[ast.AST] = [m.tree] if fn is None else [fn]
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        names |= {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        owner = m.parent.get(fn)
+        if isinstance(owner, ast.ClassDef):
+            names |= {f"self.{n.attr}" for n in ast.walk(owner) if isinstance(n, ast.Attribute)
+                      and isinstance(n.ctx, ast.Store) and dotted(n.value) == "self"}
+    for scope in body:
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+    return names
+
+
+def rank_zero_test(m: ScriptModel, node: ast.AST, edits: list[Edit], env: str = "RANK") -> str:
+    """`rank == 0` with the script's own global-rank name in scope, else torchrun's environment."""
+    if env == "RANK":
+        in_scope = scope_names(m, node)
+        for name in GLOBAL_RANK_NAMES:
+            for spelled in (name, f"self.{name}"):
+                if spelled in in_scope:
+                    return f"{spelled} == 0"
+    return f'int({module_name(m, "os", edits)}.environ.get("{env}", "0")) == 0'
+
+
+def text(m: ScriptModel, node: ast.AST) -> str:
+    return ast.get_source_segment(m.source, node) or ""
+
+
+# -- fixes ----------------------------------------------------------------------------------------
+def set_epoch(node: ast.AST, m: ScriptModel) -> Edits:
+    """`sampler.set_epoch(epoch)` first thing in the epoch loop (or before the loop over the loader,
+    when the epoch is a parameter of the function that runs one epoch)."""
+    sampler, loader = _sampler_and_loader(m, node)
+    for loop in _loops_over(m, [r for r in (loader, sampler) if r]):
+        epoch_loop = _enclosing_epoch_loop(m, loop)
+        fn = m.enclosing(loop, DEF_NODES)
+        if epoch_loop is not None and isinstance(epoch_loop.target, ast.Name):
+            ref = _reachable(m, epoch_loop, sampler) or (f"{text(m, loop.iter)}.sampler" if loader and
+                                                         text(m, loop.iter) == loader else None)
+            if ref:
+                first = epoch_loop.body[0]
+                return [Edit("before", where(first, m.lines), f"{ref}.set_epoch({epoch_loop.target.id})")]
+        params = [a.arg for a in fn.args.args] if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+        epoch = next((p for p in params if "epoch" in p.lower()), None)
+        stmt = statement_of(m, loop)
+        if epoch and stmt is not None:
+            ref = _reachable(m, loop, sampler) or (f"{text(m, loop.iter)}.sampler" if loader else None)
+            if ref:
+                return [Edit("before", where(stmt, m.lines), f"{ref}.set_epoch({epoch})")]
+    return None
+
+
+def _sampler_and_loader(m: ScriptModel, node: ast.AST) -> tuple[str | None, str | None]:
+    parent = m.parent.get(node)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        sampler = text(m, parent.targets[0])
+        for call in m.calls:
+            if any(text(m, kw.value) == sampler for kw in call.keywords if kw.arg == "sampler"):
+                owner = m.parent.get(call)
+                loader = text(m, owner.targets[0]) if isinstance(owner, ast.Assign) and len(owner.targets) == 1 \
+                    else None
+                return sampler, loader
+        return sampler, None
+    if isinstance(parent, ast.keyword) and parent.arg == "sampler":
+        loader_call = m.parent.get(parent)
+        owner = m.parent.get(loader_call) if loader_call is not None else None
+        if isinstance(owner, ast.Assign) and len(owner.targets) == 1:
+            return None, text(m, owner.targets[0])
+        if isinstance(owner, ast.Return):  # `return DataLoader(...)`: the loader is whatever the caller named it
+            fn = m.enclosing(owner, DEF_NODES)
+            for call in m.calls:
+                target = m.parent.get(call)
+                if last_name(call.func) == getattr(fn, "name", None) and isinstance(target, ast.Assign):
+                    return None, text(m, target.targets[0])
+    return None, None
+
+
+def _loops_over(m: ScriptModel, refs: list[str]) -> list[ast.For]:
+    """For loops that iterate one of these (directly, or through enumerate/tqdm), or an attribute
+    that was assigned from one (`self.train_data = train_data`)."""
+    names = set(refs)
+    for n in m.nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and text(m, n.value) in names:
+            names.add(text(m, n.targets[0]))
+    for n in m.nodes:  # a parameter the loader is passed to: Trainer(model, train_data, …)
+        if isinstance(n, ast.Call):
+            for fn in m.functions.get(last_name(n.func) or "", []) + [
+                    f for c in m.classes.get(last_name(n.func) or "", []) for f in c.body
+                    if isinstance(f, ast.FunctionDef) and f.name == "__init__"]:
+                params = [a.arg for a in fn.args.args if a.arg != "self"]
+                for param, arg in zip(params, n.args):
+                    if text(m, arg) in names:
+                        names.add(param)
+                        for s in ast.walk(fn):
+                            if isinstance(s, ast.Assign) and text(m, s.value) == param and len(s.targets) == 1:
+                                names.add(text(m, s.targets[0]))
+    loops = []
+    for n in m.nodes:
+        if isinstance(n, ast.For):
+            iterated = n.iter.args[0] if isinstance(n.iter, ast.Call) and n.iter.args else n.iter
+            if text(m, iterated) in names or text(m, n.iter) in names:
+                loops.append(n)
+    return sorted(loops, key=lambda n: n.lineno)
+
+
+def _enclosing_epoch_loop(m: ScriptModel, loop: ast.AST) -> ast.For | None:
+    current = m.parent.get(loop)
+    while current is not None and not isinstance(current, DEF_NODES):
+        if isinstance(current, ast.For) and isinstance(current.target, ast.Name) and \
+                "epoch" in current.target.id.lower():
+            return current
+        current = m.parent.get(current)
+    return None
+
+
+def _reachable(m: ScriptModel, place: ast.AST, name: str | None) -> str | None:
+    """`name` when the code at `place` can see it: the same function, or module level."""
+    return name if name and name in scope_names(m, place) | scope_names(m, m.tree) else None
+
+
+def set_device_from_local_rank(node: ast.AST, m: ScriptModel) -> Edits:
+    """`torch.cuda.set_device(local_rank)` before init_process_group; on a GPU machine only."""
+    init = next(iter(m.calls_to("torch.distributed.init_process_group")), None)
+    stmt = statement_of(m, init) if init is not None else None
+    if init is None or stmt is None:
+        return None
+    edits: list[Edit] = []
+    try:
+        local = next((n for n in ("local_rank", "self.local_rank") if n in scope_names(m, init)), None) or \
+            f'int({module_name(m, "os", edits)}.environ["LOCAL_RANK"])'
+        torch = module_name(m, "torch", edits)
+    except LookupError:
+        return None
+    code = f"if {torch}.cuda.is_available():\n    {torch}.cuda.set_device({local})"
+    return [*edits, Edit("before", where(stmt, m.lines), code)]
+
+
+def map_location_cpu(node: ast.AST, m: ScriptModel) -> Edits:
+    return [Edit("keyword", where(node, m.lines), '"cpu"', "map_location")] if isinstance(node, ast.Call) else None
+
+
+def local_rank_from_env(node: ast.AST, m: ScriptModel) -> Edits:
+    """`--local_rank` keeps working for the old launcher, and defaults to torchrun's LOCAL_RANK."""
+    if not isinstance(node, ast.Call):
+        return None
+    edits: list[Edit] = []
+    try:
+        os_name = module_name(m, "os", edits)
+    except LookupError:
+        return None
+    default = keyword(node, "default")
+    old = text(m, default) if default is not None else "None"
+    if keyword(node, "type") is not None:  # argparse passes a string default through `type`
+        value = f'{os_name}.environ.get("LOCAL_RANK", {old})'
+    elif type(constant(default)) is int:
+        value = f'int({os_name}.environ.get("LOCAL_RANK", {old}))'
+    else:
+        return None
+    return [*edits, Edit("keyword", where(node, m.lines), value, "default")]
+
+
+def nccl_or_gloo(node: ast.AST, m: ScriptModel) -> Edits:
+    if not isinstance(node, ast.Call):
+        return None
+    backend = keyword(node, "backend") or (node.args[0] if node.args else None)
+    if backend is None:
+        return None
+    edits: list[Edit] = []
+    try:
+        test = cuda_available(m, edits)
+    except LookupError:
+        return None
+    quote = text(m, backend)[0]
+    return [*edits, Edit("replace", where(backend, m.lines), f"{text(m, backend)} if {test} else {quote}gloo{quote}")]
+
+
+def init_timeout(node: ast.AST, m: ScriptModel) -> Edits:
+    if not isinstance(node, ast.Call):
+        return None
+    edits: list[Edit] = []
+    if m.aliases.get("timedelta") == "datetime.timedelta":
+        value = "timedelta(minutes=5)"
+    else:
+        try:
+            value = f"{module_name(m, 'datetime', edits)}.timedelta(minutes=5)"
+        except LookupError:
+            return None
+    return [*edits, Edit("keyword", where(node, m.lines), value, "timeout")]
+
+
+def rank_zero_only(node: ast.AST, m: ScriptModel) -> Edits:
+    """The print or save as it was, under `if rank == 0:`."""
+    stmt = alone_on_its_statement(m, node)
+    if stmt is None:
+        return None
+    edits: list[Edit] = []
+    try:
+        test = rank_zero_test(m, node, edits)
+    except LookupError:
+        return None
+    return [*edits, Edit("wrap", where(stmt, m.lines), test)]
+
+
+def download_on_local_rank_zero(node: ast.AST, m: ScriptModel) -> Edits:
+    """Download once per machine (local rank 0), wait at a barrier, then every rank opens the copy."""
+    stmt = statement_of(m, node)
+    flag = keyword(node, "download") if isinstance(node, ast.Call) else None
+    if stmt is None or flag is None or not isinstance(stmt, (ast.Assign, ast.Expr)) or m.enclosing(node, DEF_NODES) \
+            is None and not isinstance(m.parent.get(stmt), (ast.Module, ast.If)):
+        return None
+    edits: list[Edit] = []
+    try:
+        test = rank_zero_test(m, node, edits, env="LOCAL_RANK")
+        dist = module_name(m, "torch.distributed", edits)
+    except LookupError:
+        return None
+    code = (f"if {test}:\n    {text(m, node)}\n"
+            f"if {dist}.is_initialized():\n    {dist}.barrier()")
+    return [*edits, Edit("before", where(stmt, m.lines), code),
+            Edit("keyword", where(node, m.lines), "False", "download")]

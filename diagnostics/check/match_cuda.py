@@ -1,0 +1,188 @@
+"""Two rules about where a distributed script runs, each with its rewrite beside it:
+
+- `cuda-required`: the script asks for CUDA (`set_device`, `.cuda()`, `.to(local_rank)`, `device_ids`)
+  with no `torch.cuda.is_available()` in reach, so on a machine without a GPU it fails there
+  whatever backend the launcher was given. The fix keeps every GPU line and adds the CPU branch.
+- `world-set-by-script`: under torchrun the script overwrites WORLD_SIZE/RANK/LOCAL_RANK, or hands
+  its own world_size=/rank= to init_process_group; ranks then disagree about the world and wait for
+  peers that never come.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check.edits import Edit, where
+from mgtutor.diagnostics.check.fixes import Edits, cuda_available, module_name, statement_of, text
+from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
+from mgtutor.diagnostics.check.model import ScriptModel, constant, keyword, last_name
+
+WORLD_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+
+
+def cuda_sites(m: ScriptModel) -> list[tuple[ast.AST, str]]:
+    """Each place that needs a GPU, with how the user wrote it; not those already under a test of
+    CUDA (`if torch.cuda.is_available():`, `… if use_cuda else …`)."""
+    sites: list[tuple[ast.AST, str]] = []
+    ddp = {id(c) for c in m.calls_to(*DDP)}
+    for call in m.calls:
+        name = last_name(call.func)
+        if m.resolve(call.func) == "torch.cuda.set_device":
+            sites.append((call, "torch.cuda.set_device"))
+        elif name == "cuda" and isinstance(call.func, ast.Attribute) and m.resolve(call.func.value) != "torch":
+            sites.append((call, ".cuda()"))
+        elif name == "to" and call.args and _is_rank_device(m, call.args[0]):
+            sites.append((call.args[0], f".to({text(m, call.args[0])})"))
+        elif m.resolve(call.func) == "torch.device" and call.args and constant(call.args[0]) == "cuda":
+            sites.append((call, "torch.device(\"cuda\", …)"))
+        if id(call) in ddp:
+            for kw in ("device_ids", "output_device"):
+                value = keyword(call, kw)
+                if value is not None and not isinstance(value, ast.Constant) and not _all_constants(value):
+                    sites.append((value, f"{kw}="))
+    for node in m.nodes:
+        if isinstance(node, ast.JoinedStr) and node.values and str(constant(node.values[0], "")).startswith("cuda:"):
+            sites.append((node, 'f"cuda:{…}"'))
+    return [(n, label) for n, label in sorted(sites, key=lambda s: (s[0].lineno, s[0].col_offset))  # type: ignore[attr-defined]
+            if not _guarded(m, n)]
+
+
+def _is_rank_device(m: ScriptModel, node: ast.AST) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute)) and m._is_rank_source(node) and \
+        "device" not in (last_name(node) or "").lower()
+
+
+def _all_constants(node: ast.AST) -> bool:
+    return isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) for e in node.elts)
+
+
+def _guarded(m: ScriptModel, node: ast.AST) -> bool:
+    """Under a test of CUDA, or on a line that chooses by one (`[r] if device.type == "cuda" else None`)."""
+    stmt = statement_of(m, node)
+    return _under_cuda_test(m, node) or any(
+        isinstance(n, ast.Attribute) and n.attr in ("is_available", "device_count") or
+        isinstance(n, ast.IfExp) and _mentions_cuda(n.test) for n in ast.walk(stmt or node))
+
+
+def _mentions_cuda(test: ast.AST) -> bool:
+    return any(constant(n) == "cuda" or "cuda" in (last_name(n) or "").lower() or "gpu" in (last_name(n) or "").lower()
+               for n in ast.walk(test) if isinstance(n, (ast.Constant, ast.Name, ast.Attribute)))
+
+
+def cuda_required(m: ScriptModel) -> Hits:
+    if not (manual_ddp(m) or follow.spawn_targets(m)) or _nccl_hard_coded(m):
+        return  # with "nccl" hard-coded, nccl-no-fallback speaks first; its fix lets this rule speak next
+    if follow.unread_setup_calls(m):
+        return  # the setup happens in code not read, which may well pick the device
+    sites = cuda_sites(m)
+    if sites:
+        shown = ", ".join(f"{label} (line {n.lineno})" for n, label in sites[:4])  # type: ignore[attr-defined]
+        more = f" and {len(sites) - 4} more" if len(sites) > 4 else ""
+        yield sites[0][0], f"the script needs CUDA with no CPU fallback: {shown}{more}"
+
+
+def _nccl_hard_coded(m: ScriptModel) -> bool:
+    backends = [keyword(c, "backend") or (c.args[0] if c.args else None) for c in m.calls_to(*INIT)]
+    return bool(backends) and all(str(constant(b, "")).lower() == "nccl" for b in backends)
+
+
+def cuda_fallback(node: ast.AST, m: ScriptModel) -> Edits:
+    """Every site keeps its GPU code and gains the CPU branch: on a GPU machine nothing changes."""
+    edits: list[Edit] = []
+    try:
+        avail = cuda_available(m, edits)
+        torch = module_name(m, "torch", edits)
+    except LookupError:
+        return None
+    placed: list[ast.AST] = []
+    for site, label in cuda_sites(m):
+        if any(site is not p and _inside(m, site, p) for p in placed):
+            continue
+        edit = _site_edit(m, site, label, avail, torch)
+        if edit is not None:
+            edits.append(edit)
+            placed.append(site)
+    return edits if placed else None
+
+
+def _inside(m: ScriptModel, node: ast.AST, outer: ast.AST) -> bool:
+    current = m.parent.get(node)
+    while current is not None:
+        if current is outer:
+            return True
+        current = m.parent.get(current)
+    return False
+
+
+def _site_edit(m: ScriptModel, site: ast.AST, label: str, avail: str, torch: str) -> Edit | None:
+    at = where(site, m.lines)
+    code = text(m, site)
+    if label == "torch.cuda.set_device":
+        stmt = statement_of(m, site)
+        if isinstance(stmt, ast.Expr) and stmt.value is site:
+            return Edit("wrap", where(stmt, m.lines), avail)
+        return None
+    if label == ".cuda()" and isinstance(site, ast.Call) and isinstance(site.func, ast.Attribute):
+        receiver = text(m, site.func.value)
+        args = [text(m, a) for a in site.args]
+        device = f'{torch}.device("cuda", {args[0]}) if {avail} else "cpu"' if args else f'"cuda" if {avail} else "cpu"'
+        rest = [f"{k.arg}={text(m, k.value)}" for k in site.keywords if k.arg]
+        return Edit("replace", at, f"{receiver}.to({', '.join([device, *rest])})")
+    if label.startswith(".to("):
+        return Edit("replace", at, f'{torch}.device("cuda", {code}) if {avail} else "cpu"')
+    if label in ("device_ids=", "output_device="):
+        return Edit("replace", at, f"{code} if {avail} else None")
+    parent = m.parent.get(site)
+    wrapped = f'{code} if {avail} else "cpu"' if label.startswith('f"') else f'{code} if {avail} else {torch}.device("cpu")'
+    if isinstance(parent, (ast.Attribute, ast.Subscript, ast.BinOp, ast.Compare)):
+        wrapped = f"({wrapped})"
+    return Edit("replace", at, wrapped)
+
+
+# -- the world set by the script ------------------------------------------------------------------
+def world_set_by_script(m: ScriptModel) -> Hits:
+    if follow.spawn_targets(m) or any(last_name(c.func) == "Process" for c in m.calls):
+        return  # processes started by the script itself: it has to say who is who
+    for node, var in _environ_writes(m):
+        yield node, (f"the script sets {var} itself: under torchrun this overrides the value torchrun gave each "
+                     "rank, so the ranks disagree about the job and wait for peers that never come")
+    for call in m.calls_to(*INIT):
+        method = constant(keyword(call, "init_method"))
+        if keyword(call, "store") is not None or (isinstance(method, str) and not method.startswith("env://")):
+            continue
+        given = [kw for kw in ("world_size", "rank") if keyword(call, kw) is not None
+                 and not _from_environment(m, keyword(call, kw))]  # type: ignore[arg-type]
+        if given:
+            yield call, (f"init_process_group gets {' and '.join(f'{k}=' for k in given)} from the script: under "
+                         "torchrun they must be the launcher's (WORLD_SIZE/RANK), or the ranks wait for each other")
+
+
+def _environ_writes(m: ScriptModel) -> Iterator[tuple[ast.stmt, str]]:
+    for node in m.nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            target = node.targets[0]
+            var = constant(target.slice)
+            if var in WORLD_VARS and m.resolve(target.value) == "os.environ":
+                yield node, var
+
+
+def _from_environment(m: ScriptModel, value: ast.AST) -> bool:
+    """`int(os.environ["WORLD_SIZE"])`, `dist_world = world_size` assigned from it, `get_world_size()`."""
+    if isinstance(value, ast.Name):
+        assigned = follow.assigned_before(m, value)
+        value = assigned if assigned is not None else value
+    return any(constant(n) in WORLD_VARS or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"))
+               for n in ast.walk(value))
+
+
+def drop_world_setting(node: ast.AST, m: ScriptModel) -> Edits:
+    """Remove the assignment (or the two keywords): torchrun's environment says who is who."""
+    if isinstance(node, ast.Assign):
+        block: list[ast.stmt] = next((getattr(p, f) for p in [m.parent.get(node)] for f in ("body", "orelse", "finalbody")
+                      if isinstance(getattr(p, f, None), list) and node in getattr(p, f)), [])
+        return [Edit("remove", where(node, m.lines))] if len(block) > 1 else None
+    if isinstance(node, ast.Call):
+        return [Edit("drop_keyword", where(node, m.lines), name=kw) for kw in ("world_size", "rank")
+                if keyword(node, kw) is not None and not _from_environment(m, keyword(node, kw))]  # type: ignore[arg-type]
+    return None
