@@ -10,9 +10,12 @@ from mgtutor.tui import app as app_module
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
+from mgtutor.tui.widgets.rank_logs import RankLogs
 
 FIXTURE = Path(__file__).parent.parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
 T0 = 1767225600.0
+# A line as wide as the trainer's: at 80 columns it wraps, nothing of it is cut (issue 27 item 11)
+TRAINER_LINE = "step     60/100000  epoch 0  loss 0.2087       1,274 samples/s/rank  data wait   1%  mem 689/689 MiB"
 
 
 def fixed_sample(tick: int = 0) -> tuple[GpuSample, HostSnapshot]:
@@ -52,6 +55,7 @@ async def show_fixture_run(pilot) -> None:
                        and screen.query_one(GpuMeters).rows, 30, what="the fixture run on screen")
     screen.workers.cancel_group(screen, "monitor-watch")
     await pilot.pause(0.2)
+    screen.query_one(RankLogs).add_lines([(0, "stdout", TRAINER_LINE)])
     meters = screen.query_one(GpuMeters)
     meters.history.clear()
     for tick in range(90):  # a minute and a half of readings, always the same ones

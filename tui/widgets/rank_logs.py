@@ -16,7 +16,9 @@ from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Input, Log, Tab, Tabs
+from textual.widgets import Input, Static, Tab, Tabs
+
+from mgtutor.tui.widgets.follow_log import FollowLog
 
 MERGED = "all"
 TORCHRUN = "torchrun"
@@ -121,7 +123,9 @@ class RankLogs(Vertical):
     DEFAULT_CSS = """
     RankLogs { height: 1fr; }
     RankLogs Tabs { height: 2; }
-    RankLogs Log { height: 1fr; }
+    RankLogs FollowLog { height: 1fr; }
+    RankLogs #log-paused { display: none; height: 1; background: $warning 30%; }
+    RankLogs.-paused #log-paused { display: block; }
     RankLogs #log-search { display: none; height: 3; }
     RankLogs.-searching #log-search { display: block; }
     """
@@ -135,14 +139,15 @@ class RankLogs(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Tabs(Tab("all", id=MERGED), id="log-tabs")
-        log = Log(max_lines=self.max_lines, highlight=True, id="rank-log")
+        log = FollowLog(max_lines=self.max_lines, highlight=True, id="rank-log")
         log.highlighter = RankHighlighter()
         yield log
+        yield Static("paused: new lines are kept but not shown — p or End follows the log again", id="log-paused")
         yield Input(placeholder="search this tab (enter: find, escape: close)", id="log-search")
 
     @property
-    def log_view(self) -> Log:
-        return self.query_one("#rank-log", Log)
+    def log_view(self) -> FollowLog:
+        return self.query_one("#rank-log", FollowLog)
 
     @property
     def active(self) -> str:
@@ -197,6 +202,10 @@ class RankLogs(Vertical):
         self._match = None
 
     # follow / pause, search, first error
+    def on_follow_log_follow_changed(self, event: FollowLog.FollowChanged) -> None:
+        event.stop()
+        self.set_class(not event.following, "-paused")
+
     def toggle_follow(self) -> bool:
         log = self.log_view
         log.auto_scroll = not log.auto_scroll
@@ -207,7 +216,7 @@ class RankLogs(Vertical):
     def _jump(self, index: int) -> None:
         log = self.log_view
         log.auto_scroll = False
-        log.scroll_to(y=max(0, index - 2), animate=False)
+        log.scroll_to(y=max(0, log.row_of(index) - 2), animate=False)
 
     def open_search(self) -> None:
         self.add_class("-searching")
