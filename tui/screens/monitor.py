@@ -35,6 +35,7 @@ from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
+from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.hang_panel import HangPanel
@@ -46,7 +47,7 @@ from mgtutor.tui.widgets.training_charts import TrainingCharts
 
 SAMPLE_EVERY = 1.0  # seconds between GPU/host samples (and this node's line); the rest is the session's
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
-            "copy_path", "new_run", "open_lesson", "toggle_check", "stacks"}
+            "copy_path", "new_run", "open_lesson", "toggle_check", "stacks", "report"}
 
 
 class MonitorScreen(HangHook, Screen):
@@ -69,6 +70,7 @@ class MonitorScreen(HangHook, Screen):
         Binding("x", "stacks", "Stacks", show=False,
                 tooltip="take every rank's Python stack now: where each one waits, and why"),
         Binding("N", "new_run", "New", key_display="N", tooltip="back to the launch form (a running run goes on)"),
+        Binding("b", "report", "Report", show=False, tooltip="write this run's report: one HTML file to hand on"),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
     make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))
@@ -308,6 +310,10 @@ class MonitorScreen(HangHook, Screen):
         if self.record is not None:
             self.app.copy_to_clipboard(str(self.record.path))
             self.notify(f"run folder (copied): {self.record.path}", timeout=10)
+
+    def action_report(self) -> None:
+        if self.record is not None:
+            report_in_background(self.app, self.record)
 
     def action_open_lesson(self) -> None:
         lesson = self.query_one(FailureBanner).lesson

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Static
 
 from mgtutor.training.runs.records import RunRecord, list_runs, runs_root
 from mgtutor.tui.messages import OpenRun
+from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 
 
@@ -54,7 +55,8 @@ def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
 
 class RunsScreen(Screen):
     TITLE = "Runs"
-    BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open")]
+    BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open"),
+                Binding("b", "report", "Report", tooltip="write the run's report: one HTML file to hand on")]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -97,3 +99,9 @@ class RunsScreen(Screen):
         if table.row_count:
             row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
             self.post_message(OpenRun(str(row_key.value)))
+
+    def action_report(self) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+            report_in_background(self.app, RunRecord(runs_root() / str(row_key.value)))

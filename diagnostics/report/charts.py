@@ -1,0 +1,124 @@
+"""The report's charts: matplotlib draws each one as inline SVG.
+
+Why matplotlib and SVG: the file must open offline and stay small, so a chart is static vector
+markup inside the HTML (no script, no font or library fetched; text stays text: svg.fonttype
+"none"), ~20-40 KB each. matplotlib is the plotting library the PyTorch world already has, and its
+object API (`Figure`, no pyplot) draws without a display or global state, safe in a thread.
+Each data line carries an id `series-…`, so a test (or a reader's tool) can tell a drawn line from
+the axes. A chart with no data is not drawn: the report says why instead.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from mgtutor.training.runs.event_types import Event, StepEvent
+from mgtutor.training.runs.samples import SampleRow
+
+Series = tuple[str, list[float], list[float]]  # label, x (seconds since the start), y
+
+
+@dataclass
+class Chart:
+    key: str
+    title: str
+    unit: str
+    series: list[Series] = field(default_factory=list)
+    svg: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not any(ys for _label, _xs, ys in self.series)
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def step_charts(events: Sequence[Event], started: float) -> list[Chart]:
+    """Per rank, from the trainer's step events: throughput, loss, step time, data wait, GPU memory."""
+    fields: list[tuple[str, str, str, Callable[[StepEvent], float | None]]] = [
+        ("throughput", "Throughput per rank", "samples/s", lambda e: _num(e.samples_per_s)),
+        ("loss", "Loss per rank", "loss", lambda e: _num(e.loss)),
+        ("step_time", "Step time per rank", "s", lambda e: None if e.compute_s is None and e.data_wait_s is None
+         else (e.compute_s or 0.0) + (e.data_wait_s or 0.0)),
+        ("data_wait", "Data wait per rank", "s", lambda e: _num(e.data_wait_s)),
+        ("gpu_memory", "Memory allocated per rank", "MiB", lambda e: _num(e.mem_alloc_mib) or _num(e.mem_peak_mib)),
+    ]
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    charts = []
+    for key, title, unit, get in fields:
+        chart = Chart(key, title, unit)
+        for rank in sorted({e.rank for e in steps}):
+            points = [(e.t - started, y) for e in steps if e.rank == rank and (y := get(e)) is not None]
+            if points:
+                chart.series.append((f"rank {rank}", [p[0] for p in points], [p[1] for p in points]))
+        charts.append(chart)
+    return charts
+
+
+def gpu_charts(samples: Sequence[SampleRow], started: float) -> list[Chart]:
+    """Per GPU, from the recorded NVML samples: utilisation, memory, power, temperature."""
+    fields = [("gpu_util", "GPU utilisation", "%", "util_pct"), ("gpu_mem", "GPU memory used", "MiB", "mem_used_mib"),
+              ("gpu_power", "GPU power", "W", "power_w"), ("gpu_temp", "GPU temperature", "°C", "temp_c")]
+    indices = sorted({g.index for row in samples for g in row.gpus})
+    names = {g.index: g.name for row in samples for g in row.gpus}
+    charts = []
+    for key, title, unit, name in fields:
+        chart = Chart(key, title, unit)
+        for index in indices:
+            points = [(row.t - started, y) for row in samples for g in row.gpus
+                      if g.index == index and (y := getattr(g, name)) is not None]
+            if points:
+                chart.series.append((f"GPU {index} {names.get(index, '')}".strip(),
+                                     [p[0] for p in points], [p[1] for p in points]))
+        charts.append(chart)
+    return charts
+
+
+def process_charts(samples: Sequence[SampleRow], started: float) -> list[Chart]:
+    """Per rank, from the psutil samples: CPU use and resident memory (what CPU ranks have for meters)."""
+    charts = []
+    for key, title, unit, name in (("rank_cpu", "CPU use per rank", "%", "cpu_pct"),
+                                   ("rank_rss", "Resident memory per rank", "MiB", "rss_mib")):
+        chart = Chart(key, title, unit)
+        for rank in sorted({m.rank for row in samples for m in row.ranks}):
+            points = [(row.t - started, y) for row in samples for m in row.ranks
+                      if m.rank == rank and (y := getattr(m, name)) is not None]
+            if points:
+                chart.series.append((f"rank {rank}", [p[0] for p in points], [p[1] for p in points]))
+        charts.append(chart)
+    host = Chart("host_cpu", "Host CPU use (all cores)", "%")
+    points = [(row.t - started, row.host_cpu_pct) for row in samples if row.host_cpu_pct is not None]
+    if points:
+        host.series.append(("host", [p[0] for p in points], [float(p[1] or 0) for p in points]))
+    return charts + [host]
+
+
+def draw(chart: Chart) -> Chart:
+    """The chart's SVG (an <svg> element, no XML prolog), or none when it has no data."""
+    if chart.empty:
+        return chart
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+
+    # text as <text>: smaller and selectable; a fixed salt: the same run gives the same file
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "mgtutor"}):
+        fig = Figure(figsize=(5.2, 2.6), dpi=72, layout="constrained")
+        ax = fig.add_subplot()
+        for label, xs, ys in chart.series:
+            (line,) = ax.plot(xs, ys, label=label, linewidth=1.4, marker="o" if len(xs) < 30 else None, markersize=3)
+            line.set_gid("series-" + "".join(ch if ch.isalnum() else "-" for ch in label))
+        ax.set_title(chart.title, fontsize=10, loc="left")
+        ax.set_xlabel("seconds since the start", fontsize=8)
+        ax.set_ylabel(chart.unit, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        if len(chart.series) > 1 or chart.series[0][0].startswith("GPU"):
+            ax.legend(fontsize=7, loc="best")
+        out = io.StringIO()
+        fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+    text = out.getvalue()
+    chart.svg = text[text.index("<svg"):]
+    return chart

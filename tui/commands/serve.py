@@ -1,0 +1,118 @@
+"""`mgtutor serve`: the same app in a browser (textual-serve), for a box reached by SSH or Jupyter.
+
+textual-serve has no authentication of its own: whoever reaches the port gets a shell-capable app
+(it launches runs). So every request passes a check first: the random token of the printed URL, in
+the query (`/?token=…`, the first page) or in the cookie that page sets (its scripts, styles and
+websocket: a browser sends the cookie to the same host only, and not from another site, SameSite).
+Without it: 403, the websocket included. It listens on 127.0.0.1 unless `--host` says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import hmac
+import secrets
+import shlex
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mgtutor.tui.errors import CliError
+
+EPILOG = """examples:
+  mgtutor serve                       http://localhost:8000/?token=… on this machine only
+  mgtutor serve --port 8123           another port
+  mgtutor serve --host 0.0.0.0        every interface (anyone who can reach it still needs the token)
+
+From your laptop, over SSH (the server stays on 127.0.0.1 of the GPU box):
+  ssh -L 8000:localhost:8000 gpu-box     then open the printed URL on the laptop
+
+Behind Jupyter (jupyter-server-proxy forwards https://JUPYTER/proxy/PORT/ to localhost:PORT):
+  mgtutor serve --public-url https://JUPYTER/user/NAME/proxy/8000
+  and open https://JUPYTER/user/NAME/proxy/8000/?token=… (the URL it prints)"""
+
+COOKIE = "mgtutor_token_{port}"  # one per port: two servers on one host keep their own
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "serve", help="the app in a web browser (textual-serve), behind a token",
+        description="Serve the mgtutor app to a web browser. Each browser tab gets its own app process. "
+                    "The printed URL carries a random token; a request without it is refused.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address to listen on (default 127.0.0.1: only this machine, or an SSH tunnel)")
+    parser.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
+    parser.add_argument("--public-url", metavar="URL",
+                        help="the URL the browser reaches this server by, when a proxy stands between "
+                             "(Jupyter: https://JUPYTER/user/NAME/proxy/PORT); default http://localhost:PORT")
+    parser.set_defaults(func=main)
+
+
+def app_command() -> str:
+    """textual-serve starts the app through a shell for each browser: the argv, quoted."""
+    return shlex.join([sys.executable, "-m", "mgtutor.tui"])
+
+
+def token_check(token: str, port: int) -> Callable[..., Awaitable[Any]]:
+    """aiohttp middleware: the token from the query or this server's cookie, or 403."""
+    from aiohttp import web
+
+    cookie = COOKIE.format(port=port)
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        given = request.query.get("token") or request.cookies.get(cookie) or ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            raise web.HTTPForbidden(text="mgtutor serve: open the URL that `mgtutor serve` printed (it carries "
+                                         "the token); this request has none, or a wrong one.\n")
+        response = await handler(request)
+        if request.query.get("token") and not response.prepared:
+            response.set_cookie(cookie, token, httponly=True, samesite="Strict")
+        return response
+
+    return check
+
+
+def make_server(host: str, port: int, token: str, public_url: str | None = None) -> Any:
+    from textual_serve.server import Server
+
+    class TokenServer(Server):
+        """textual-serve's server with the token check in front of every handler."""
+
+        async def _make_app(self) -> Any:
+            app = await super()._make_app()
+            app.middlewares.append(token_check(token, port))
+            return app
+
+        async def on_startup(self, app: Any) -> None:
+            print(startup_text(host, port, self.public_url, token), flush=True)
+
+    return TokenServer(app_command(), host=host, port=port, title="mgtutor",
+                       public_url=public_url or f"http://localhost:{port}")
+
+
+def startup_text(host: str, port: int, public_url: str, token: str) -> str:
+    lines = [f"mgtutor serve: listening on {host}:{port}", f"open: {public_url.rstrip('/')}/?token={token}"]
+    if host in ("127.0.0.1", "localhost", "::1"):
+        lines.append(f"from another machine, tunnel over SSH first: ssh -L {port}:localhost:{port} THIS-HOST")
+    else:
+        lines.append(f"listening beyond this machine ({host}): anyone who can reach the port still needs the token")
+    lines.append(f"behind Jupyter: mgtutor serve --public-url https://JUPYTER/user/NAME/proxy/{port}")
+    lines.append("Ctrl+C stops the server and every app it started")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not 0 < args.port < 65536:
+        raise CliError(f"--port {args.port}: give a port between 1 and 65535")
+    try:
+        import textual_serve  # noqa: F401
+    except ImportError:
+        raise CliError("textual-serve is not installed: pip install textual-serve") from None
+    token = secrets.token_urlsafe(24)
+    server = make_server(args.host, args.port, token, args.public_url)
+    try:
+        server.serve()
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    return 0

@@ -1,0 +1,27 @@
+"""The `b` key of Runs and Monitor: write the selected run's report (one HTML file) and say where.
+
+The report takes the doctor report too (a child process, a few seconds), so it is written in a
+thread worker of the App (leaving the screen does not cancel it); the path comes back as a notice.
+"""
+from __future__ import annotations
+
+from textual.app import App
+
+from mgtutor.training.runs.records import RunRecord
+
+
+def report_in_background(app: App, record: RunRecord) -> None:
+    app.notify(f"writing the report of {record.run_id}…")
+
+    def work() -> None:
+        from mgtutor.diagnostics.report.render import write_report  # jinja2 and matplotlib: not at start-up
+
+        try:
+            path = write_report(record)
+        except Exception as exc:  # noqa: BLE001 - say it on screen; the app goes on
+            app.call_from_thread(app.notify, f"report not written: {exc}", severity="error", timeout=10)
+            return
+        app.call_from_thread(app.notify, f"report: {path}\n(open it in a browser; "
+                                         f"`mgtutor report {record.run_id} --markdown` for an issue)", timeout=15)
+
+    app.run_worker(work, thread=True, group="run-report")
