@@ -21,7 +21,7 @@ from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
-from mgtutor.training.runs.safe_io import read_text_regular
+from mgtutor.training.runs.safe_io import entries, read_text_regular
 from mgtutor.training.runs.stacks import load_index
 
 WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
@@ -146,7 +146,7 @@ def analyse_capture(capture: Path, world_size: int, flight: dict[int, FlightRank
     """The report for one saved capture (stacks/<id>/): read every rank file, compare, explain.
     `flight`: the Flight Recorder dumps (NCCL), whose pending collectives say who waits where."""
     texts: dict[int, str] = {}
-    for path in sorted(capture.glob("rank*.txt")):
+    for path in entries(capture, "rank*.txt"):
         suffix = path.stem.removeprefix("rank")
         if suffix.isdigit():
             try:

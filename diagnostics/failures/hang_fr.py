@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.diagnostics.failures.hang_stacks import is_user_file
-from mgtutor.training.runs.safe_io import open_regular
+from mgtutor.training.runs.safe_io import entries, open_regular
 
 DEFAULT_PG = "0"
 
@@ -97,9 +97,7 @@ def read_rank(rank: int, path: Path) -> FlightRank:
 def read_dumps(folder: Path) -> dict[int, FlightRank]:
     """Every rank_<R> file of a run's fr/ folder."""
     out: dict[int, FlightRank] = {}
-    if not folder.is_dir():
-        return out
-    for path in sorted(folder.glob("rank_*")):
+    for path in entries(folder, "rank_*"):
         suffix = path.name.removeprefix("rank_")
         if suffix.isdigit():
             out[int(suffix)] = read_rank(int(suffix), path)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.safe_io import entries
 from mgtutor.training.runs.stacks import live_dir
 
 TRACE_ENTRIES = "2000"
@@ -67,10 +68,7 @@ class DumpRequest:
 
 def dump_files(record: RunRecord) -> dict[int, Path]:
     out: dict[int, Path] = {}
-    folder = fr_dir(record)
-    if not folder.is_dir():
-        return out
-    for path in folder.glob("rank_*"):
+    for path in entries(fr_dir(record), "rank_*"):
         suffix = path.name.removeprefix("rank_")
         if suffix.isdigit():
             out[int(suffix)] = path

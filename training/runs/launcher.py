@@ -26,7 +26,7 @@ from mgtutor.training.runs.events import EVENTS_ENV
 from mgtutor.training.runs.flight import flight_env
 from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
 from mgtutor.training.runs.procs import describe, run_processes, signal_all
-from mgtutor.training.runs.safe_io import open_private
+from mgtutor.training.runs.safe_io import open_private, path_kind
 from mgtutor.training.runs.secrets import redact_env
 from mgtutor.training.runs.stacks import hook_env
 from mgtutor.training.runs.records import (
@@ -105,8 +105,14 @@ def check_target(target: list[str]) -> list[str]:
             raise LaunchError("-m needs a module name")
         return list(target)
     script = Path(target[0]).expanduser()
-    if not script.is_file():
+    kind = path_kind(script)
+    if kind == "missing":
         raise LaunchError(f"no such script: {target[0]}")
+    if kind == "a directory":
+        raise LaunchError(f"{target[0]} is a directory, not a script: give the file to run "
+                          f"(mgtutor run -- {target[0].rstrip('/')}/train.py), or -m PACKAGE.MODULE")
+    if kind is not None:
+        raise LaunchError(f"{target[0]} is {kind}, not a script: give a Python file")
     return [str(script.resolve()), *target[1:]]
 
 
@@ -174,7 +180,11 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
         node = plan_node(spec.nnodes, spec.node_rank, spec.rdzv_endpoint, spec.rdzv_id, spec.rdzv_timeout)
     except NodeError as exc:
         raise LaunchError(str(exc)) from None
-    record = RunRecord.create(spec.label, root)
+    try:
+        record = RunRecord.create(spec.label, root)
+    except OSError as exc:  # runs/ is a file, a symlink, or not writable
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in (exc.strerror or "") else ""
+        raise LaunchError(f"cannot keep the run record: {exc.strerror or exc}{where}") from None
     argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
                          rendezvous_args(node) if node else None)
     env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)

@@ -290,7 +290,9 @@ class RunResult(JsonRecord):
         """One line: who failed first and how, or how the run ended."""
         if self.first_failure:
             return f"run failed: rank {self.first_failure.rank} failed first ({self.first_failure.how()})"
-        return f"run {self.status} in {self.duration_s} s on {self.world_size} {self.backend} rank(s)"
+        took = f" in {self.duration_s} s" if self.duration_s is not None else ""
+        where = f" on {self.world_size} {self.backend or ''} rank(s)".replace("  ", " ") if self.world_size else ""
+        return f"run {self.status}{took}{where}"
 
 
 def _int(value: Any) -> int:

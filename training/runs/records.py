@@ -35,7 +35,7 @@ from mgtutor.training.runs.record_types import (
     RunStatus,
     StopReport,
 )
-from mgtutor.training.runs.safe_io import PRIVATE_DIR, private_dir, read_regular, write_private_atomic
+from mgtutor.training.runs.safe_io import PRIVATE_DIR, entries, private_dir, read_regular, write_private_atomic
 
 __all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "RunResult", "RunStatus",
            "StopReport", "build_result", "exit_code_for", "find_run", "list_runs", "runs_root"]
@@ -139,7 +139,7 @@ class RunRecord:
     def rank_logs(self) -> list[tuple[int, str, Path]]:
         """(rank, stream, path) of every rank log present, ordered by rank then stream."""
         found = []
-        for entry in (self.path / "logs").glob("rank*.log"):
+        for entry in entries(self.path / "logs", "rank*.log"):
             match = _RANK_LOG.search(entry.name)
             if match:
                 found.append((int(match.group(1)), match.group(2), entry))
@@ -169,7 +169,7 @@ class RunRecord:
         write_json_atomic(self.path / "ranks" / f"rank{info.rank}.json", info.to_json())
 
     def ranks(self) -> list[RankExit]:
-        infos = [read_json(p) for p in (self.path / "ranks").glob("rank*.json")]
+        infos = [read_json(p) for p in entries(self.path / "ranks", "rank*.json")]
         exits = [RankExit.from_json(i) for i in infos if isinstance(i, dict) and isinstance(i.get("rank", 0), int)]
         return sorted(exits, key=lambda i: i.rank)
 

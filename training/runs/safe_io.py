@@ -9,6 +9,7 @@ a symlink, so a planted link cannot make mgtutor write (or chmod) a file elsewhe
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
 import stat
 from pathlib import Path
@@ -73,6 +74,16 @@ def read_text_regular(path: str | os.PathLike[str], errors: str = "replace") -> 
     return read_regular(path).decode("utf-8", errors)
 
 
+def entries(folder: Path, pattern: str = "*") -> list[Path]:
+    """The names in `folder` that match `pattern`, sorted; none when it is missing or unreadable
+    (Path.glob raises PermissionError on a mode-000 folder)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [folder / name for name in sorted(fnmatch.filter(names, pattern))]
+
+
 def private_dir(path: Path) -> Path:
     """`path` as a folder of mode 0700, made (with its missing parents, 0700 too) when absent.
     A symlink or a non-folder in its place is refused with UnsafePath, which says what it is."""
@@ -85,6 +96,7 @@ def private_dir(path: Path) -> Path:
                 private_dir(path.parent)
         try:
             os.mkdir(path, PRIVATE_DIR)
+            os.chmod(path, PRIVATE_DIR)  # mkdir's mode is masked by the umask
         except FileExistsError:
             pass
         mode = os.lstat(path).st_mode
@@ -94,8 +106,8 @@ def private_dir(path: Path) -> Path:
     if not stat.S_ISDIR(mode):
         raise UnsafePath(errno.ENOTDIR, f"{path} is {kind_of(mode)}, not a folder; move it away "
                                         "(or point XDG_STATE_HOME elsewhere)", str(path))
-    if stat.S_IMODE(mode) != PRIVATE_DIR and os.stat(path).st_uid == os.geteuid():
-        os.chmod(path, PRIVATE_DIR)  # mkdir's mode is masked by the umask; an old 0755 one is closed
+    if stat.S_IMODE(mode) & 0o077 and os.stat(path).st_uid == os.geteuid():
+        os.chmod(path, stat.S_IMODE(mode) & PRIVATE_DIR)  # an old 0755 one is closed to others; nothing is opened
     return path
 
 

@@ -30,7 +30,7 @@ import psutil
 
 from mgtutor.training.runs.pyspy_text import render_pyspy_json
 from mgtutor.training.runs.records import RunRecord, write_json_atomic
-from mgtutor.training.runs.safe_io import open_regular, private_dir, write_private_atomic
+from mgtutor.training.runs.safe_io import entries, open_regular, private_dir, write_private_atomic
 
 HOOK_DIR = Path(__file__).with_name("stackhook")
 LIVE_ENV = "MGTUTOR_STACKS_LIVE"
@@ -309,10 +309,14 @@ def rank_text(procs: list[ProcessStack]) -> str:
 
 def list_captures(record: RunRecord) -> list[Path]:
     """Saved captures, oldest first (their ids start with the time)."""
-    root = _captures_dir(record)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and (p / "index.json").is_file())
+    return [p for p in entries(_captures_dir(record)) if _is_capture(p)]
+
+
+def _is_capture(path: Path) -> bool:
+    try:
+        return path.is_dir() and (path / "index.json").is_file()
+    except OSError:
+        return False
 
 
 def load_index(path: Path) -> dict[str, Any]:

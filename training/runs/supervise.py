@@ -12,12 +12,13 @@ import sys
 import time
 
 from mgtutor.training.runs.records import RunRecord, build_result
+from mgtutor.training.runs.safe_io import entries
 
 
 def sweep_fifos(record: RunRecord) -> None:
     """The ranks' dump FIFOs (stacks/live/fr_pid*.pipe) end with them: a reader that opened one
     later would wait forever. A rank killed outright could not remove its own."""
-    for pipe in (record.path / "stacks" / "live").glob("*.pipe"):
+    for pipe in entries(record.path / "stacks" / "live", "*.pipe"):
         try:
             if stat.S_ISFIFO(pipe.lstat().st_mode):
                 pipe.unlink()

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
-from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
+from mgtutor.training.runs.records import RunRecord, find_run_why, list_runs, runs_root
+from mgtutor.training.runs.safe_io import path_kind
 from mgtutor.tui.errors import CliError
 
 
@@ -27,8 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
-def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "meta.json").exists()
+def _readable_run(record: RunRecord) -> RunRecord:
+    """The record, or ValueError when its folder cannot be read at all (mode 000, another user's)."""
+    try:
+        os.listdir(record.path)
+    except OSError as exc:
+        raise ValueError(f"cannot read run {record.run_id}: {exc.strerror or exc} ({record.path})") from None
+    return record
 
 
 def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
@@ -37,20 +44,21 @@ def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
         newest = next(iter(list_runs()), None)
         if newest is None:
             raise ValueError(f"no runs yet in {runs_root()}; give a run id or log files")
-        return "run", newest
+        return "run", _readable_run(newest)
     if len(inputs) == 1:
         path = Path(inputs[0])
-        if _is_run_dir(path):
-            return "run", RunRecord(path)
-        if not path.exists():
-            record = find_run(inputs[0])
+        if path.is_dir() or not path.exists():
+            record, why = find_run_why(inputs[0])
             if record is not None:
-                return "run", record
-            raise ValueError(f"{inputs[0]!r} is neither a readable file nor a run id (see `mgtutor runs`)")
+                return "run", _readable_run(record)
+            if not path.exists():
+                raise ValueError(f"{inputs[0]!r} is neither a readable file nor a run id: {why}")
     for name in inputs:
-        path = Path(name)
-        if not path.is_file():
-            raise ValueError(f"cannot read {name}: " + ("it is a directory" if path.is_dir() else "no such file"))
+        kind = path_kind(name)
+        if kind is not None:
+            raise ValueError(f"cannot read {name}: " + ("no such file" if kind == "missing" else
+                                                        f"it is {kind}, not a log file" if kind.startswith("a ")
+                                                        else kind))
     return "files", inputs
 
 

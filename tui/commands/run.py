@@ -11,7 +11,7 @@ from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
 from mgtutor.training.runs.samples import SampleRecorder
@@ -249,7 +249,7 @@ def describe_result(result: RunResult) -> str:
 
 def main(args: argparse.Namespace) -> int:
     target = args.target[1:] if args.target[:1] == ["--"] else args.target
-    problem = live_options_problem(args)
+    problem = live_options_problem(args) or launch_arguments_problem(args, target)
     if problem:
         raise CliError(problem)
     precheck(target)  # static check of the script: findings only, never blocks the launch
@@ -275,6 +275,17 @@ def main(args: argparse.Namespace) -> int:
     print_failure_diagnosis(run, final)
     print(f"run record: {run.record.path}", flush=True)
     return follow_exit_code(final)
+
+
+def launch_arguments_problem(args: argparse.Namespace, target: list[str]) -> str | None:
+    """What is wrong with --nproc or the script, said before anything else is printed."""
+    if args.nproc is not None and args.nproc < 1:
+        return f"--nproc must be at least 1 (got {args.nproc})"
+    try:
+        check_target(target)
+    except LaunchError as exc:
+        return str(exc)
+    return None
 
 
 def _label(target: list[str]) -> str:
