@@ -88,7 +88,11 @@ def _install(forked: bool = False) -> None:
     import faulthandler
 
     try:
-        os.makedirs(live, mode=0o700, exist_ok=True)
+        old_umask = os.umask(0o077)  # every folder it makes is 0700, the parents too
+        try:
+            os.makedirs(live, exist_ok=True)
+        finally:
+            os.umask(old_umask)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         handle = open(os.open(os.path.join(live, f"pid{os.getpid()}.txt"), flags, 0o600), "a", buffering=1)
     except OSError:
