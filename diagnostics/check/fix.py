@@ -58,7 +58,7 @@ class FixReport:
 
 
 def unified_diff(before: str, after: str, name: str) -> str:
-    lines = difflib.unified_diff(_lines(before), _lines(after), fromfile=f"a/{name}", tofile=f"b/{name}")
+    lines = difflib.unified_diff(_lines(before), _lines(after), fromfile=f"a/{name.lstrip('/')}", tofile=f"b/{name.lstrip('/')}")
     return "".join(lines)
 
 
@@ -169,3 +169,16 @@ def write_text(path: Path, text: str, original: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+DEVICE_RULES = {"cuda-required", "nccl-no-fallback", "no-set-device"}
+
+
+def device_patch(path: str | Path) -> FixReport | None:
+    """What `check --fix` writes for a script that asked for CUDA where there is none (a diagnosis
+    shows it beside the user's line); None when the file is gone or nothing would change."""
+    try:
+        report = fix_file(path, only=DEVICE_RULES)
+    except CheckError:
+        return None
+    return report if report.changed else None

@@ -20,6 +20,7 @@ from mgtutor.training.runs import eventcheck
 from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
+from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
 from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.scan import Hit, Scanner
 
@@ -40,10 +41,15 @@ class Finding:
     score: float = 0.0
     order: int = 0  # position of the first evidence: earlier wins among equal scores
     hit_ranks: frozenset[int] = frozenset()  # ranks whose own log lines proved it
+    script_frame: dict[str, Any] | None = None  # the user's own line it failed at (cuda_missing.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "rank": self.rank, "summary": self.summary, "fix": self.fix,
-                "evidence": self.evidence, "lesson": self.lesson, "detail": self.detail, "ranks": self.ranks}
+        out: dict[str, Any] = {"kind": self.kind, "rank": self.rank, "summary": self.summary, "fix": self.fix,
+                               "evidence": self.evidence, "lesson": self.lesson, "detail": self.detail,
+                               "ranks": self.ranks}
+        if self.script_frame is not None:
+            out["script_frame"] = self.script_frame
+        return out
 
 
 class _Fields(dict):
@@ -315,7 +321,7 @@ def diagnose_run(record: Any) -> list[Finding]:
     _scan_if_readable(scanner, record.torchrun_log, None, "torchrun.log")
     events = eventcheck.run_events(record.events_path)
     result = record.result().to_json() if hasattr(record, "result") else {}
-    return build_findings(scanner, result, events)
+    return explain_cuda_missing(build_findings(scanner, result, events), record)
 
 
 def _scan_if_readable(scanner: Scanner, path: Path, rank: int | None, name: str) -> None:

@@ -25,9 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "every module they import from the folder is checked, with the findings of each file.\n\n"
                     "A finding marked 'may not apply' comes from code the checker could not follow; it is advice "
                     "whatever the rule's usual severity.\n\n"
-                    "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed.",
+                    "--diff shows, as a unified diff of your own lines, what --fix would write; --fix writes it. "
+                    "Only safe fixes (they keep what the script does where it already runs) are made unless "
+                    "--unsafe-fixes is given; every finding says which kind its fix is. A second --fix changes "
+                    "nothing.\n\n"
+                    "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed. "
+                    "With --diff or --fix: 0 when nothing is left to fix by hand, 1 otherwise.",
         epilog="examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n  mgtutor check my_project/\n"
-               "  mgtutor check train.py --brief --min-severity warning",
+               "  mgtutor check train.py --brief --min-severity warning\n"
+               "  mgtutor check train.py --diff\n  mgtutor check train.py --fix --unsafe-fixes",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("script", metavar="SCRIPT|DIR", help="the Python training script, or a project folder, to read")
     parser.add_argument("--json", action="store_true",
@@ -35,10 +41,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--brief", action="store_true", help="one line per finding, no explanations")
     parser.add_argument("--min-severity", choices=["error", "warning", "advice"], default="advice",
                         help="hide findings below this severity (default: show all)")
+    parser.add_argument("--diff", action="store_true", help="show the fixes as a unified diff; change nothing")
+    parser.add_argument("--fix", action="store_true", help="write the fixes into the script (or the folder's files)")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --diff/--fix, also the fixes that may change behaviour (timeouts, downloads "
+                             "behind a barrier, a removed world size)")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.diff or args.fix:
+        return fix_main(args)
+    if args.unsafe_fixes:
+        raise CliError("--unsafe-fixes goes with --diff or --fix")
     from mgtutor.diagnostics.check.folder import check_folder
     from mgtutor.diagnostics.check.script import CheckError, check_file, has_errors
 
@@ -104,14 +119,16 @@ def print_report(path: str, findings, brief: bool = False, out: TextIO | None = 
             print(f"\n{heading.upper()}", file=out)
         for f in group:
             unsure = " (may not apply)" if f.caveat else ""
-            print(f"  {printable(f.file)}:{f.line}  [{f.rule}]  {f.message}{unsure}", file=out)
+            fixable = f"  (--fix{' --unsafe-fixes' if f.fix_safety == 'unsafe' else ''})" if f.fix_safety else ""
+            print(f"  {printable(f.file)}:{f.line}  [{f.rule}]  {f.message}{unsure}{fixable}", file=out)
             if brief:
                 continue
             print(f"    {f.line:>5} | {printable(f.code)}", file=out)
             print(f"    why:    {f.why}", file=out)
             if f.caveat:
                 print(f"    may not apply: {f.caveat}", file=out)
-            print(f"    fix:    {f.fix}", file=out)
+            kind = {"safe": " [safe fix: check --fix]", "unsafe": " [unsafe fix: check --fix --unsafe-fixes]"}
+            print(f"    fix:    {f.fix}{kind.get(f.fix_safety, ' [by hand]')}", file=out)
             for line in f.fix_before.splitlines():
                 print(f"            - {line}", file=out)
             for line in f.fix_after.splitlines():
@@ -141,3 +158,52 @@ def precheck(target: list[str], out: TextIO | None = None) -> None:
         if f.severity != "advice":
             print(f"  {f.severity}: line {f.line} [{f.rule}] {f.message}", file=out)
     out.flush()
+
+
+def fix_main(args: argparse.Namespace) -> int:
+    from mgtutor.diagnostics.check.fix import fix_file
+    from mgtutor.diagnostics.check.folder import check_folder
+    from mgtutor.diagnostics.check.project import Project
+    from mgtutor.diagnostics.check.script import CheckError
+
+    try:
+        if Path(args.script).is_dir():
+            folder = check_folder(args.script)
+            project = Project(Path(args.script))
+            reports = [fix_file(f, args.unsafe_fixes, args.fix, project) for f in folder.files]
+        else:
+            reports = [fix_file(args.script, args.unsafe_fixes, args.fix)]
+    except CheckError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot write the fixed script: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps({"written": bool(args.fix), "files": [r.to_json() for r in reports]}, indent=2))
+    else:
+        for report in reports:
+            print_fix_report(report, written=args.fix, unsafe=args.unsafe_fixes)
+    return 1 if any(r.by_hand for r in reports) else 0
+
+
+def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    name = printable(report.file)
+    if report.changed and not written:
+        out.write(printable_diff(report.diff()))
+    if report.applied:
+        verb = "fixed" if written else "would fix"
+        print(f"{name}: {verb} {len(report.applied)} finding(s): "
+              + ", ".join(f"{a.rule} (line {a.line}, {a.safety})" for a in report.applied), file=out)
+    else:
+        print(f"{name}: nothing to fix automatically", file=out)
+    hidden = [f for f in report.by_hand if f.fix_safety == "unsafe"]
+    by_hand = [f for f in report.by_hand if f.fix_safety != "unsafe"]
+    if hidden and not unsafe:
+        print(f"  {len(hidden)} more with --unsafe-fixes: "
+              + ", ".join(f"{f.rule} (line {f.line})" for f in hidden), file=out)
+    for f in by_hand:
+        print(f"  by hand: {printable(f.file)}:{f.line} [{f.rule}] {f.fix}", file=out)
+
+
+def printable_diff(diff: str) -> str:
+    return "".join(printable(line.rstrip("\n")) + "\n" for line in diff.splitlines(keepends=True))

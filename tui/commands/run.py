@@ -152,11 +152,24 @@ def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
     for ev in finding.evidence[:2]:
         text = "".join(ch if ch.isprintable() else "?" for ch in str(ev.get("text", "")).strip())[:160]
         lines.append(f"  evidence: {ev.get('file')}:{ev.get('line')}  {text}")
+    lines += patch_lines(finding)
     if finding.lesson:
         lines.append(f"  lesson: {finding.lesson}")
     rest = f" ({more} more finding{'s' if more != 1 else ''})" if more > 0 else ""
     lines.append(f"  details{rest}: mgtutor diagnose {run_id}")
     return "\n".join(lines)
+
+
+def patch_lines(finding: Finding) -> list[str]:
+    """The patch `mgtutor check --fix` would write at the user's line a CUDA failure names."""
+    from mgtutor.diagnostics.check.fix import device_patch
+
+    frame = finding.script_frame
+    report = device_patch(frame["file"]) if frame else None
+    if report is None:
+        return []
+    diff = ["    " + "".join(ch if ch.isprintable() else "?" for ch in line) for line in report.diff().splitlines()]
+    return [f"  patch (mgtutor check --fix {frame['file']} writes it):", *diff[:40]] if frame else []
 
 
 def _print_lines(lines: list[LineTuple], out: TextIO) -> None:
