@@ -1,0 +1,75 @@
+"""`--compile auto` on one real GPU: a long run at large images compiles inside the whole-step CUDA
+graph, a second run of the same model and shape takes inductor's graphs from mgtutor's cache, and a
+compile that fails (a failing backend at the compile boundary) falls back to the graphed eager step.
+On the GPU machine: `pytest -m gpu tests/gpu/test_train_compile_gpu.py -s`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mgtutor.training.worker import compiling
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+
+
+def events(record: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (record / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def train(*args: str) -> tuple[str, dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-m", "mgtutor.tui", "train", "--strategy", "single", *args],
+                          capture_output=True, text=True, timeout=540)
+    print(done.stdout[-3000:], done.stderr[-2000:])
+    assert done.returncode == 0
+    record = Path(done.stdout.strip().splitlines()[-1].removeprefix("run record: "))
+    return done.stdout, next(e for e in events(record) if e["type"] == "result")
+
+
+def test_auto_compiles_inside_the_graph_and_the_second_run_uses_the_cache(gpu: None, xdg_homes: Path) -> None:
+    shape = ("--model", "resnet18", "--image-size", "128", "--batch-size", "64", "--steps", "300",
+             "--log-every", "100")
+    out, cold = train(*shape)
+    assert "compile: inductor inside the whole-step CUDA graph (auto: GPU, resnet18 at 128², 300 steps" in out
+    assert cold["compile"] == "default inside the whole-step CUDA graph" and cold["compile_fallback"] is None
+    assert cold["compile_s"] > 0 and math.isfinite(cold["final_loss"])
+    assert cold["compile_cache"]["fx_miss"] > 0
+    assert any((xdg_homes / "xdg_cache_home" / "mgtutor" / "inductor").iterdir())
+    out, warm = train(*shape)
+    assert "compiled in" in out and "(warm cache:" in out
+    assert warm["compile_cache"]["fx_hit"] > 0 and warm["compile_cache"]["fx_miss"] == 0
+    assert math.isfinite(warm["final_loss"]) and warm["ready_s"] > 0
+
+
+def failing_backend(gm: Any, example_inputs: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("fake compiler: ptxas not found")
+
+
+def test_a_failed_compile_falls_back_to_the_graphed_step(gpu: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from mgtutor.training.worker import train as worker
+
+    monkeypatch.setenv("MGTUTOR_EVENTS", str(tmp_path / "events.jsonl"))
+    monkeypatch.setattr(compiling, "BACKEND", failing_backend)
+    assert worker.main(["--strategy", "single", "--model", "resnet18", "--batch-size", "64", "--steps", "12",
+                        "--log-every", "4", "--compile", "default", "--cuda-graphs", "on"]) == 0
+    out = capsys.readouterr().out
+    assert "cuda graphs: on (--cuda-graphs)" in out
+    assert "compile: default inside the whole-step CUDA graph failed, so the step runs without compiling: " \
+           "BackendCompilerFailed" in out and "ptxas not found" in out
+    result = next(e for e in events(tmp_path) if e["type"] == "result")
+    assert result["steps"] == 12 and math.isfinite(result["final_loss"])
