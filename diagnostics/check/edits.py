@@ -122,8 +122,11 @@ class _Rewriter(cst.CSTTransformer):
     def __init__(self, changes: dict[cst.CSTNode, list[Edit]]) -> None:
         super().__init__()
         self.changes = changes
+        self.removed: set[int] = set()   # placeholders of removed statements, dropped by their block
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        if self.removed and isinstance(updated, (cst.Module, cst.IndentedBlock)):
+            updated = self._drop_removed(updated)
         edits = self.changes.get(original)
         if not edits:
             return updated
@@ -150,14 +153,30 @@ class _Rewriter(cst.CSTTransformer):
                 after.extend(statements(edit.code))
             elif edit.kind == "statement":
                 result = statement(edit.code).with_changes(leading_lines=result.leading_lines)  # type: ignore[attr-defined]
-            elif edit.kind == "remove":
-                return cst.RemoveFromParent()
+            elif edit.kind == "remove":  # its blank lines and comments stay, above the next statement
+                placeholder = cst.SimpleStatementLine([cst.Pass()], leading_lines=getattr(result, "leading_lines", ()))
+                self.removed.add(id(placeholder))
+                return placeholder
         if before:  # the blank lines and comments above the statement now sit above the new code
             before[0] = before[0].with_changes(leading_lines=getattr(result, "leading_lines", ()))
             result = result.with_changes(leading_lines=[])
         if before or after:
             return cst.FlattenSentinel([*before, result, *after])
         return result
+
+
+    def _drop_removed(self, block: cst.Module | cst.IndentedBlock) -> cst.Module | cst.IndentedBlock:
+        body: list = []
+        carried: list[cst.EmptyLine] = []
+        for stmt in block.body:
+            if id(stmt) in self.removed:
+                carried += list(getattr(stmt, "leading_lines", ()))
+                continue
+            if carried:
+                stmt = stmt.with_changes(leading_lines=[*carried, *getattr(stmt, "leading_lines", ())])
+                carried = []
+            body.append(stmt)
+        return block.with_changes(body=body) if len(body) != len(block.body) else block
 
 
 def _with_keyword(call: cst.CSTNode, name: str, code: str) -> cst.Call:
