@@ -1,0 +1,113 @@
+"""`mgtutor report` of real runs, opened in a real browser: a failed 2-rank CPU run (rank 1 crashes)
+and a hung one (the script asks for 3 ranks of 2). No console error, no request but the file itself,
+every chart drawn, the diagnosis and both ranks visible; the screenshot is kept in the test's tmp dir.
+The issue body (--markdown) of the same runs has every template field; a planted secret is in neither."""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.browser import chromium
+from tests.conftest import mgtutor_argv, no_gpu_env
+from tests.test_report import ISSUE_FIELDS
+
+pytestmark = pytest.mark.integration
+SECRET = "planted-secret-value-8c1f"
+CHART_LINES = """() => Array.from(document.querySelectorAll('figure.chart')).map(figure => {
+  const lines = Array.from(figure.querySelectorAll('g[id^="series-"]'));
+  const width = Math.max(0, ...lines.map(line => line.getBoundingClientRect().width));
+  return {id: figure.id, lines: lines.length, width};
+})"""
+
+
+def cli(*args: str, state: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = dict(no_gpu_env(), XDG_STATE_HOME=str(state), MY_SERVICE_TOKEN=SECRET)
+    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, env=env, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def run_id(proc: subprocess.CompletedProcess[str]) -> str:
+    match = re.search(r"run record: (\S+)", proc.stdout)
+    assert match, proc.stdout + proc.stderr
+    return Path(match.group(1)).name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """Two real runs through the CLI (each records its meters as it goes)."""
+    state = tmp_path_factory.mktemp("state")
+    failed = cli("train", "--nproc", "2", "--backend", "gloo", "--steps", "6", "--log-every", "1", "--batch-size",
+                 "16", "--dataset-size", "2048", "--inject", "crash-rank", "--inject-rank", "1", state=state)
+    assert failed.returncode != 0, failed.stderr
+    hung = cli("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "3", "--stop-on-hang", "--",
+               "-m", "mgtutor.diagnostics.failures.demo_workers", "world-size", "--timeout", "1800", state=state)
+    assert "hang report" in hung.stderr, hung.stderr
+    return state, {"failed": run_id(failed), "hung": run_id(hung)}
+
+
+def make_report(state: Path, run: str, out: Path, *extra: str) -> Path:
+    proc = cli("report", run, "-o", str(out), *extra, state=state)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(out)  # the CLI prints the file's path
+    return out
+
+
+@pytest.mark.parametrize("which", ["failed", "hung"])
+def test_the_report_opens_offline_in_a_browser(runs, which, tmp_path):
+    state, ids = runs
+    path = make_report(state, ids[which], tmp_path / f"{which}.html")
+    assert path.stat().st_size < 5 * 1024 * 1024
+    url = path.as_uri()
+    errors: list[str] = []
+    requests: list[str] = []
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto(url, wait_until="load")
+        charts = page.evaluate(CHART_LINES)
+        diagnosis = page.locator("#diagnosis .finding").first
+        assert diagnosis.is_visible()
+        kind = diagnosis.inner_text()
+        if which == "failed":
+            assert "child_failed" in kind and "rank 1" in kind
+            for rank in (0, 1):  # each rank's own log, its traceback's first line marked
+                assert page.locator("#logs h3", has_text=f"rank {rank} — logs/rank{rank}.stderr.log").is_visible()
+            assert page.locator(".first-error", has_text="Traceback").count() >= 2
+            expected = {"chart-throughput", "chart-loss", "chart-step_time", "chart-data_wait", "chart-rank_cpu",
+                        "chart-rank_rss", "chart-host_cpu"}
+        else:
+            assert "world_size_mismatch" in kind
+            for rank in (0, 1):
+                stack = page.locator(f"#stack-rank{rank}")
+                assert stack.is_visible() and "init_process_group" in stack.inner_text()
+            expected = {"chart-rank_cpu", "chart-rank_rss", "chart-host_cpu"}
+        page.screenshot(path=str(tmp_path / f"{which}.png"), full_page=True)
+    assert (tmp_path / f"{which}.png").stat().st_size > 10_000
+    assert errors == []
+    assert requests == [url]  # the file itself, nothing else
+    assert expected <= {c["id"] for c in charts}
+    for chart in charts:
+        assert chart["lines"] >= 1 and chart["width"] > 0, chart
+    assert SECRET not in path.read_text()
+
+
+def test_the_issue_body_of_both_runs(runs, tmp_path):
+    state, ids = runs
+    host = socket.gethostname()
+    for which, run in ids.items():
+        body = make_report(state, run, tmp_path / f"{which}.md", "--markdown", "--redact-hosts").read_text()
+        assert len(body) <= 65536
+        for name in ISSUE_FIELDS if which == "hung" else [f for f in ISSUE_FIELDS if f != "Hang report"]:
+            assert name in body, (which, name)
+        assert SECRET not in body
+        assert not re.search(rf"(?<![\w-]){re.escape(host)}(?![\w-])", body)
+    proc = cli("report", ids["hung"], "--markdown", "--json", "--doctor", "none", state=state)
+    data = json.loads(proc.stdout)
+    assert data["format"] == "markdown" and Path(data["path"]).name == "issue.md"
