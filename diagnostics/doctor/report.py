@@ -16,9 +16,10 @@ import psutil
 
 from mgtutor.training.runs import nvml
 
-from mgtutor.diagnostics.doctor import torchfacts
+from mgtutor.diagnostics.doctor import hostinfo, torchfacts
 from mgtutor.diagnostics.doctor.checks import run_checks
 from mgtutor.diagnostics.gpu import gpu_handles
+from mgtutor.training.runs.secrets import redact_env
 from mgtutor.diagnostics.doctor.topology import read_topology
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "PYTORCH_")
@@ -73,12 +74,14 @@ def host_facts() -> dict[str, Any]:
         "ram_total_mib": memory.total // MIB, "ram_available_mib": memory.available // MIB,
         "shm_total_mib": shm_total, "shm_free_mib": shm_free,
         "nofile_limit": _limit(resource.RLIMIT_NOFILE), "memlock_limit": _limit(resource.RLIMIT_MEMLOCK),
+        "cpu": hostinfo.cpu_details(),
     }
 
 
 def environment() -> dict[str, str]:
-    """The variables that change how distributed PyTorch behaves, as set now."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    """The variables that change how distributed PyTorch behaves, as set now; a secret's value never
+    (TORCH_HUB_TOKEN is under TORCH_)."""
+    return redact_env({k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES})
 
 
 def _capability(handle: Any) -> str | None:
@@ -123,6 +126,7 @@ def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
             "cudnn": facts.get("cudnn"), "nccl": facts.get("nccl"),
             "driver": nvml.query("nvmlSystemGetDriverVersion"), "driver_cuda": _driver_cuda(),
             "torch_debug": facts.get("debug"),
+            "cuda_runtime": facts.get("cuda_runtime"), "cuda_runtime_from": facts.get("cuda_runtime_from"),
             "mgtutor_python": sys.executable, "torch_python": facts.get("python"),
         },
         "gpus": gpus,
@@ -130,7 +134,8 @@ def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
         "topology": {**topo.to_json(), "matrix": topo.matrix()},
         "torch": facts,
         "environment": environment(),
-        "host": {**host_facts(), "gcc": facts.get("gcc")},
+        "host": {**host_facts(), "gcc": facts.get("gcc"), "cmake": facts.get("cmake"), "clang": facts.get("clang")},
+        "allocator": hostinfo.allocator_config(dict(os.environ)),
         "packages": facts.get("packages") or torchfacts.package_versions(),
     }
     report["checks"] = run_checks(report, topo)
@@ -173,6 +178,7 @@ def render_text(report: dict[str, Any]) -> str:
             f"locked memory {_fmt_limit(host['memlock_limit']['soft'], 'B')}",
             "", "Packages"]
     out += package_lines(report.get("packages") or {})
+    out += hostinfo.report_lines(report)
     out += ["", "Environment"]
     out += [f"  {k}={val}" for k, val in report["environment"].items()] or ["  (no NCCL_*, TORCH_*, PYTORCH_*, MASTER_*, "
                                                                            "CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH… set)"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.records import read_json, state_home, write_json_atomic
+from mgtutor.training.runs.records import private_state_dir, read_json, state_home, write_json_atomic
 
 KINDS = ("doctor", "allreduce", "rendezvous")
 
@@ -16,8 +16,9 @@ def saved_path(kind: str) -> Path:
 
 
 def save(kind: str, data: dict[str, Any]) -> Path:
+    """Kept 0600 in 0700 folders: a report names hosts, addresses and versions, for this user only."""
     path = saved_path(kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_state_dir(path.parent.name)
     write_json_atomic(path, data)
     return path
 

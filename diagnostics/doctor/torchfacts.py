@@ -8,6 +8,7 @@ initialised in the parent); they call `gather()`, which runs this module as a su
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -29,20 +30,45 @@ def package_versions() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def gcc_version() -> str | None:
-    """The first line of `gcc --version` (torch.compile and C++ extensions build with it), or None."""
+def tool_line(argv: list[str]) -> str | None:
+    """The first line of `TOOL --version` (gcc, cmake, clang: what builds torch.compile's kernels and
+    C++ extensions), or None when the tool is missing or fails."""
     try:
-        done = subprocess.run(["gcc", "--version"], capture_output=True, text=True, timeout=5,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
     first = done.stdout.splitlines()[:1]
     return first[0].strip() if done.returncode == 0 and first else None
 
 
+def gcc_version() -> str | None:
+    return tool_line(["gcc", "--version"])
+
+
+def cuda_runtime(packages: dict[str, str]) -> tuple[str | None, str | None]:
+    """(version, where from) of the CUDA toolkit here, as collect_env reports it: nvcc's release,
+    else the nvidia-cuda-runtime wheel that pip installed beside torch."""
+    try:
+        done = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+        found = re.search(r"release [^,]+, V(\S+)", done.stdout)
+        if done.returncode == 0 and found:
+            return found.group(1), "nvcc"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    for name, version in packages.items():
+        if name.startswith("nvidia-cuda-runtime"):
+            return version, f"{name} wheel"
+    return None, None
+
+
 def _facts() -> dict[str, Any]:
+    packages = package_versions()
+    runtime, runtime_from = cuda_runtime(packages)
     facts: dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable,
-                             "packages": package_versions(), "gcc": gcc_version()}
+                             "packages": packages, "gcc": gcc_version(), "cmake": tool_line(["cmake", "--version"]),
+                             "clang": tool_line(["clang", "--version"]),
+                             "cuda_runtime": runtime, "cuda_runtime_from": runtime_from}
     try:
         import torch
     except Exception as exc:  # torch missing or broken: say which
