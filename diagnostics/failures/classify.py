@@ -22,6 +22,7 @@ from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
 from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
 from mgtutor.diagnostics.failures.logparse import LogLine
+from mgtutor.diagnostics.failures.oom_explain import explain_hits
 from mgtutor.diagnostics.failures.scan import Hit, Scanner
 
 MAX_EVIDENCE = 4
@@ -42,11 +43,14 @@ class Finding:
     order: int = 0  # position of the first evidence: earlier wins among equal scores
     hit_ranks: frozenset[int] = frozenset()  # ranks whose own log lines proved it
     script_frame: dict[str, Any] | None = None  # the user's own line it failed at (cuda_missing.py)
+    numbers: dict[str, Any] | None = None  # measured values behind the summary (cuda_oom: oom_explain.py)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "rank": self.rank, "summary": self.summary, "fix": self.fix,
                                "evidence": self.evidence, "lesson": self.lesson, "detail": self.detail,
                                "ranks": self.ranks}
+        if self.numbers is not None:
+            out["numbers"] = self.numbers
         if self.script_frame is not None:
             out["script_frame"] = self.script_frame
         return out
@@ -296,11 +300,23 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
     return out
 
 
+def explain_oom(findings: list[Finding], scanner: Scanner, record: Any = None) -> list[Finding]:
+    """A cuda_oom finding gets the numbers of PyTorch's message: what held the GPU, what to free, which
+    ranks share it, and (after `mgtutor run --memory`) what filled it."""
+    finding = next((f for f in findings if f.kind == "cuda_oom"), None)
+    explanation = explain_hits(scanner.hits.get("cuda_oom", []), finding.rank, record) if finding else None
+    if finding is not None and explanation is not None:
+        finding.summary = f"{finding.summary} {explanation.summary()}"
+        finding.fix = explanation.fix()
+        finding.numbers = explanation.to_json()
+    return findings
+
+
 def diagnose_lines(lines: Iterable[LogLine], run: dict[str, Any] | None = None) -> list[Finding]:
     scanner = Scanner(load_catalogue())
     for line in lines:
         scanner.feed(line)
-    return build_findings(scanner, run)
+    return explain_oom(build_findings(scanner, run), scanner)
 
 
 def diagnose_files(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
@@ -310,7 +326,7 @@ def diagnose_files(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
         if Path(path).is_dir():
             raise IsADirectoryError(f"{path} is a directory")
         scan_file(scanner, os.fspath(path))
-    return build_findings(scanner)
+    return explain_oom(build_findings(scanner), scanner)
 
 
 def diagnose_run(record: Any) -> list[Finding]:
@@ -321,7 +337,7 @@ def diagnose_run(record: Any) -> list[Finding]:
     _scan_if_readable(scanner, record.torchrun_log, None, "torchrun.log")
     events = eventcheck.run_events(record.events_path)
     result = record.result().to_json() if hasattr(record, "result") else {}
-    return explain_cuda_missing(build_findings(scanner, result, events), record)
+    return explain_cuda_missing(explain_oom(build_findings(scanner, result, events), scanner, record), record)
 
 
 def _scan_if_readable(scanner: Scanner, path: Path, rank: int | None, name: str) -> None:

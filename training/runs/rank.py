@@ -19,6 +19,8 @@ import time
 from mgtutor.training.runs.records import RUN_DIR_ENV, RankExit, RunRecord
 from mgtutor.training.runs.safe_io import open_private
 
+MEMORY_ENV = "MGTUTOR_MEMORY_HISTORY"  # "1": `mgtutor run --memory` (training/worker/memory_record.py)
+_MEMORY_RECORDER = ["-m", "mgtutor.training.worker.memory_record"]
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
 
@@ -46,6 +48,8 @@ def main(argv: list[str]) -> int:
     stdout = os.fdopen(open_private(out_path, append=True), "ab", buffering=0) if out_path else None
     stderr = os.fdopen(open_private(err_path, append=True), "ab", buffering=0) if err_path else None
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if env.get(MEMORY_ENV) == "1":  # the allocator's history, and a snapshot at an OOM
+        argv = [*_MEMORY_RECORDER, *argv]
     child = subprocess.Popen([sys.executable, "-u", *argv], stdout=stdout, stderr=stderr,
                              stdin=subprocess.DEVNULL, env=env)
     info = RankExit(rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", rank)),

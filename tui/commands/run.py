@@ -8,11 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
+from mgtutor.training.runs.rank import MEMORY_ENV
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
 from mgtutor.training.runs.samples import SampleRecorder
 from mgtutor.training.runs.session import RunSession, Update
@@ -44,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
     add_verbose_option(parser)
+    parser.add_argument("--memory", action="store_true",
+                        help="record the CUDA allocator's history in every rank (it slows each allocation); on an "
+                             "OOM, save the snapshot in the run record for PyTorch's memory_viz and say what filled "
+                             "the memory: parameters, gradients, optimizer state, activations, and your lines that "
+                             "allocated most")
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
                         help="the script (or -m MODULE) and its arguments, after --")
     parser.set_defaults(func=main)
@@ -153,6 +160,9 @@ def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
         text = "".join(ch if ch.isprintable() else "?" for ch in str(ev.get("text", "")).strip())[:160]
         lines.append(f"  evidence: {ev.get('file')}:{ev.get('line')}  {text}")
     lines += patch_lines(finding)
+    memory = (finding.numbers or {}).get("memory")
+    if isinstance(memory, dict):
+        lines += ["  " + line for line in memory_lines(memory)]
     if finding.lesson:
         lines.append(f"  lesson: {finding.lesson}")
     rest = f" ({more} more finding{'s' if more != 1 else ''})" if more > 0 else ""
@@ -269,7 +279,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with deferred() as early:  # a SIGTERM now must still stop the run once it exists
             run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
-                                    **node_options(args)))
+                                    env={MEMORY_ENV: "1"} if args.memory else {}, **node_options(args)))
     except LaunchError as exc:
         raise CliError(str(exc)) from None
     meta = run.record.meta()

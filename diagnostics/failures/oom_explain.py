@@ -1,0 +1,218 @@
+"""A CUDA OOM explained with numbers: what PyTorch's message says about the GPU, how much must be
+freed, which ranks share the GPU, and — after `mgtutor run --memory` — what filled the memory.
+
+PyTorch's message (c10/cuda/CUDACachingAllocator.cpp) already carries the numbers, in one of two
+wordings: since 2.1 "Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.10 GiB of which
+1.5 GiB is free. Process 4242 has 3.00 GiB memory in use. Including non-PyTorch memory, this process
+has 77.5 GiB memory in use. Of the allocated memory 70 GiB is allocated by PyTorch, and 5 GiB is
+reserved by PyTorch but unallocated."; before, "(GPU 0; 4.00 GiB total capacity; 3.08 GiB already
+allocated; 0 bytes free; 3.47 GiB reserved in total by PyTorch)". Each number read is kept; a
+number the message lacks stays None and is never guessed.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+_SIZE = r"([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)"
+_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_PATTERNS = {
+    "tried": rf"Tried to allocate {_SIZE}",
+    "capacity": rf"total capac\w* of {_SIZE}",
+    "free": rf"of which {_SIZE} is free",
+    "this_process": rf"this process has {_SIZE} memory in use",
+    "allocated": rf"Of the allocated memory {_SIZE} is allocated by PyTorch",
+    "reserved_unallocated": rf"and {_SIZE} is reserved by PyTorch but unallocated",
+    # before PyTorch 2.1
+    "old_capacity": rf"; {_SIZE} total capacity",
+    "old_allocated": rf"; {_SIZE} already allocated",
+    "old_free": rf"; {_SIZE} free",
+    "old_reserved": rf"; {_SIZE} reserved in total by PyTorch",
+}
+_GPU = re.compile(r"GPU (\d+)")
+_OTHER = re.compile(rf"Process (\d+) has {_SIZE} memory in use")
+GIB = 1 << 30
+MEMORY_DIR = "memory"  # <run>/memory/rank<R>.json (summary) and rank<R>.pickle (memory_viz snapshot)
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number) * _UNITS[unit])
+
+
+def gib(value: float | None) -> str:
+    """GiB from 1 GiB up, MiB below: '0.00 GiB' would hide a real 86 MiB."""
+    if value is None:
+        return "?"
+    return f"{value / GIB:.2f} GiB" if value >= GIB else f"{value / (1 << 20):.1f} MiB"
+
+
+@dataclass
+class OomNumbers:
+    """What one OOM message says, in bytes."""
+    tried: int | None = None
+    gpu: int | None = None
+    capacity: int | None = None
+    free: int | None = None
+    this_process: int | None = None
+    allocated: int | None = None
+    reserved_unallocated: int | None = None
+    others: list[tuple[int, int]] = field(default_factory=list)  # (pid, bytes) of other processes on the GPU
+
+    @property
+    def outside_pytorch(self) -> int | None:
+        """This process's memory the allocator does not hold: CUDA context, cuBLAS/cuDNN, NCCL's buffers."""
+        if None in (self.this_process, self.allocated, self.reserved_unallocated):
+            return None
+        return max(0, self.this_process - self.allocated - self.reserved_unallocated)  # type: ignore[operator]
+
+    @property
+    def must_free(self) -> int | None:
+        """Bytes that had to be free for the allocation to succeed and were not; the whole request when the
+        GPU showed enough free (it was in pieces, or another process took it first)."""
+        if self.tried is None or self.free is None:
+            return None
+        return self.tried - self.free if self.tried > self.free else self.tried
+
+
+def parse_oom(text: str) -> OomNumbers | None:
+    """The numbers of a CUDA OOM message, or None when the text is not one."""
+    if "out of memory" not in text:
+        return None
+    found: dict[str, int] = {}
+    for name, pattern in _PATTERNS.items():
+        match = re.search(pattern, text)
+        if match:
+            found[name] = _bytes(match.group(1), match.group(2))
+    gpu = _GPU.search(text)
+    reserved_total = found.get("old_reserved")
+    allocated = found.get("allocated", found.get("old_allocated"))
+    unallocated = found.get("reserved_unallocated")
+    if unallocated is None and reserved_total is not None and allocated is not None:
+        unallocated = max(0, reserved_total - allocated)
+    return OomNumbers(tried=found.get("tried"), gpu=int(gpu.group(1)) if gpu else None,
+                      capacity=found.get("capacity", found.get("old_capacity")),
+                      free=found.get("free", found.get("old_free")), this_process=found.get("this_process"),
+                      allocated=allocated, reserved_unallocated=unallocated,
+                      others=[(int(m.group(1)), _bytes(m.group(2), m.group(3))) for m in _OTHER.finditer(text)])
+
+
+@dataclass
+class OomExplanation:
+    numbers: OomNumbers
+    rank: int | None
+    other_ranks: dict[int, int] = field(default_factory=dict)  # pid → rank of this run
+    memory: dict[str, Any] | None = None  # the --memory summary of the failing rank, when recorded
+
+    def lower_batch_pct(self) -> int | None:
+        """How much smaller the batch must be, at least: the shortfall over the memory that scales with
+        the batch (activations when --memory measured them, else all of PyTorch's: a lower bound)."""
+        need = self.numbers.must_free
+        scaling = (self.memory or {}).get("by_kind", {}).get("activations") or self.numbers.allocated
+        if not need or not scaling:
+            return None
+        return min(100, math.ceil(100 * need / scaling))
+
+    def summary(self) -> str:
+        n = self.numbers
+        held = [f"{gib(n.capacity)} in all"] if n.capacity is not None else []
+        held += [f"{gib(n.free)} free"] if n.free is not None else []
+        parts = [f"GPU {n.gpu if n.gpu is not None else '?'}: {', '.join(held) or 'sizes not in the message'}"]
+        if n.allocated is not None:
+            parts.append(f"PyTorch held {gib(n.allocated)} in tensors")
+        if n.reserved_unallocated is not None:
+            parts.append(f"{gib(n.reserved_unallocated)} reserved but unallocated (fragmentation)")
+        if n.outside_pytorch is not None:
+            parts.append(f"{gib(n.outside_pytorch)} outside PyTorch (CUDA context, libraries, NCCL)")
+        for pid, size in n.others:
+            who = f"rank {self.other_ranks[pid]}" if pid in self.other_ranks else "not a rank of this run"
+            parts.append(f"process {pid} ({who}) {gib(size)}")
+        if n.must_free is not None and n.tried is not None and n.free is not None:
+            parts.append(f"at least {gib(n.must_free)} must be freed for the {gib(n.tried)} asked" +
+                         (f" ({gib(n.free)} showed free but could not be used)" if n.free >= n.tried else ""))
+        return "; ".join(parts) + "."
+
+    def fix(self) -> str:
+        n, steps = self.numbers, []
+        sharers = sorted({self.other_ranks[pid] for pid, _ in n.others if pid in self.other_ranks})
+        if sharers:
+            shared = sum(size for pid, size in n.others if pid in self.other_ranks)
+            steps.append(f"{'ranks' if len(sharers) > 1 else 'rank'} {', '.join(map(str, sharers))} also "
+                         f"{'use' if len(sharers) > 1 else 'uses'} this "
+                         f"GPU ({gib(shared)}): give each rank its own GPU with "
+                         "`torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))` before any CUDA work")
+        if n.reserved_unallocated and n.tried and n.reserved_unallocated >= n.tried:
+            steps.append(f"{gib(n.reserved_unallocated)} is reserved but cut in pieces too small for {gib(n.tried)}: "
+                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator join them")
+        pct = self.lower_batch_pct()
+        if pct is not None:
+            activations = (self.memory or {}).get("by_kind", {}).get("activations")
+            basis = (f"over the {gib(activations)} of activations" if activations else
+                     f"over the {gib(n.allocated)} PyTorch held: a lower bound, more when weights and optimizer "
+                     "state are much of it")
+            steps.append(f"lower the per-GPU batch by at least {pct} % (the {gib(n.must_free)} short {basis}), "
+                         "keeping the global batch with gradient accumulation; `mgtutor bench maxbatch` finds the "
+                         "largest batch that fits for the built-in models")
+        if self.memory is None:
+            steps.append("to see what filled the memory, run again with `mgtutor run --memory -- SCRIPT`: it "
+                         "records the allocator's history and says which of your lines allocated most")
+        steps.append("other ways down: mixed precision (`torch.autocast(\"cuda\", dtype=torch.bfloat16)`), "
+                     "activation checkpointing, or sharding the model with FSDP")
+        text = "; ".join(steps)
+        return text[:1].upper() + text[1:] + "."
+
+    def to_json(self) -> dict[str, Any]:
+        n = self.numbers
+        out: dict[str, Any] = {k: v for k, v in asdict(n).items() if k != "others"}
+        out.update(outside_pytorch=n.outside_pytorch, must_free=n.must_free, lower_batch_pct=self.lower_batch_pct(),
+                   other_processes=[{"pid": pid, "bytes": size, "rank": self.other_ranks.get(pid)}
+                                    for pid, size in n.others])
+        if self.memory is not None:
+            out["memory"] = self.memory
+        return out
+
+
+def memory_summary(run_dir: str | Path | None, rank: int | None) -> dict[str, Any] | None:
+    """The --memory summary that the failing rank wrote at its OOM, if any."""
+    if run_dir is None or rank is None:
+        return None
+    try:
+        data = json.loads((Path(run_dir) / MEMORY_DIR / f"rank{rank}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def memory_lines(memory: dict[str, Any], limit: int = 3) -> list[str]:
+    """The --memory summary as a few lines for the terminal."""
+    kinds = memory.get("by_kind", {})
+    total = sum(kinds.values()) or 1
+    out = ["memory at the OOM (allocated by PyTorch): " + ", ".join(
+        f"{name} {gib(size)} ({100 * size / total:.0f} %)" for name, size in sorted(kinds.items(), key=lambda kv: -kv[1]))]
+    for entry in memory.get("top_lines", [])[:limit]:
+        out.append(f"  {gib(entry['bytes'])} allocated at {entry['file']}:{entry['line']} ({entry['function']})")
+    if memory.get("snapshot"):
+        out.append(f"  snapshot: {memory['snapshot']} (drag it onto https://pytorch.org/memory_viz)")
+    return out
+
+
+def explain_hits(hits: list[Any], rank: int | None, record: Any = None) -> OomExplanation | None:
+    """From the classifier's cuda_oom hits (the failing rank's first) and, for a run, its record:
+    rank pids for the other processes on the GPU, and the --memory summary."""
+    ordered = sorted(hits, key=lambda h: (h.line.rank != rank, h.order))
+    numbers = next((n for h in ordered if (n := parse_oom(h.line.text)) and (n.tried or n.capacity)), None)
+    if numbers is None:
+        return None
+    pids: dict[int, int] = {}
+    run_dir = None
+    if record is not None:
+        run_dir = record.path
+        for info in record.ranks():
+            for pid in (info.pid, info.wrapper_pid):
+                if pid:
+                    pids[pid] = info.rank
+    others = {pid: pids[pid] for pid, _ in numbers.others if pid in pids}
+    return OomExplanation(numbers, rank, others, memory_summary(run_dir, rank))
