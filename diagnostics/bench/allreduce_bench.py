@@ -138,6 +138,15 @@ HEADER = ("#                                               out-of-place         
           "#        (B)    (elements)               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)")
 
 
+def bounds_line(rows: list[dict[str, Any]]) -> str:
+    """nccl-tests' "Out of bounds values" line; N/A when no row was checked (without --check #wrong is N/A)."""
+    checked = [r["wrong"] for r in rows if r["wrong"] is not None]
+    if not checked:
+        return "# Out of bounds values : N/A (results not checked; --check counts wrong elements)"
+    wrong = sum(checked)
+    return f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}"
+
+
 def _wrong(value: int | None) -> str:
     return "N/A" if value is None else str(value)
 

@@ -84,6 +84,17 @@ def rate_points(points: list[Point], baseline: float) -> list[Point]:
     return points
 
 
+def shared_cores_note(backend: str, max_devices: int, cpus: int | None = None) -> str | None:
+    """On CPU ranks, why N ranks give less than N×: they share this machine's cores, they add none."""
+    if backend != "gloo" or max_devices < 2:
+        return None
+    cpus = cpus or os.cpu_count() or 1
+    threads = max(1, cpus // max_devices)
+    return (f"the CPU ranks share this machine's {cpus} core(s) ({threads} thread(s) per rank in every run): "
+            f"{max_devices} ranks add no hardware, so the speed-up shows DDP's cost on shared cores, "
+            "not what more GPUs would give")
+
+
 def scaling_report(train_argv: list[str], max_devices: int, backend: str,
                    on_line: Callable[[int | None, str], None] | None = None,
                    on_point: Callable[[Point], None] | None = None) -> list[Point]:

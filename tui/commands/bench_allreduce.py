@@ -6,7 +6,15 @@ import json
 import sys
 
 from mgtutor.diagnostics.doctor import saved
-from mgtutor.diagnostics.bench.allreduce_bench import HEADER, BenchOptions, collect, env_note, format_pair, start
+from mgtutor.diagnostics.bench.allreduce_bench import (
+    HEADER,
+    BenchOptions,
+    bounds_line,
+    collect,
+    env_note,
+    format_pair,
+    start,
+)
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.errors import CliError
@@ -67,8 +75,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         if report["avg_busbw_gbps"] is not None:
-            print(f"# Out of bounds values : {sum(r['wrong'] or 0 for r in report['rows'])} "
-                  f"{'OK' if not any(r['wrong'] for r in report['rows']) else 'FAILED'}")
+            print(bounds_line(report["rows"]))
             print(f"# Avg bus bandwidth    : {report['avg_busbw_gbps']:.3f}")
         print(f"# {report['verdict']}")
         print(f"run record: {run.record.path}")

@@ -8,7 +8,7 @@ import sys
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
-from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report
+from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note
 from mgtutor.tui.errors import CliError, EXIT_FAILED
 
 _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
@@ -76,10 +76,14 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": args.model, "image_size": args.image_size, "batch_size": args.batch_size,
                           "backend": backend, "baseline": "1 device, no DDP wrapper",
+                          "note": shared_cores_note(backend, max_devices),
                           "points": [p.as_json() for p in points]}, indent=2))
     else:
         print(HEADER)
         for point in points:
             print(describe_point(point))
         print("efficiency = samples/s on N ranks ÷ (N × samples/s of 1 device without DDP)")
+        note = shared_cores_note(backend, max_devices)
+        if note:
+            print(f"note: {note}")
     return 0
