@@ -9,6 +9,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.launcher import Run
 from mgtutor.training.runs.records import RunRecord, runs_root
 from mgtutor.tui.messages import AttachRun, OpenLesson, OpenRun, RunStarted, ShowLesson
@@ -36,14 +37,14 @@ class MgTutorApp(App[None]):
     DEFAULT_MODE = "home"
     # The mode keys stay out of the footer (80 columns are for the screen's own keys); ? lists them.
     BINDINGS = [
-        Binding("h", "switch_mode('home')", "Home", show=False),
-        Binding("l", "switch_mode('lessons')", "Lessons", show=False),
-        Binding("d", "switch_mode('diagnostics')", "Diagnostics", show=False),
-        Binding("m", "switch_mode('monitor')", "Monitor", show=False),
-        Binding("t", "switch_mode('troubleshoot')", "Troubleshoot", show=False),
-        Binding("r", "switch_mode('runs')", "Runs", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "request_quit", "Quit"),
+        Binding("h", "switch_mode('home')", N_("Home"), show=False),
+        Binding("l", "switch_mode('lessons')", N_("Lessons"), show=False),
+        Binding("d", "switch_mode('diagnostics')", N_("Diagnostics"), show=False),
+        Binding("m", "switch_mode('monitor')", N_("Monitor"), show=False),
+        Binding("t", "switch_mode('troubleshoot')", N_("Troubleshoot"), show=False),
+        Binding("r", "switch_mode('runs')", N_("Runs"), show=False),
+        Binding("question_mark", "help", N_("Help"), key_display="?"),
+        Binding("q", "request_quit", N_("Quit")),
     ]
 
     def __init__(self) -> None:
@@ -83,7 +84,7 @@ class MgTutorApp(App[None]):
 
         def decide(choice: str | None) -> None:
             if choice == "stop":
-                self.notify(f"stopping {len(running)} run(s)…")
+                self.notify(_("stopping {count} run(s)...").format(count=len(running)))
                 self.stop_runs_then_exit(running)
             elif choice == "leave":
                 self.exit()

@@ -1,19 +1,57 @@
-"""The doctor's judgements: each turns facts into {"id", "status", "message", "fix"}."""
+"""The doctor's judgements: each turns facts into {"id", "status", "message", "fix"}.
+
+The dict is the JSON contract and stays English; each check also keeps its English templates and
+values (not part of the JSON) so a view says it in the user's language with `say()`.
+"""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import psutil
 
 from mgtutor.diagnostics.doctor.topology import Topology, describe_link
+from mgtutor.training.runs.i18n import N_, _
 
-Check = dict[str, Any]
 MIN_TORCH = (2, 4)
 
 
-def check(id_: str, status: str, message: str, fix: str | None = None) -> Check:
-    return {"id": id_, "status": status, "message": message, "fix": fix}
+class Phrase(str):
+    """A value that is itself words to translate (not a name or a number)."""
+
+
+class Check(dict[str, Any]):
+    """{"id", "status", "message", "fix"} in English, plus the templates they were filled from."""
+
+    templates: dict[str, tuple[str | None, dict[str, Any]]]
+
+
+def _fill(template: str | None, values: dict[str, Any], translate: bool) -> str | None:
+    if template is None:
+        return None
+    if not translate:
+        return template.format(**values) if values else template
+    said = {k: _(v) if isinstance(v, Phrase) else v for k, v in values.items()}
+    return _(template).format(**said) if values else _(template)
+
+
+def check(id_: str, status: str, message: str, fix: str | None = None, **values: Any) -> Check:
+    """`message` and `fix` are English templates ({name} filled from `values`), marked N_() for the catalogue."""
+    item = Check(id=id_, status=status, message=_fill(message, values, False), fix=_fill(fix, values, False))
+    item.templates = {"message": (message, values), "fix": (fix, values)}
+    return item
+
+
+def say(item: Mapping[str, Any], key: str) -> str | None:
+    """A check's message or fix in the current language. A report read back from disk has no
+    templates: its fixed sentences are translated, a sentence with values stays as written."""
+    templates = getattr(item, "templates", None)
+    if templates is None:
+        text = item.get(key)
+        return _(text) if text else text
+    template, values = templates[key]
+    return _fill(template, values, True)
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
@@ -37,56 +75,62 @@ def _arch_supported(capability: str, arch_list: list[str]) -> bool:
 
 def software_checks(report: dict[str, Any]) -> list[Check]:
     v, facts, gpus = report["versions"], report["torch"], report["gpus"]
-    out = [check("python", "ok", f"Python {v['python']}")]
+    out = [check("python", "ok", N_("Python {version}"), version=v["python"])]
     if facts.get("torch_error"):
-        out.append(check("torch", "fail", f"torch cannot be imported: {facts['torch_error']}",
-                         "pip install torch (pick the CUDA build for your driver at pytorch.org)"))
+        out.append(check("torch", "fail", N_("torch cannot be imported: {error}"),
+                         N_("pip install torch (pick the CUDA build for your driver at pytorch.org)"),
+                         error=facts["torch_error"]))
         return out
     torch_v = _version_tuple(v["torch"])
-    out.append(check("torch", "ok" if torch_v[:2] >= MIN_TORCH else "warn", f"torch {v['torch']}",
-                     None if torch_v[:2] >= MIN_TORCH else "upgrade to torch 2.4 or newer: pip install -U torch"))
+    out.append(check("torch", "ok" if torch_v[:2] >= MIN_TORCH else "warn", N_("torch {version}"),
+                     None if torch_v[:2] >= MIN_TORCH else N_("upgrade to torch 2.4 or newer: pip install -U torch"),
+                     version=v["torch"]))
     if not facts.get("distributed"):
-        out.append(check("distributed", "fail", "this torch build has no torch.distributed",
-                         "install an official torch wheel (Linux builds include distributed)"))
+        out.append(check("distributed", "fail", N_("this torch build has no torch.distributed"),
+                         N_("install an official torch wheel (Linux builds include distributed)")))
     if not gpus:
-        out.append(check("gpu", "warn", f"no NVIDIA GPU ({report['gpu_error']}): ranks will be CPU processes on gloo",
-                         "for GPU training install the NVIDIA driver on a machine with NVIDIA GPUs; "
-                         "everything in mgtutor still works on the CPU"))
+        out.append(check("gpu", "warn", N_("no NVIDIA GPU ({error}): ranks will be CPU processes on gloo"),
+                         N_("for GPU training install the NVIDIA driver on a machine with NVIDIA GPUs; "
+                            "everything in mgtutor still works on the CPU"), error=report["gpu_error"]))
         if facts.get("gloo_available"):
-            out.append(check("gloo", "ok", "gloo backend available (CPU collectives)"))
+            out.append(check("gloo", "ok", N_("gloo backend available (CPU collectives)")))
         return out
-    out.append(check("gpu", "ok", f"{len(gpus)} NVIDIA GPU(s): " + ", ".join(sorted({g['name'] for g in gpus}))))
+    out.append(check("gpu", "ok", N_("{count} NVIDIA GPU(s): {names}"), count=len(gpus),
+                     names=", ".join(sorted({g["name"] for g in gpus}))))
     torch_cuda, driver_cuda = _version_tuple(v["cuda"]), _version_tuple(v["driver_cuda"])
     if not v["cuda"]:
-        out.append(check("torch_cuda", "fail", f"torch {v['torch']} is a CPU-only build",
-                         "install a CUDA build: pip install torch --index-url https://download.pytorch.org/whl/cu126"))
+        out.append(check("torch_cuda", "fail", N_("torch {version} is a CPU-only build"),
+                         N_("install a CUDA build: pip install torch --index-url https://download.pytorch.org/whl/cu126"),
+                         version=v["torch"]))
     elif driver_cuda and driver_cuda[:2] < torch_cuda[:2]:
         same_major = driver_cuda[:1] == torch_cuda[:1]
         out.append(check("driver", "warn" if same_major else "fail",
-                         f"driver {v['driver']} supports CUDA {v['driver_cuda']}, torch was built for CUDA {v['cuda']}",
-                         "update the NVIDIA driver, or install the torch build for CUDA "
-                         f"{v['driver_cuda']} or older"))
+                         N_("driver {driver} supports CUDA {driver_cuda}, torch was built for CUDA {cuda}"),
+                         N_("update the NVIDIA driver, or install the torch build for CUDA {driver_cuda} or older"),
+                         driver=v["driver"], driver_cuda=v["driver_cuda"], cuda=v["cuda"]))
     else:
-        out.append(check("driver", "ok", f"driver {v['driver']} (CUDA {v['driver_cuda'] or '?'}) runs torch's CUDA {v['cuda']}"))
+        out.append(check("driver", "ok", N_("driver {driver} (CUDA {driver_cuda}) runs torch's CUDA {cuda}"),
+                         driver=v["driver"], driver_cuda=v["driver_cuda"] or "?", cuda=v["cuda"]))
     if v["cuda"]:
         if facts.get("cuda_available"):
-            out.append(check("cuda", "ok", f"torch sees {facts.get('device_count')} CUDA device(s)"))
+            out.append(check("cuda", "ok", N_("torch sees {count} CUDA device(s)"), count=facts.get("device_count")))
         else:
             why = facts.get("cuda_error") or "torch.cuda.is_available() is False"
-            out.append(check("cuda", "fail", f"NVML sees GPUs but torch cannot use CUDA: {why}",
-                             "check CUDA_VISIBLE_DEVICES, the driver version, and that no other CUDA library "
-                             "shadows torch's (LD_LIBRARY_PATH)"))
+            out.append(check("cuda", "fail", N_("NVML sees GPUs but torch cannot use CUDA: {why}"),
+                             N_("check CUDA_VISIBLE_DEVICES, the driver version, and that no other CUDA library "
+                                "shadows torch's (LD_LIBRARY_PATH)"), why=why))
         for g in gpus:
             cap, arch = g.get("compute_capability"), facts.get("arch_list") or []
             if cap and arch and not _arch_supported(cap, arch):
                 out.append(check(f"arch_gpu{g['index']}", "fail",
-                                 f"GPU{g['index']} (sm {cap}) is not in this torch build's arch list {' '.join(arch)}",
-                                 "install a torch build compiled for this GPU (newer wheel or matching CUDA version)"))
+                                 N_("GPU{index} (sm {capability}) is not in this torch build's arch list {arch}"),
+                                 N_("install a torch build compiled for this GPU (newer wheel or matching CUDA version)"),
+                                 index=g["index"], capability=cap, arch=" ".join(arch)))
         if facts.get("nccl_available") and v["nccl"]:
-            out.append(check("nccl", "ok", f"NCCL {v['nccl']} available"))
+            out.append(check("nccl", "ok", N_("NCCL {version} available"), version=v["nccl"]))
         else:
-            out.append(check("nccl", "fail", "the NCCL backend is not available in this torch build",
-                             "install an official Linux CUDA torch wheel (they bundle NCCL)"))
+            out.append(check("nccl", "fail", N_("the NCCL backend is not available in this torch build"),
+                             N_("install an official Linux CUDA torch wheel (they bundle NCCL)")))
     return out
 
 
@@ -95,23 +139,24 @@ def gpu_link_checks(report: dict[str, Any], topo: Topology) -> list[Check]:
     for g in report["gpus"]:
         if g["pcie_width"] and g["pcie_max_width"] and g["pcie_width"] < g["pcie_max_width"]:
             out.append(check(f"pcie_gpu{g['index']}", "warn",
-                             f"GPU{g['index']} PCIe link runs ×{g['pcie_width']} of ×{g['pcie_max_width']}",
-                             "reseat the card or move it to a full-width slot; check BIOS lane bifurcation"))
+                             N_("GPU{index} PCIe link runs ×{width} of ×{max_width}"),
+                             N_("reseat the card or move it to a full-width slot; check BIOS lane bifurcation"),
+                             index=g["index"], width=g["pcie_width"], max_width=g["pcie_max_width"]))
     for pair in topo.pairs:
         where = f"GPU{pair.a}↔GPU{pair.b}"
         text = describe_link(topo, pair)
         if pair.kind == "nvlink":
-            out.append(check(f"link_{pair.a}_{pair.b}", "ok", f"{where}: {text}"))
+            out.append(check(f"link_{pair.a}_{pair.b}", "ok", "{where}: {link}", where=where, link=text))
         elif pair.p2p is False:
-            out.append(check(f"link_{pair.a}_{pair.b}", "warn", f"{where}: {text}; NCCL copies through host memory",
-                             "enable P2P: disable PCIe ACS / IOMMU passthrough in BIOS or VM settings; "
-                             "all-reduce will be slower until then"))
+            out.append(check(f"link_{pair.a}_{pair.b}", "warn", N_("{where}: {link}; NCCL copies through host memory"),
+                             N_("enable P2P: disable PCIe ACS / IOMMU passthrough in BIOS or VM settings; "
+                                "all-reduce will be slower until then"), where=where, link=text))
         elif pair.label == "SYS":
-            out.append(check(f"link_{pair.a}_{pair.b}", "warn", f"{where}: {text}",
-                             "traffic crosses CPU sockets: prefer GPUs under one socket for a job "
-                             "(CUDA_VISIBLE_DEVICES) when you use fewer than all"))
+            out.append(check(f"link_{pair.a}_{pair.b}", "warn", "{where}: {link}",
+                             N_("traffic crosses CPU sockets: prefer GPUs under one socket for a job "
+                                "(CUDA_VISIBLE_DEVICES) when you use fewer than all"), where=where, link=text))
         else:
-            out.append(check(f"link_{pair.a}_{pair.b}", "ok", f"{where}: {text}"))
+            out.append(check(f"link_{pair.a}_{pair.b}", "ok", "{where}: {link}", where=where, link=text))
     return out
 
 
@@ -128,34 +173,36 @@ def _interfaces_match(spec: str) -> bool:
 def _visible_devices_check(visible: str, gpus: int) -> Check:
     """CUDA_VISIBLE_DEVICES is only fine when it names GPUs this machine has (indices or GPU-/MIG- UUIDs)."""
     if gpus == 0:
-        return check("cuda_visible_devices", "warn", f"CUDA_VISIBLE_DEVICES={visible} but this machine has no "
-                     "NVIDIA GPU: it selects nothing", "unset it here; set it on the GPU machine")
+        return check("cuda_visible_devices", "warn", N_("CUDA_VISIBLE_DEVICES={visible} but this machine has no "
+                     "NVIDIA GPU: it selects nothing"), N_("unset it here; set it on the GPU machine"), visible=visible)
     missing = [p for p in visible.split(",") if p.strip().isdigit() and int(p) >= gpus]
     if missing:
-        return check("cuda_visible_devices", "fail", f"CUDA_VISIBLE_DEVICES={visible} names GPU {missing[0]}, "
-                     f"but there are {gpus} GPU(s) (0…{gpus - 1}); CUDA ignores every index after a bad one",
-                     f"list indices 0…{gpus - 1} only")
-    return check("cuda_visible_devices", "ok", f"CUDA_VISIBLE_DEVICES={visible}")
+        return check("cuda_visible_devices", "fail", N_("CUDA_VISIBLE_DEVICES={visible} names GPU {bad}, "
+                     "but there are {gpus} GPU(s) (0…{last}); CUDA ignores every index after a bad one"),
+                     N_("list indices 0…{last} only"), visible=visible, bad=missing[0], gpus=gpus, last=gpus - 1)
+    return check("cuda_visible_devices", "ok", "CUDA_VISIBLE_DEVICES={visible}", visible=visible)
 
 
 def environment_checks(report: dict[str, Any]) -> list[Check]:
     env, out = report["environment"], []
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and not visible.strip():
-        out.append(check("cuda_visible_devices", "fail", "CUDA_VISIBLE_DEVICES is empty: every GPU is hidden",
-                         "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use (e.g. 0,1)"))
+        out.append(check("cuda_visible_devices", "fail", N_("CUDA_VISIBLE_DEVICES is empty: every GPU is hidden"),
+                         N_("unset CUDA_VISIBLE_DEVICES, or list the GPUs to use (e.g. 0,1)")))
     elif visible is not None:
         out.append(_visible_devices_check(visible, len(report.get("gpus") or [])))
-    for name, what in (("NCCL_P2P_DISABLE", "GPU-to-GPU (NVLink/PCIe P2P) transfers"),
-                       ("NCCL_SHM_DISABLE", "shared-memory transfers"), ("NCCL_IB_DISABLE", "InfiniBand")):
+    for name, what in (("NCCL_P2P_DISABLE", Phrase(N_("GPU-to-GPU (NVLink/PCIe P2P) transfers"))),
+                       ("NCCL_SHM_DISABLE", Phrase(N_("shared-memory transfers"))), ("NCCL_IB_DISABLE", "InfiniBand")):
         if env.get(name, "0") not in ("0", ""):
-            out.append(check(name.lower(), "warn", f"{name}={env[name]} turns off NCCL {what}",
-                             f"unset {name} unless you are working around a known fault"))
+            out.append(check(name.lower(), "warn", N_("{name}={value} turns off NCCL {what}"),
+                             N_("unset {name} unless you are working around a known fault"),
+                             name=name, value=env[name], what=what))
     for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         if env.get(name) and not _interfaces_match(env[name]):
-            out.append(check(name.lower(), "fail", f"{name}={env[name]} names no network interface of this host "
-                             f"(have: {', '.join(sorted(psutil.net_if_addrs()))})",
-                             f"set {name} to an interface listed by `ip addr`, or unset it"))
+            out.append(check(name.lower(), "fail", N_("{name}={value} names no network interface of this host "
+                             "(have: {interfaces})"),
+                             N_("set {name} to an interface listed by `ip addr`, or unset it"),
+                             name=name, value=env[name], interfaces=", ".join(sorted(psutil.net_if_addrs()))))
     return out
 
 
@@ -163,30 +210,37 @@ def host_checks(report: dict[str, Any]) -> list[Check]:
     host, out = report["host"], []
     shm = host["shm_total_mib"]
     if shm is None:
-        out.append(check("shm", "warn", "no /dev/shm: DataLoader workers and NCCL need shared memory",
-                         "mount a tmpfs on /dev/shm"))
+        out.append(check("shm", "warn", N_("no /dev/shm: DataLoader workers and NCCL need shared memory"),
+                         N_("mount a tmpfs on /dev/shm")))
     elif shm < 1024:
-        out.append(check("shm", "warn", f"/dev/shm is only {shm} MiB: DataLoader workers and NCCL can fail "
-                         "with 'Bus error' or 'No space left on device'",
-                         "in Docker: --shm-size=16g or --ipc=host; on a host: mount -o remount,size=16G /dev/shm"))
+        out.append(check("shm", "warn", N_("/dev/shm is only {mib} MiB: DataLoader workers and NCCL can fail "
+                         "with 'Bus error' or 'No space left on device'"),
+                         N_("in Docker: --shm-size=16g or --ipc=host; on a host: mount -o remount,size=16G /dev/shm"),
+                         mib=shm))
     else:
-        out.append(check("shm", "ok", f"/dev/shm {shm / 1024:.1f} GiB"))
+        out.append(check("shm", "ok", "/dev/shm {gib:.1f} GiB", gib=shm / 1024))
     nofile = host["nofile_limit"]["soft"]
     if nofile is not None and nofile < 4096:
-        out.append(check("nofile", "warn", f"open-file limit is {nofile}: many DataLoader workers and ranks "
-                         "can run out ('Too many open files')", "ulimit -n 65536 (or raise nofile in limits.conf)"))
+        out.append(check("nofile", "warn", N_("open-file limit is {limit}: many DataLoader workers and ranks "
+                         "can run out ('Too many open files')"), N_("ulimit -n 65536 (or raise nofile in limits.conf)"),
+                         limit=nofile))
+    elif nofile:
+        out.append(check("nofile", "ok", N_("open-file limit {limit}"), limit=nofile))
     else:
-        out.append(check("nofile", "ok", f"open-file limit {nofile or 'unlimited'}"))
+        out.append(check("nofile", "ok", N_("open-file limit unlimited")))
     memlock = host["memlock_limit"]["soft"]
     if memlock is not None and memlock < 64 << 20:
-        out.append(check("memlock", "warn", f"locked-memory limit is {memlock // 1024} KiB: InfiniBand/RDMA "
-                         "across nodes needs it unlimited (single-node training is unaffected)",
-                         "ulimit -l unlimited (in Docker: --ulimit memlock=-1)"))
+        out.append(check("memlock", "warn", N_("locked-memory limit is {kib} KiB: InfiniBand/RDMA "
+                         "across nodes needs it unlimited (single-node training is unaffected)"),
+                         N_("ulimit -l unlimited (in Docker: --ulimit memlock=-1)"), kib=memlock // 1024))
+    elif memlock is None:
+        out.append(check("memlock", "ok", N_("locked-memory limit unlimited")))
     else:
-        out.append(check("memlock", "ok", "locked-memory limit " + ("unlimited" if memlock is None else f"{memlock >> 20} MiB")))
+        out.append(check("memlock", "ok", N_("locked-memory limit {mib} MiB"), mib=memlock >> 20))
     out.append(check("cpu", "ok" if (host["cpu_usable"] or 1) >= 2 else "warn",
-                     f"{host['cpu_usable']} usable CPU cores, {host['ram_total_mib'] / 1024:.1f} GiB RAM",
-                     "each rank and its DataLoader workers need cores; give the job more CPUs"))
+                     N_("{cores} usable CPU cores, {ram:.1f} GiB RAM"),
+                     N_("each rank and its DataLoader workers need cores; give the job more CPUs"),
+                     cores=host["cpu_usable"], ram=host["ram_total_mib"] / 1024))
     return out
 
 

@@ -15,9 +15,10 @@ from typing import Any
 import psutil
 
 from mgtutor.training.runs import nvml
+from mgtutor.training.runs.i18n import N_, _
 
 from mgtutor.diagnostics.doctor import hostinfo, torchfacts
-from mgtutor.diagnostics.doctor.checks import run_checks
+from mgtutor.diagnostics.doctor.checks import run_checks, say
 from mgtutor.diagnostics.gpu import gpu_handles
 from mgtutor.training.runs.secrets import redact_env
 from mgtutor.diagnostics.doctor.topology import read_topology
@@ -148,46 +149,47 @@ def worst(report: dict[str, Any]) -> str:
 
 
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
+VERDICTS = {"ok": N_("ok"), "warn": N_("warn"), "fail": N_("fail")}
 
 
 def render_text(report: dict[str, Any]) -> str:
     """The plain-text report (for a terminal or a bug report)."""
     v = report["versions"]
     host = report["host"]
-    out = ["mgtutor doctor — is this machine ready for multi-GPU training?", "",
-           f"Host: {host_line(host)}", "",
-           "Versions",
+    out = [_("mgtutor doctor — is this machine ready for multi-GPU training?"), "",
+           _("Host: {host}").format(host=host_line(host)), "",
+           _("Versions"),
            f"  Python {v['python']}   torch {v['torch'] or '-'}   CUDA (torch) {v['cuda'] or '-'}   "
            f"cuDNN {v['cudnn'] or '-'}   NCCL {v['nccl'] or '-'}",
            f"  NVIDIA driver {v['driver'] or '-'} (supports CUDA {v['driver_cuda'] or '-'})   "
            f"torch debug build {'yes' if v.get('torch_debug') else 'no'}   GCC {_gcc_short(host.get('gcc'))}",
            "", "GPUs"]
     if not report["gpus"]:
-        out.append(f"  no NVIDIA GPU: {report['gpu_error']} — ranks run on the CPU with gloo")
+        out.append("  " + _("no NVIDIA GPU: {error} — ranks run on the CPU with gloo").format(error=report["gpu_error"]))
     for g in report["gpus"]:
         mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g["memory_total_mib"] else "? GiB"
         pcie = f"PCIe gen{g['pcie_gen']} ×{g['pcie_width']}" if g["pcie_gen"] else "PCIe ?"
         nvl = f", NVLink {g['nvlink_links_up']} links up" if g["nvlink_links_up"] else ""
         out.append(f"  GPU{g['index']}  {g['name']}  {mem}  sm {g['compute_capability'] or '?'}  {pcie}{nvl}")
-    out += ["", "Topology"] + ["  " + line for line in report["topology"]["matrix"].splitlines()]
+    out += ["", _("Topology")] + ["  " + line for line in report["topology"]["matrix"].splitlines()]
     shm = f"{host['shm_total_mib'] / 1024:.1f} GiB" if host["shm_total_mib"] is not None else "none"
-    out += ["", "Host",
+    out += ["", _("Host"),
             f"  {host['cpu_cores']} CPU cores ({host['cpu_usable']} usable), "
             f"RAM {host['ram_total_mib'] / 1024:.1f} GiB, /dev/shm {shm}, "
             f"open files {_fmt_limit(host['nofile_limit']['soft'])}, "
             f"locked memory {_fmt_limit(host['memlock_limit']['soft'], 'B')}",
-            "", "Packages"]
+            "", _("Packages")]
     out += package_lines(report.get("packages") or {})
     out += hostinfo.report_lines(report)
-    out += ["", "Environment"]
+    out += ["", _("Environment")]
     out += [f"  {k}={val}" for k, val in report["environment"].items()] or ["  (no NCCL_*, TORCH_*, PYTORCH_*, MASTER_*, "
                                                                            "CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH… set)"]
-    out += ["", "Checks"]
+    out += ["", _("Checks")]
     for check in report["checks"]:
-        out.append(f"  {MARKS[check['status']]} {check['message']}")
+        out.append(f"  {MARKS[check['status']]} {say(check, 'message')}")
         if check["fix"] and check["status"] != "ok":
-            out.append(f"      fix: {check['fix']}")
-    out += ["", f"verdict: {worst(report)}"]
+            out.append("      " + _("fix: {fix}").format(fix=say(check, "fix")))
+    out += ["", _("verdict: {verdict}").format(verdict=_(VERDICTS[worst(report)]))]
     return "\n".join(out)
 
 

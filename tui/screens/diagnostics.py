@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Input, ProgressBar, Static, Tabbe
 
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.sizes import format_size
+from mgtutor.training.runs.i18n import N_, _, current_language
 from mgtutor.tui.messages import RunStarted
 from mgtutor.tui.options.bench import bench_options_from_words
 from mgtutor.tui.options.flags import OptionError
@@ -30,13 +31,13 @@ DEFAULT_PROBE_ARGS = "--timeout 30"
 
 
 class DiagnosticsScreen(Screen):
-    TITLE = "Diagnostics"
+    TITLE = N_("Diagnostics")
     BINDINGS = [
-        Binding("c", "doctor", "Check", tooltip="run the doctor again"),
-        Binding("b", "bench", "Bench", tooltip="all-reduce bandwidth, with the All-reduce tab's options"),
-        Binding("p", "probe", "Probe", tooltip="rendezvous probe, with the Rendezvous tab's options"),
-        Binding("y", "copy_report", "Copy", tooltip="copy the doctor report as Markdown (for a bug report)"),
-        Binding("s", "stop", "Stop", tooltip="stop the bench or the probe"),
+        Binding("c", "doctor", N_("Check"), tooltip=N_("run the doctor again")),
+        Binding("b", "bench", N_("Bench"), tooltip=N_("all-reduce bandwidth, with the All-reduce tab's options")),
+        Binding("p", "probe", N_("Probe"), tooltip=N_("rendezvous probe, with the Rendezvous tab's options")),
+        Binding("y", "copy_report", N_("Copy"), tooltip=N_("copy the doctor report as Markdown (for a bug report)")),
+        Binding("s", "stop", N_("Stop"), tooltip=N_("stop the bench or the probe")),
     ]
 
     def __init__(self) -> None:
@@ -46,40 +47,59 @@ class DiagnosticsScreen(Screen):
         self.probe_report: dict[str, Any] | None = None
         self.current_run: Any = None
         self.busy: set[str] = set()
+        self.language = current_language()  # the words on screen are in it
 
     def compose(self) -> ComposeResult:
         yield Header()
         with TabbedContent(id="diag-tabs"):
-            with TabPane("Doctor", id="tab-doctor"):
+            with TabPane(_("Doctor"), id="tab-doctor"):
                 with VerticalScroll():
-                    yield Static("Checking this machine… (torch answers from a subprocess)", id="doctor-status")
+                    yield Static(_("Checking this machine... (torch answers from a subprocess)"), id="doctor-status")
                     yield Static("", id="doctor-checks")
-            with TabPane("Topology", id="tab-topology"):
+            with TabPane(_("Topology"), id="tab-topology"):
                 with VerticalScroll():
-                    yield Static("Press c: the topology comes with the doctor report.", id="topology-view")
-            with TabPane("All-reduce", id="tab-bench"):
+                    yield Static(_("Press c: the topology comes with the doctor report."), id="topology-view")
+            with TabPane(_("All-reduce"), id="tab-bench"):
                 with VerticalScroll():
                     yield Input(DEFAULT_BENCH_ARGS, id="bench-args",
-                                placeholder="options as for `mgtutor bench allreduce` (enter or b runs)")
+                                placeholder=_("options as for `mgtutor bench allreduce` (enter or b runs)"))
                     yield ProgressBar(id="bench-progress", show_eta=False)
                     yield Static("", id="bench-status")
                     yield DataTable(id="bench-table", zebra_stripes=True)
                     yield BandwidthChart(id="bench-chart")
                     yield Static("", id="bench-verdict")
-            with TabPane("Rendezvous", id="tab-probe"):
+            with TabPane(_("Rendezvous"), id="tab-probe"):
                 with VerticalScroll():
                     yield Input(DEFAULT_PROBE_ARGS, id="probe-args",
-                                placeholder="options as for `mgtutor doctor --rendezvous` (enter or p runs)")
+                                placeholder=_("options as for `mgtutor doctor --rendezvous` (enter or p runs)"))
                     yield Static("", id="probe-status")
                     yield DataTable(id="probe-table", zebra_stripes=True)
                     yield Static("", id="probe-message")
         yield ModeFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#bench-table", DataTable).add_columns(*BENCH_COLUMNS)
-        self.query_one("#probe-table", DataTable).add_columns(*RANK_COLUMNS)
+        self._add_columns()
         self.load_saved()
         self.action_doctor()  # what the user came for; the saved report shows meanwhile
+
+    def _add_columns(self) -> None:
+        self.query_one("#bench-table", DataTable).add_columns(*BENCH_COLUMNS)
+        self.query_one("#probe-table", DataTable).add_columns(*(_(column) for column in RANK_COLUMNS))
+
+    async def on_screen_resume(self) -> None:
+        """The language was switched on Home: the same reports, said again (a bench or probe that is
+        running goes on; its rows come back when it ends)."""
+        if self.language == current_language():
+            return
+        self.language = current_language()
+        await self.recompose()
+        self._add_columns()
+        if self.doctor_report is not None:
+            self.show_doctor(self.doctor_report, checking="doctor" in self.busy)
+        if self.bench_report is not None and "bench" not in self.busy:
+            self.show_bench(self.bench_report, saved_note=True)
+        if self.probe_report is not None and "probe" not in self.busy:
+            self.show_probe(self.probe_report, saved_note=True)
 
     @work(thread=True, group="diag-load")
     def load_saved(self) -> None:
@@ -100,7 +120,7 @@ class DiagnosticsScreen(Screen):
             return
         self.busy.add("doctor")
         self.query_one(TabbedContent).active = "tab-doctor"
-        self.query_one("#doctor-status", Static).update("Checking… (torch answers from a subprocess)")
+        self.query_one("#doctor-status", Static).update(_("Checking... (torch answers from a subprocess)"))
         self.run_doctor()
 
     @work(thread=True, group="doctor")
@@ -117,7 +137,7 @@ class DiagnosticsScreen(Screen):
 
     def _doctor_failed(self, why: str) -> None:
         self.busy.discard("doctor")
-        self.query_one("#doctor-status", Static).update(Text(f"The check failed: {why}"))
+        self.query_one("#doctor-status", Static).update(Text(_("The check failed: {why}").format(why=why)))
 
     def show_doctor(self, report: dict[str, Any], saved_note: bool = False, checking: bool = False) -> None:
         if not checking:
@@ -125,11 +145,11 @@ class DiagnosticsScreen(Screen):
         self.doctor_report = report
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.get("generated", time.time())))
         if checking:
-            note = f"saved report from {when}; checking again…"
+            note = _("saved report from {when}; checking again...").format(when=when)
         elif saved_note:
-            note = f"saved report from {when} — c checks again"
+            note = _("saved report from {when} - c checks again").format(when=when)
         else:
-            note = f"checked {when} — y copies the report (Markdown), c checks again"
+            note = _("checked {when} - y copies the report (Markdown), c checks again").format(when=when)
         self.query_one("#doctor-status", Static).update(note)
         self.query_one("#doctor-checks", Static).update(checklist_text(report))
         self.query_one("#topology-view", Static).update(topology_text(report))
@@ -138,13 +158,13 @@ class DiagnosticsScreen(Screen):
         from mgtutor.diagnostics.doctor.report import render_markdown
 
         if self.doctor_report is None:
-            self.notify("No report yet: the check is running (c runs it again).", severity="warning")
+            self.notify(_("No report yet: the check is running (c runs it again)."), severity="warning")
             return
         text = render_markdown(self.doctor_report)
         self.app.copy_to_clipboard(text)
         path = saved.saved_path("doctor").with_suffix(".md")
         path.write_text(text + "\n")
-        self.notify(f"Report (Markdown) copied to the clipboard and written to {path}")
+        self.notify(_("Report (Markdown) copied to the clipboard and written to {path}").format(path=path))
 
     # all-reduce bench -------------------------------------------------------------------------
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -155,16 +175,16 @@ class DiagnosticsScreen(Screen):
 
     def action_bench(self) -> None:
         if self.busy & {"bench", "probe"}:
-            self.notify("A bench or probe is running: s stops it.", severity="warning")
+            self.notify(_("A bench or probe is running: s stops it."), severity="warning")
             return
         self.query_one(TabbedContent).active = "tab-bench"
         try:
             options = bench_options_from_words(self.query_one("#bench-args", Input).value)
         except OptionError as exc:
-            self.query_one("#bench-status", Static).update(Text(f"Cannot start: {exc}"))
+            self.query_one("#bench-status", Static).update(Text(_("Cannot start: {why}").format(why=exc)))
             return
         self.busy.add("bench")
-        self.query_one("#bench-status", Static).update("starting the ranks…")
+        self.query_one("#bench-status", Static).update(_("starting the ranks..."))
         self.launch_bench(options)
 
     @work(thread=True, group="bench")
@@ -187,7 +207,7 @@ class DiagnosticsScreen(Screen):
 
     def _bench_refused(self, why: str) -> None:
         self.busy.discard("bench")
-        self.query_one("#bench-status", Static).update(Text(f"Cannot start: {why}"))
+        self.query_one("#bench-status", Static).update(Text(_("Cannot start: {why}").format(why=why)))
 
     def _bench_started(self, run: Any, sizes: list[int]) -> None:
         self.current_run = run
@@ -197,9 +217,10 @@ class DiagnosticsScreen(Screen):
         self.query_one("#bench-verdict", Static).update("")
         self.query_one("#bench-progress", ProgressBar).update(total=len(sizes), progress=0)
         meta = run.record.meta()
-        self.query_one("#bench-status", Static).update(Text(
-            f"{meta.world_size} rank(s), {meta.backend} — {meta.device_note}; "
-            f"{len(sizes)} sizes {format_size(sizes[0])}…{format_size(sizes[-1])}; s stops"))
+        self.query_one("#bench-status", Static).update(Text(_(
+            "{ranks} rank(s), {backend} - {device}; {count} sizes {first}...{last}; s stops").format(
+            ranks=meta.world_size, backend=meta.backend, device=meta.device_note, count=len(sizes),
+            first=format_size(sizes[0]), last=format_size(sizes[-1]))))
 
     def add_bench_rows(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#bench-table", DataTable).add_row(*bench_cells(rows))
@@ -217,24 +238,26 @@ class DiagnosticsScreen(Screen):
                 table.add_row(*bench_cells(rows[i:i + 2]))
             self.query_one("#bench-chart", BandwidthChart).set_points([(r["bytes"], r["busbw_gbps"]) for r in rows])
             self.query_one("#bench-status", Static).update(Text(
-                f"last bench: {report.get('world_size')} rank(s), {report.get('backend')} — b runs again"))
+                _("last bench: {ranks} rank(s), {backend} - b runs again").format(
+                    ranks=report.get("world_size"), backend=report.get("backend"))))
         avg = report.get("avg_busbw_gbps")
         self.query_one("#bench-verdict", Static).update(Text(
-            (f"avg busbw {avg:.2f} GB/s. " if avg is not None else "") + str(report.get("verdict", ""))))
+            (_("avg busbw {gbps:.2f} GB/s. ").format(gbps=avg) if avg is not None else "")
+            + str(report.get("verdict", ""))))
 
     # rendezvous probe -------------------------------------------------------------------------
     def action_probe(self) -> None:
         if self.busy & {"bench", "probe"}:
-            self.notify("A bench or probe is running: s stops it.", severity="warning")
+            self.notify(_("A bench or probe is running: s stops it."), severity="warning")
             return
         self.query_one(TabbedContent).active = "tab-probe"
         try:
             form = ProbeForm.from_words(self.query_one("#probe-args", Input).value)
         except OptionError as exc:
-            self.query_one("#probe-status", Static).update(Text(f"Cannot start: {exc}"))
+            self.query_one("#probe-status", Static).update(Text(_("Cannot start: {why}").format(why=exc)))
             return
         self.busy.add("probe")
-        self.query_one("#probe-status", Static).update("starting the ranks…")
+        self.query_one("#probe-status", Static).update(_("starting the ranks..."))
         self.launch_probe(form)
 
     @work(thread=True, group="probe")
@@ -257,14 +280,15 @@ class DiagnosticsScreen(Screen):
 
     def _probe_refused(self, why: str) -> None:
         self.busy.discard("probe")
-        self.query_one("#probe-status", Static).update(Text(f"Cannot start: {why}"))
+        self.query_one("#probe-status", Static).update(Text(_("Cannot start: {why}").format(why=why)))
 
     def _probe_started(self, run: Any, options: Any) -> None:
         self.current_run = run
         self.query_one("#probe-table", DataTable).clear()
         self.query_one("#probe-message", Static).update("")
         self.query_one("#probe-status", Static).update(Text(
-            f"{run.record.meta().world_size} rank(s) joining; waiting up to {options.timeout:g} s… s stops"))
+            _("{ranks} rank(s) joining; waiting up to {seconds:g} s... s stops").format(
+                ranks=run.record.meta().world_size, seconds=options.timeout)))
 
     def show_probe(self, report: dict[str, Any], saved_note: bool = False) -> None:
         self.busy.discard("probe")
@@ -274,17 +298,17 @@ class DiagnosticsScreen(Screen):
         for entry in report["ranks"]:
             table.add_row(*rank_cells(entry))
         mark = "✓" if report["ok"] else "✗"
-        advice = "" if report["ok"] else "\ncheck: " + "\n       ".join(report["advice"])
+        advice = "" if report["ok"] else "\n" + _("check: ") + "\n       ".join(report["advice"])
         self.query_one("#probe-message", Static).update(Text(f"{mark} {report['message']}{advice}"))
         if saved_note:
-            self.query_one("#probe-status", Static).update("last probe (saved) — p probes again")
+            self.query_one("#probe-status", Static).update(_("last probe (saved) - p probes again"))
         else:
-            self.query_one("#probe-status", Static).update(Text(f"logs: {report['run_dir']}"))
+            self.query_one("#probe-status", Static).update(Text(_("logs: {path}").format(path=report["run_dir"])))
 
     def action_stop(self) -> None:
         run = self.current_run
         if run is not None and run.running():
-            self.notify("Stopping every rank…")
+            self.notify(_("Stopping every rank..."))
             self.stop_run(run)
 
     @work(thread=True, group="stop")

@@ -22,29 +22,34 @@ from textual.widgets import Header, ListItem, ListView, Markdown, RichLog, Stati
 from mgtutor.lessons.loader import Lesson, Step, all_lessons
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
+from mgtutor.training.runs.i18n import N_, _, current_language
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.messages import RunStarted, ShowLesson
-from mgtutor.tui.widgets.mode_footer import ModeFooter
+from mgtutor.tui.widgets.mode_footer import ModeFooter, say_title
 from mgtutor.tui.widgets.lesson_text import (checks_text, exercise_text, lesson_label, lesson_mark, lesson_markdown,
                                              status_text)
 from mgtutor.tui.widgets.rank_logs import neutralise, prefix
 
 
 class LessonsScreen(Screen):
-    TITLE = "Lessons"
+    TITLE = N_("Lessons")
     BINDINGS = [
-        Binding("g", "run_steps", "Run", tooltip="run the lesson's steps for real and check them"),
-        Binding("e", "edit", "Edit", tooltip="edit the exercise in $EDITOR"),
-        Binding("c", "check", "Check", tooltip="check your exercise (or the steps)"),
-        Binding("i", "hint", "Hint", tooltip="the next hint"),
-        Binding("n", "next_lesson", "Next", tooltip="next lesson"),
-        Binding("p", "previous_lesson", "Prev", tooltip="previous lesson"),
-        Binding("x", "reset_exercise", "Reset exercise", show=False),
+        Binding("g", "run_steps", N_("Run"), tooltip=N_("run the lesson's steps for real and check them")),
+        Binding("e", "edit", N_("Edit"), tooltip=N_("edit the exercise in $EDITOR")),
+        Binding("c", "check", N_("Check"), tooltip=N_("check your exercise (or the steps)")),
+        Binding("i", "hint", N_("Hint"), tooltip=N_("the next hint")),
+        Binding("n", "next_lesson", N_("Next"), tooltip=N_("next lesson")),
+        Binding("p", "previous_lesson", N_("Prev"), tooltip=N_("previous lesson")),
+        Binding("x", "reset_exercise", N_("Reset exercise"), show=False),
     ]
+    TABS = {"tab-text": N_("Lesson"), "tab-code": N_("Code"), "tab-exercise": N_("Exercise"), "tab-run": N_("Run"),
+            "tab-checks": N_("Checks")}
+    NOTHING_CHECKED = N_("Nothing checked yet: g runs the lesson's steps, c checks.")
 
     def __init__(self) -> None:
         super().__init__()
         self.lessons = list(all_lessons())
+        self.language = current_language()  # the lessons' words are loaded in it
         self.progress = Progress()
         self.lesson: Lesson = next(lesson for lesson in self.lessons if lesson.id == self.progress.current)
         self.busy = False
@@ -60,21 +65,20 @@ class LessonsScreen(Screen):
             with Vertical(id="lesson-main"):
                 yield Static("", id="lesson-status")
                 with TabbedContent(id="lesson-tabs"):
-                    with TabPane("Lesson", id="tab-text"):
+                    with TabPane(_(self.TABS["tab-text"]), id="tab-text"):
                         with VerticalScroll():
                             yield Markdown("", id="lesson-markdown")
-                    with TabPane("Code", id="tab-code"):
+                    with TabPane(_(self.TABS["tab-code"]), id="tab-code"):
                         with VerticalScroll():
                             yield Static("", id="lesson-code")
-                    with TabPane("Exercise", id="tab-exercise"):
+                    with TabPane(_(self.TABS["tab-exercise"]), id="tab-exercise"):
                         with VerticalScroll():
                             yield Static("", id="lesson-exercise")
-                    with TabPane("Run", id="tab-run"):
+                    with TabPane(_(self.TABS["tab-run"]), id="tab-run"):
                         yield RichLog(id="lesson-log", max_lines=2000, wrap=True, markup=False, auto_scroll=True)
-                    with TabPane("Checks", id="tab-checks"):
+                    with TabPane(_(self.TABS["tab-checks"]), id="tab-checks"):
                         with VerticalScroll():
-                            yield Static("Nothing checked yet: g runs the lesson's steps, c checks.",
-                                         id="lesson-checks")
+                            yield Static(_(self.NOTHING_CHECKED), id="lesson-checks")
         yield ModeFooter()
 
     def on_mount(self) -> None:
@@ -85,11 +89,26 @@ class LessonsScreen(Screen):
         self.show_lesson(self.lesson)
 
     def on_screen_resume(self) -> None:
-        """Progress may have moved on elsewhere (`mgtutor lessons check` in another terminal)."""
+        """Progress may have moved on elsewhere (`mgtutor lessons check` in another terminal), and the
+        language may have changed on Home: the lessons are then loaded again in it."""
+        if not self.busy and self.language != current_language():
+            self.retranslate()
         if not self.busy:
             self.progress = Progress()
             self._refresh_marks()
             self._show_status()
+
+    def retranslate(self) -> None:
+        """The words in the language in force, with the same lesson shown: no restart, no run lost."""
+        self.language = current_language()
+        self.lessons = list(all_lessons())
+        lesson = next(lesson for lesson in self.lessons if lesson.id == self.lesson.id)
+        tabs = self.query_one("#lesson-tabs", TabbedContent)
+        for pane_id, label in self.TABS.items():
+            tabs.get_tab(pane_id).label = _(label)
+        say_title(self)
+        self.lesson = lesson
+        self.show_lesson(lesson)
 
     def on_show_lesson(self, message: ShowLesson) -> None:
         """Another mode asked for a lesson (a failure's fix card links to the lesson that teaches it)."""
@@ -115,8 +134,7 @@ class LessonsScreen(Screen):
         self._show_exercise()
         self._show_status()
         saved = self.progress.lesson(lesson.id).get("checked")
-        self.query_one("#lesson-checks", Static).update(
-            checks_text(saved) if saved else "Nothing checked yet: g runs the lesson's steps, c checks.")
+        self.query_one("#lesson-checks", Static).update(checks_text(saved) if saved else _(self.NOTHING_CHECKED))
 
     def _show_status(self, note: str = "") -> None:
         self.query_one("#lesson-status", Static).update(status_text(self.lesson, self.progress, note))

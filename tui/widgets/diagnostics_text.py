@@ -6,9 +6,12 @@ from typing import Any
 
 from rich.text import Text
 
+from mgtutor.diagnostics.doctor.checks import say
+from mgtutor.training.runs.i18n import N_, _
+
 MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red")}
 BENCH_COLUMNS = ("size", "count", "type", "oop µs", "oop busbw", "in µs", "in busbw", "#wrong")
-RANK_COLUMNS = ("rank", "status", "joined s", "init s", "barrier s", "all-reduce s")
+RANK_COLUMNS = ("rank", N_("status"), N_("joined s"), N_("init s"), N_("barrier s"), N_("all-reduce s"))
 
 
 def checklist_text(report: dict[str, Any]) -> Text:
@@ -25,12 +28,13 @@ def checklist_text(report: dict[str, Any]) -> Text:
     for check in report["checks"]:
         mark, style = MARKS[check["status"]]
         text.append(f" {mark} ", style=f"bold {style}")
-        text.append(check["message"] + "\n")
+        text.append(f"{say(check, 'message')}\n")
         if check.get("fix") and check["status"] != "ok":
-            text.append(f"     fix: {check['fix']}\n", style="dim")
+            text.append("     " + _("fix: {fix}").format(fix=say(check, "fix")) + "\n", style="dim")
     env = report.get("environment") or {}
     if env:
-        text.append("\nset: " + " ".join(f"{k}={val}" for k, val in env.items()) + "\n", style="dim")
+        text.append("\n" + _("set: {variables}").format(variables=" ".join(f"{k}={val}" for k, val in env.items()))
+                    + "\n", style="dim")
     return text
 
 
@@ -38,8 +42,8 @@ def topology_text(report: dict[str, Any]) -> Text:
     text = Text()
     gpus = report.get("gpus") or []
     if not gpus:
-        text.append(f"No NVIDIA GPU: {report.get('gpu_error')}.\nRanks run as CPU processes on gloo; "
-                    "there is no GPU link to show.\n")
+        text.append(_("No NVIDIA GPU: {error}.\nRanks run as CPU processes on gloo; "
+                      "there is no GPU link to show.\n").format(error=report.get("gpu_error")))
         return text
     for g in gpus:
         mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g.get("memory_total_mib") else "?"
@@ -51,7 +55,7 @@ def topology_text(report: dict[str, Any]) -> Text:
         if check["id"].startswith("link_"):
             mark, style = MARKS[check["status"]]
             text.append(f" {mark} ", style=f"bold {style}")
-            text.append(check["message"] + "\n")
+            text.append(f"{say(check, 'message')}\n")
     return text
 
 
@@ -71,6 +75,6 @@ def bench_cells(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 def rank_cells(entry: dict[str, Any]) -> tuple[str, ...]:
     def sec(key: str) -> str:
         return "-" if entry.get(key) is None else f"{entry[key]:.3f}"
-    status = {"missing": "never joined", "skipped": "told not to join", "waiting": "arrived, waited"}.get(
-        entry["status"], entry["status"])
+    said = {"missing": N_("never joined"), "skipped": N_("told not to join"), "waiting": N_("arrived, waited")}
+    status = _(said.get(entry["status"], entry["status"]))
     return (str(entry["rank"]), status, sec("joined_s"), sec("init_s"), sec("barrier_s"), sec("allreduce_s"))

@@ -14,8 +14,10 @@ from rich.text import Text
 
 from mgtutor.lessons.loader import Lesson
 from mgtutor.lessons.progress import Progress
+from mgtutor.training.runs.i18n import N_, _
 
 MARK_STYLES = {"✓": "bold green", "✗": "bold red", "–": "yellow", "▸": "bold cyan", " ": ""}
+STATUS_WORDS = {"passed": N_("passed"), "failed": N_("failed"), "skipped": N_("skipped")}
 
 
 def lesson_mark(lesson: Lesson, progress: Progress) -> Text:
@@ -40,13 +42,14 @@ def status_text(lesson: Lesson, progress: Progress, note: str = "") -> Text:
     text = Text()
     text.append(f"{lesson.number:02d} {lesson.title}", style="bold")
     if progress.done(lesson.id):
-        text.append("  ✓ done" + (" (CPU: the GPU steps were skipped)" if progress.done_on_cpu(lesson.id) else ""),
-                    style=MARK_STYLES["✓"])
+        text.append("  ✓ " + _("done") + (_(" (CPU: the GPU steps were skipped)") if progress.done_on_cpu(lesson.id)
+                                           else ""), style=MARK_STYLES["✓"])
     if lesson.gpu_only:
-        text.append("  [GPU only]", style="yellow")
+        text.append("  " + _("[GPU only]"), style="yellow")
     done, total = progress.summary()
-    keys = "g run · e edit · c check · i hint" if lesson.exercise else "g run the steps · c check"
-    text.append(f"\n{done}/{total} lessons done · {keys} · n/p next/previous", style="dim")
+    keys = _("g run · e edit · c check · i hint") if lesson.exercise else _("g run the steps · c check")
+    text.append("\n" + _("{done}/{total} lessons done · {keys} · n/p next/previous").format(
+        done=done, total=total, keys=keys), style="dim")
     if note:
         text.append(f"\n{note}", style="bold")
     return text
@@ -54,18 +57,21 @@ def status_text(lesson: Lesson, progress: Progress, note: str = "") -> Text:
 
 def lesson_markdown(lesson: Lesson, total: int) -> str:
     """The lesson text, then what its steps run and check, then where to go further."""
-    parts = [f"*Lesson {lesson.number} of {total} — goal:* {lesson.goal}", "", lesson.explanation().rstrip(), "",
-             "## Steps (g runs them)", ""]
+    parts = [_("*Lesson {number} of {total} — goal:* {goal}").format(number=lesson.number, total=total,
+                                                                     goal=lesson.goal),
+             "", lesson.explanation().rstrip(), "", _("## Steps (g runs them)"), ""]
     for step in lesson.steps:
-        where = f"GPU only, needs {max(step.min_gpus, 1)} GPU(s)" if step.gpu_only else "runs on CPU or GPUs"
-        needs = f", needs `{'`, `'.join(step.requires)}`" if step.requires else ""
-        parts.append(f"- **{step.title}** — `{step.script.name} {' '.join(step.args)}`".rstrip() +
-                     f" on {step.nproc} rank(s), {where}{needs}")
-        parts.extend(f"    - checks: {check.says}" for check in step.checks)
+        where = (_("GPU only, needs {gpus} GPU(s)").format(gpus=max(step.min_gpus, 1)) if step.gpu_only
+                 else _("runs on CPU or GPUs"))
+        needs = _(", needs {packages}").format(packages="`" + "`, `".join(step.requires) + "`") if step.requires else ""
+        command = "`" + " ".join([step.script.name, *step.args]) + "`"
+        parts.append(f"- **{step.title}** — " + _("{command} on {ranks} rank(s), {where}").format(
+            command=command, ranks=step.nproc, where=where) + needs)
+        parts.extend("    - " + _("checks: {says}").format(says=check.says) for check in step.checks)
     if lesson.exercise:
-        parts += ["", "## Exercise (e edit · c check · i hint)", "", lesson.exercise.task]
+        parts += ["", _("## Exercise (e edit · c check · i hint)"), "", lesson.exercise.task]
     if lesson.see_also:
-        parts += ["", "## Further", ""] + [f"- `{command}`" for command in lesson.see_also]
+        parts += ["", _("## Further"), ""] + [f"- `{command}`" for command in lesson.see_also]
     return "\n".join(parts) + "\n"
 
 
@@ -78,11 +84,11 @@ def checks_text(saved: dict[str, Any]) -> Text:
     text = Text()
     status = saved.get("status", "?")
     mark = {"passed": "✓", "failed": "✗"}.get(status, "–")
-    text.append(f"{mark} {status}\n\n", style=MARK_STYLES[mark])
+    text.append(f"{mark} {_(STATUS_WORDS.get(status, status))}\n\n", style=MARK_STYLES[mark])
     for step in saved.get("checks", []):
         step_mark = {"passed": "✓", "failed": "✗"}.get(step.get("status"), "–")
         text.append(f"{step_mark} ", style=MARK_STYLES[step_mark])
-        text.append(f"{step.get('step')} [{step.get('status')}]", style="bold")
+        text.append(f"{step.get('step')} [{_(STATUS_WORDS.get(step.get('status') or '?', '?'))}]", style="bold")
         if step.get("reason"):
             text.append(f": {step['reason']}", style="yellow")
         text.append("\n")
@@ -96,19 +102,19 @@ def checks_text(saved: dict[str, Any]) -> Text:
 
 def exercise_text(lesson: Lesson, hints: tuple[str, ...], copy: Path | None, code: str | None) -> RenderableType:
     if lesson.exercise is None:
-        return Text("This lesson has no exercise: press g to run its steps and see the checks.")
+        return Text(_("This lesson has no exercise: press g to run its steps and see the checks."))
     head = Text()
-    head.append("Your task\n", style="bold")
+    head.append(_("Your task") + "\n", style="bold")
     head.append(lesson.exercise.task + "\n\n")
-    head.append(f"Your copy: {copy}\n", style="cyan")
-    head.append("e opens it in $EDITOR · c runs it and checks what it did · i shows the next hint · "
-                "x puts the broken version back\n\n", style="dim")
+    head.append(_("Your copy: {path}").format(path=copy) + "\n", style="cyan")
+    head.append(_("e opens it in $EDITOR · c runs it and checks what it did · i shows the next hint · "
+                  "x puts the broken version back") + "\n\n", style="dim")
     for number, hint in enumerate(hints, start=1):
-        head.append(f"Hint {number}/{len(lesson.hints)}: ", style="bold yellow")
+        head.append(_("Hint {number}/{total}: ").format(number=number, total=len(lesson.hints)), style="bold yellow")
         head.append(hint + "\n")
     if hints:
         head.append("\n")
     if code is None:
-        head.append("(the copy is made when you first edit or check it)", style="dim")
+        head.append(_("(the copy is made when you first edit or check it)"), style="dim")
         return head
     return Group(head, Syntax(code, "python", line_numbers=True))
