@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from mgtutor.diagnostics.cluster.common import ClusterJobError
 
-_LABEL_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")        # namespaces, volume names
-_LABEL_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")           # names that become Services
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+# Each matched whole with fullmatch: `$` would let a trailing newline through.
+_LABEL_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")        # namespaces, volume names
+_LABEL_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")           # names that become Services
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")  # ASCII digits: float() reads others
 _UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _MAX_LABEL = 63
@@ -29,14 +30,14 @@ def _shown(value: str) -> str:
 
 
 def check_rfc1123_label(flag: str, value: str) -> None:
-    if len(value) > _MAX_LABEL or not _LABEL_1123.match(value):
+    if len(value) > _MAX_LABEL or not _LABEL_1123.fullmatch(value):
         raise ClusterJobError(f"{flag} {_shown(value)}: use at most 63 lowercase letters, digits and '-', "
                               "starting and ending with a letter or digit (no '_', no uppercase)")
 
 
 def check_rfc1035_label(flag: str, value: str, room: int = _MAX_LABEL) -> None:
     """A name that pods and Services are named after: a DNS label that starts with a letter."""
-    if not _LABEL_1035.match(value):
+    if not _LABEL_1035.fullmatch(value):
         raise ClusterJobError(f"{flag} {_shown(value)}: use lowercase letters, digits and '-', starting with a "
                               "letter and ending with a letter or digit (no '_', no '.', no uppercase)")
     if len(value) > room:
@@ -45,7 +46,7 @@ def check_rfc1035_label(flag: str, value: str, room: int = _MAX_LABEL) -> None:
 
 
 def check_subdomain(flag: str, value: str) -> None:
-    if len(value) > _MAX_SUBDOMAIN or not _SUBDOMAIN.match(value):
+    if len(value) > _MAX_SUBDOMAIN or not _SUBDOMAIN.fullmatch(value):
         raise ClusterJobError(f"{flag} {_shown(value)}: use lowercase letters, digits, '-' and '.', starting and "
                               "ending with a letter or digit (no '_', no uppercase)")
 
@@ -55,23 +56,23 @@ def check_label(flag: str, key: str, value: str) -> None:
     prefix, slash, name = key.rpartition("/")
     if slash:
         check_subdomain(f"{flag} key prefix", prefix)
-    if not name or len(name) > _MAX_LABEL or not _LABEL_VALUE.match(name):
+    if not name or len(name) > _MAX_LABEL or not _LABEL_VALUE.fullmatch(name):
         raise ClusterJobError(f"{flag} {key!r}: a label key is [PREFIX/]NAME, NAME at most 63 letters, digits, "
                               "'-', '_' or '.', starting and ending with a letter or digit")
-    if len(value) > _MAX_LABEL or not _LABEL_VALUE.match(value):
+    if len(value) > _MAX_LABEL or not _LABEL_VALUE.fullmatch(value):
         raise ClusterJobError(f"{flag} {key}={value!r}: a label value is at most 63 letters, digits, '-', '_' or "
                               "'.', starting and ending with a letter or digit")
 
 
 def check_env_name(flag: str, name: str) -> None:
-    if not _ENV_NAME.match(name):
+    if not _ENV_NAME.fullmatch(name):
         raise ClusterJobError(f"{flag}: {_shown(name)} is not an environment variable name: use letters, digits, "
                               "'_', '-' and '.', not starting with a digit (give KEY=VALUE)")
 
 
 def quantity_bytes(flag: str, value: str) -> int:
     """A memory quantity (512Mi, 8Gi, 2G, 1048576) in bytes; refused when it is not one or is zero."""
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if not match:
         raise ClusterJobError(f"{flag} {_shown(value)} is not a Kubernetes quantity: give a number with a unit "
                               "such as 512Mi, 8Gi or 16G (Ki Mi Gi Ti are powers of 1024, k M G T of 1000)")

@@ -16,13 +16,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.representer import RoundTripRepresenter
 
-_PLAIN = re.compile(r"^-*[A-Za-z_/][A-Za-z0-9_./:=-]*$")  # a word, a path, a flag, key=value
+_PLAIN = re.compile(r"-*[A-Za-z_/][A-Za-z0-9_./:=-]*")  # a word, a path, a flag, key=value
 _YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 
 class _QuotingRepresenter(RoundTripRepresenter):
     def represent_plain_or_quoted(self, data: str) -> Any:
-        plain = bool(_PLAIN.match(data)) and data.lower() not in _YAML11_WORDS and not data.endswith(":")
+        plain = bool(_PLAIN.fullmatch(data)) and data.lower() not in _YAML11_WORDS and not data.endswith(":")
         return self.represent_scalar("tag:yaml.org,2002:str", data, style=None if plain else '"')
 
 

@@ -18,7 +18,7 @@ from mgtutor.diagnostics.cluster.common import (
 DEFAULT_PORT = 29500
 # Values that land in an #SBATCH line, each matched whole (fullmatch: a `$` would let a trailing
 # newline through, and a newline in a directive value starts a line of the caller's choosing).
-_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+_TIME = re.compile(r"([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}")  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; ASCII digits (\d takes ３０)
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 _PARTITION = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")  # one partition, or several: gpu,gpu-long
 
@@ -50,6 +50,8 @@ class SlurmJob:
             check_ifname("--gloo-ifname", self.gloo_ifname)
         except ClusterJobError as exc:
             raise SlurmError(str(exc)) from None
+        if self.cpus_per_node is not None and self.cpus_per_node < 1:
+            raise SlurmError(f"--cpus-per-node must be at least 1 (got {self.cpus_per_node})")
         if not 1024 <= self.port < 65536:
             raise SlurmError(f"--port must be from 1024 to 65535 (got {self.port})")
         if self.time is not None and not _TIME.fullmatch(self.time):

@@ -22,21 +22,38 @@ def add_env_flags(parser: argparse.ArgumentParser, env_is: str) -> None:
 
 def add_output_and_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: stdout)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (without it an existing FILE is an error)")
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
                         help="the script (or -m MODULE) and its arguments, after --")
 
 
-def write_job_file(text: str, output: str | None, mode: int | None = None) -> Path | None:
-    """The text on stdout, or in the file `output` (made executable with mode); CliError if it cannot be written."""
+def write_job_file(text: str, output: str | None, mode: int = 0o644, force: bool = False) -> Path | None:
+    """The text on stdout, or in the new file `output` (mode `mode`, less the umask). An existing
+    FILE is refused unless `force`; then it is replaced by a rename, so a symlink at FILE is replaced,
+    never followed (nothing is written, or chmodded, where it points). CliError says why it failed."""
     if output is None:
         sys.stdout.write(text)
         return None
     path = Path(output)
+    target = path if not force else path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.write_text(text)
-        if mode is not None:
-            os.chmod(path, mode)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if force:
+            os.replace(target, path)
+    except FileExistsError:
+        if force:
+            raise CliError(f"cannot write {output}: {target.name} is in the way; remove it") from None
+        kind = "a symlink" if path.is_symlink() else "there"
+        raise CliError(f"{output} is {kind} already: give another -o FILE, or --force to replace it") from None
     except OSError as exc:
+        if force:
+            try:
+                os.unlink(target)
+            except OSError:
+                pass
         raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
     print(f"wrote {path}", file=sys.stderr)
     return path

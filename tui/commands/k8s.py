@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
         text = json.dumps(manifest(job), indent=2) + "\n" if args.json else manifest_yaml(job)
     except ClusterJobError as exc:
         raise CliError(str(exc)) from None
-    write_job_file(text, args.output)
+    write_job_file(text, args.output, force=args.force)
     if args.explain:
         sys.stderr.write("\n" + walkthrough(job))
     return 0

@@ -61,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
         text = sbatch_script(job)
     except SlurmError as exc:
         raise CliError(str(exc)) from None
-    path = write_job_file(text, args.output or (f"{args.job_name}.sbatch" if args.submit else None), mode=0o755)
+    path = write_job_file(text, args.output or (f"{args.job_name}.sbatch" if args.submit else None), mode=0o755,
+                          force=args.force)
     if path is None or not args.submit:
         return 0
     sbatch = shutil.which("sbatch")
