@@ -127,12 +127,12 @@ class RunTail:
 def _size(path: Path) -> int:
     try:
         return os.stat(path).st_size
-    except FileNotFoundError:
+    except OSError:  # gone, or in a folder we may not read
         return 0
 
 
 def _mtime_ns(path: Path) -> int:
     try:
         return os.stat(path).st_mtime_ns
-    except FileNotFoundError:
+    except OSError:  # gone, or in a folder we may not read
         return 0
