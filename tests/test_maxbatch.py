@@ -120,3 +120,8 @@ def test_bench_maxbatch_without_a_gpu_or_with_bad_input_says_so_in_one_line(monk
     assert "no NVIDIA GPU was found" in capsys.readouterr().err
     assert main(["bench", "maxbatch", "--margin", "80"]) == 2
     assert "--margin is a percentage" in capsys.readouterr().err
+
+
+def test_a_prediction_a_little_high_walks_down_near_it_instead_of_bisecting_from_the_small_trials() -> None:
+    found, trials = walk(Confirm(3460, floor_fit=825), 3296)
+    assert 3296 * 0.995 <= found <= 3296 and trials <= 7

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,7 +167,7 @@ class BatchFinder:
 
     def sharing(self) -> int:
         """How many ranks use this rank's GPU (a second process on GPU 0, or --share-gpu)."""
-        key = hash((socket.gethostname(), str(self.device))) & ((1 << 62) - 1)
+        key = zlib.crc32(f"{socket.gethostname()} {self.device}".encode())  # hash() differs per process
         return max(1, self._gather(key).count(key))
 
     # ---- trials -------------------------------------------------------------------------------

@@ -61,8 +61,9 @@ def fit_batches(smallest: int = 8) -> list[int]:
 
 
 class Confirm:
-    """Walk from the prediction to the edge: up by 1 %, 2 %, 4 %… while it fits, down the same way
-    when it does not, then bisect between the largest fit and the smallest failure."""
+    """Walk from the prediction to the edge: up by 2 %, 4 %, 8 %… while it fits, down the same way
+    when it does not, then bisect between the largest fit and the smallest failure. `floor_fit`
+    (the largest fit trial) bounds the walk down; it does not count as bracketing the edge."""
 
     def __init__(self, predicted: int, cap: int | None = None, floor_fit: int = 0) -> None:
         self.cap = cap
@@ -71,11 +72,13 @@ class Confirm:
         self.predicted = max(1, min(predicted, cap) if cap else predicted)
         self.stride = CONFIRM_STEP
         self.tried: set[int] = set()
+        self.fit_here = False  # a confirm trial fitted: the edge is bracketed near the prediction
 
     def record(self, batch: int, fits: bool) -> None:
         self.tried.add(batch)
         if fits:
             self.best_fit = max(self.best_fit, batch)
+            self.fit_here = True
         elif self.first_fail is None or batch < self.first_fail:
             self.first_fail = batch
 
@@ -89,12 +92,14 @@ class Confirm:
             return None
         if not self.tried:
             return self.predicted
-        if self.first_fail is not None and self.best_fit > 0:
-            return (self.best_fit + self.first_fail) // 2  # bracketed: bisect
+        bisect = (self.best_fit + self.first_fail) // 2 if self.first_fail is not None else None
+        if bisect is not None and self.fit_here:
+            return bisect
         self.stride *= 2
         if self.first_fail is None:  # everything fit so far: step up
             return max(self.best_fit + 1, math.ceil(self.best_fit * (1 + self.stride)))
-        return max(1, min(self.first_fail - 1, math.floor(self.first_fail * (1 - self.stride))))
+        down = math.floor(self.first_fail * (1 - self.stride))
+        return down if down > self.best_fit else bisect
 
 
 class Bisect:
