@@ -15,6 +15,7 @@ from typing import Any
 from mgtutor.lessons.loader import PATH, Lesson
 from mgtutor.training.runs.i18n import DEFAULT, LANGUAGES, language_from_env, set_language
 from mgtutor.training.runs.records import read_json, write_json_atomic
+from mgtutor.training.runs.safe_io import private_dir
 
 
 GPU_SKIP = "NVIDIA GPU"  # in every skip reason of a step that needs GPUs
@@ -43,7 +44,8 @@ class Progress:
         self.data.setdefault("lessons", {})
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """0600 in a 0700 folder, like every file mgtutor keeps for itself."""
+        private_dir(self.path.parent)
         write_json_atomic(self.path, self.data)
 
     def lesson(self, lesson_id: str) -> dict[str, Any]:

@@ -216,3 +216,23 @@ def test_a_run_without_numbers_is_described_without_none() -> None:
 
     assert RunResult(status=RunStatus.LOST).describe() == "run lost"
     assert read_regular(good_run().path / "meta.json").startswith(b"{")
+
+
+def test_lesson_progress_is_private_too() -> None:
+    from mgtutor.lessons.progress import Progress
+
+    old = os.umask(0o022)
+    try:
+        progress = Progress()
+        progress.save()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(progress.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(progress.path.parent.stat().st_mode) == 0o700
+
+
+def test_attach_to_an_ended_run_with_fifo_logs_returns(capsys: pytest.CaptureFixture[str]) -> None:
+    record = _fifo_run()
+    assert cli_main(["runs", "attach", record.run_id]) == 0
+    captured = capsys.readouterr()
+    assert "has ended" in captured.err and f"run record: {record.path}" in captured.out

@@ -21,6 +21,14 @@ from mgtutor.tui.cli import main as cli_main
 SECRET = "hunter2-s3cr3t-value"
 
 
+def test_an_old_record_holding_a_secret_never_shows_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = RunRecord.create("old")
+    record.write_meta(RunMeta(run_id=record.run_id, env={"TORCH_HUB_TOKEN": SECRET, "NCCL_DEBUG": "INFO"}))
+    assert cli_main(["runs", "show", record.run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["meta"]["env"] == {"TORCH_HUB_TOKEN": REDACTED, "NCCL_DEBUG": "INFO"}
+
+
 def test_a_secret_under_a_recorded_prefix_is_kept_by_name_only() -> None:
     env = recorded_env({"TORCH_HUB_TOKEN": SECRET, "NCCL_IB_KEY": SECRET, "MASTER_PASSWORD": SECRET,
                         "MASTER_ADDR": "10.0.0.1", "NCCL_DEBUG": "INFO", "HOME": "/home/x"})

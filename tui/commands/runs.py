@@ -7,6 +7,7 @@ import json
 import time
 
 from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root
+from mgtutor.training.runs.secrets import redact_env
 from mgtutor.tui.commands.runs_control import (
     add_control_options,
     attach_main,
@@ -89,7 +90,8 @@ def main(args: argparse.Namespace) -> int:
         problems = record.problems()
         logs = [str(p) for _, _, p in record.rank_logs()]
         if args.json:
-            print(json.dumps({"meta": meta.to_json(), "result": result.to_json(), "status": status.value,
+            shown_meta = {**meta.to_json(), "env": redact_env(meta.env)}  # a record kept before secrets were hidden
+            print(json.dumps({"meta": shown_meta, "result": result.to_json(), "status": status.value,
                               "detached": is_detached(record, status),
                               "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
             return 0
