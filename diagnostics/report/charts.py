@@ -36,15 +36,17 @@ def _num(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def step_charts(events: Sequence[Event], started: float) -> list[Chart]:
-    """Per rank, from the trainer's step events: throughput, loss, step time, data wait, GPU memory."""
+def step_charts(events: Sequence[Event], started: float, gpu: bool = True) -> list[Chart]:
+    """Per rank, from the trainer's step events: throughput, loss, step time, data wait, GPU memory
+    (on CPU ranks the trainer reports the process's own memory there)."""
+    memory = "GPU memory allocated per rank" if gpu else "Memory allocated per rank (CPU ranks)"
     fields: list[tuple[str, str, str, Callable[[StepEvent], float | None]]] = [
         ("throughput", "Throughput per rank", "samples/s", lambda e: _num(e.samples_per_s)),
         ("loss", "Loss per rank", "loss", lambda e: _num(e.loss)),
         ("step_time", "Step time per rank", "s", lambda e: None if e.compute_s is None and e.data_wait_s is None
          else (e.compute_s or 0.0) + (e.data_wait_s or 0.0)),
         ("data_wait", "Data wait per rank", "s", lambda e: _num(e.data_wait_s)),
-        ("gpu_memory", "Memory allocated per rank", "MiB", lambda e: _num(e.mem_alloc_mib) or _num(e.mem_peak_mib)),
+        ("gpu_memory", memory, "MiB", lambda e: _num(e.mem_alloc_mib) or _num(e.mem_peak_mib)),
     ]
     steps = [e for e in events if isinstance(e, StepEvent)]
     charts = []

@@ -6,6 +6,7 @@ leak what gathering removed.
 """
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.samples import SampleRow, read_samples
 from mgtutor.training.runs.stacks import list_captures, load_index
 
+TRAINER = "mgtutor.training.worker.train"  # its flags are `mgtutor train`'s
 FLIGHT_ENTRIES = 24  # the last collectives of each rank: where they part is what matters
 
 
@@ -74,12 +76,25 @@ class RunReport:
     nccl_warn: str | None
     nccl_debug: str | None
     command: str
+    repro: list[str] = field(default_factory=list)  # the same launch, as mgtutor and as plain torchrun
     traceback: LogTail | None = None  # the log with the first error of the rank that failed first
     generated: float = field(default_factory=time.time)
 
 
 def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t)) if t else "unknown"
+
+
+def repro_lines(target: list[str], world: int, backend: str) -> list[str]:
+    """The launch again: with mgtutor (what was typed), and with plain torchrun (what a maintainer has)."""
+    if not target:
+        return []
+    quoted = " ".join(shlex.quote(arg) for arg in target)
+    if target[:2] == ["-m", TRAINER]:
+        mine = f"mgtutor train --nproc {world} --backend {backend or 'auto'} {shlex.join(target[2:])}"
+    else:
+        mine = f"mgtutor run --nproc {world} --backend {backend or 'auto'} -- {quoted}"
+    return [mine, f"torchrun --nproc-per-node {world} {quoted}"]
 
 
 def problem_kind(status: str, findings: list[dict[str, Any]], hang: HangSection | None) -> str:
@@ -163,8 +178,8 @@ def gather(record: RunRecord, clean: Redactor, doctor: dict[str, Any] | None = N
                                     f"({r.outcome})" + (" — failed first" if first and first.rank == r.rank else ""))
              for r in result.ranks]
     logs = rank_tails(record, clean)
-    failed_first = [log for log in logs if log.first_error and first is not None and log.rank == first.rank]
-    traceback = next(iter(failed_first or [log for log in logs if log.first_error]), None)
+    erred = [log for log in logs if log.first_error and log.rank is not None]  # torchrun's own: its shutdown
+    traceback = next(iter([log for log in erred if first is not None and log.rank == first.rank] or erred), None)
     env = [Fact(k, v) for k, v in sorted(clean.env(meta.env).items())]
     return RunReport(
         run_id=record.run_id, title=meta.label or record.run_id, status=status, facts=facts, rank_exits=exits,
@@ -173,4 +188,4 @@ def gather(record: RunRecord, clean: Redactor, doctor: dict[str, Any] | None = N
         samples=read_samples(record), started=meta.started, world_size=world, nnodes=meta.nnodes,
         backend=meta.backend or "?", problem_kind=problem_kind(status, findings, hang),
         nccl_warn=first_nccl_warn(logs), nccl_debug=meta.env.get("NCCL_DEBUG"), command=command,
-        traceback=traceback)
+        traceback=traceback, repro=[clean.text(line) for line in repro_lines(meta.target, world, meta.backend)])

@@ -59,7 +59,7 @@ def build(record: RunRecord, redact_hosts: bool = False, doctor: str = "fresh",
 
 def charts(report: RunReport) -> dict[str, list[Chart]]:
     started = report.started or min([e.t for e in report.events] + [s.t for s in report.samples] or [0.0])
-    groups = {"rank": step_charts(report.events, started), "gpu": gpu_charts(report.samples, started),
+    groups = {"rank": step_charts(report.events, started, gpu=report.backend == "nccl"), "gpu": gpu_charts(report.samples, started),
               "process": process_charts(report.samples, started)}
     return {name: [draw(c) for c in group] for name, group in groups.items()}
 
