@@ -10,25 +10,28 @@ from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
 from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.flags import OptionError, add_flags
 from mgtutor.tui.options.probe import PROBE_FLAGS, ProbeForm
 
-EPILOG = """examples:
+EXAMPLES = N_("""examples:
   mgtutor doctor                          the checklist (paste it into a bug report)
   mgtutor doctor --json                   the same as JSON (schema: doctor_schema.json)
   mgtutor doctor --rendezvous             can 2 ranks (one per GPU) meet, sync and all-reduce?
-  mgtutor doctor --rendezvous --nproc 4 --timeout 20 --skip-rank 3   see what a missing rank looks like""" + PEER_EXAMPLES + """
-
-Exit code: 0 when nothing failed (warnings allowed), 1 when a check failed or a rank never joined."""
+  mgtutor doctor --rendezvous --nproc 4 --timeout 20 --skip-rank 3   see what a missing rank looks like""")
+EXIT_CODES = N_("Exit code: 0 when nothing failed (warnings allowed), 1 when a check failed or a rank never joined.")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("doctor", help="check this machine for multi-GPU training (versions, GPUs, topology, limits)",
-                            description="Check everything multi-GPU training needs: versions (torch, CUDA, cuDNN, "
-                                        "NCCL, driver), GPUs, their topology (NVLink/PCIe), environment "
-                                        "variables, shared memory and limits; each item ok / warn / fail with the fix.",
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = sub.add_parser("doctor", help=_("check this machine for multi-GPU training (versions, GPUs, topology, "
+                                             "limits)"),
+                            description=_("Check everything multi-GPU training needs: versions (torch, CUDA, cuDNN, "
+                                          "NCCL, driver), GPUs, their topology (NVLink/PCIe), environment "
+                                          "variables, shared memory and limits; each item ok / warn / fail with the "
+                                          "fix."),
+                            epilog=_(EXAMPLES) + PEER_EXAMPLES + "\n\n" + _(EXIT_CODES),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_report_options(parser)
     add_rendezvous_options(parser)
     add_peer_options(parser)
@@ -37,13 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_report_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--json", action="store_true", help=_("print one JSON object instead of text"))
 
 
 def add_rendezvous_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("rendezvous probe")
+    group = parser.add_argument_group(_("rendezvous probe"))
     group.add_argument("--rendezvous", action="store_true",
-                       help="start N ranks that only join, barrier and all-reduce; report each rank's join time")
+                       help=_("start N ranks that only join, barrier and all-reduce; report each rank's join time"))
     add_flags(group, PROBE_FLAGS, ProbeForm())
 
 
@@ -80,7 +83,8 @@ def run_rendezvous(args: argparse.Namespace) -> int:
     except (OptionError, LaunchError) as exc:
         raise CliError(str(exc)) from None
     if not args.json:
-        print(f"starting {world} rank(s); waiting up to {options.timeout:g} s for all to join…", file=sys.stderr, flush=True)
+        print(_("starting {ranks} rank(s); waiting up to {seconds:g} s for all to join...").format(
+            ranks=world, seconds=options.timeout), file=sys.stderr, flush=True)
     try:
         rep = wait(run, options)
     except KeyboardInterrupt:

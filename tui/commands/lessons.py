@@ -5,9 +5,10 @@ import argparse
 import json
 import sys
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.errors import CliError
 
-EPILOG = """examples:
+EPILOG = N_("""examples:
   mgtutor lessons                          the path, with progress marks
   mgtutor lessons list --json              the path for scripts
   mgtutor lessons show 05                  a lesson's text, its example script and exercise
@@ -19,20 +20,20 @@ EPILOG = """examples:
 
 check exits 0 only when every check passed, 1 when one failed, 3 when a step could not run here
 (e.g. it needs GPUs).
-"""
+""")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("lessons", help="the guided path from one GPU to many: list, show, run, check",
-                            description="Lessons run for real on this machine and check what happened.",
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = sub.add_parser("lessons", help=_("the guided path from one GPU to many: list, show, run, check"),
+                            description=_("Lessons run for real on this machine and check what happened."),
+                            epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", nargs="?", default="list",
                         choices=["list", "show", "run", "check", "hint", "reset"])
-    parser.add_argument("lesson", nargs="?", metavar="ID", help="lesson id, number (5) or id prefix")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument("--solution", action="store_true", help="check: run the reference solution")
+    parser.add_argument("lesson", nargs="?", metavar="ID", help=_("lesson id, number (5) or id prefix"))
+    parser.add_argument("--json", action="store_true", help=_("print JSON for scripts"))
+    parser.add_argument("--solution", action="store_true", help=_("check: run the reference solution"))
     parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
-                        help="run/check: NCCL on GPUs, gloo on CPU processes (default: auto)")
+                        help=_("run/check: NCCL on GPUs, gloo on CPU processes (default: auto)"))
     parser.set_defaults(func=main)
 
 
@@ -44,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(all_lessons(), progress, args.json)
     if not args.lesson:
-        raise CliError("give a lesson id, e.g. 05-distributed-sampler (see `mgtutor lessons list`)")
+        raise CliError(_("give a lesson id, e.g. 05-distributed-sampler (see `mgtutor lessons list`)"))
     try:
         lesson = get_lesson(args.lesson)
     except LessonError as exc:
@@ -66,15 +67,16 @@ def _list(lessons, progress, as_json: bool) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     done, total = progress.summary()
-    print(f"The path from one GPU to many — {done}/{total} done\n")
+    print(_("The path from one GPU to many — {done}/{total} done").format(done=done, total=total) + "\n")
     for lesson, row in zip(lessons, rows):
         mark = progress.mark(lesson.id)  # the marks of the TUI's list
         here = "▸" if lesson.id == progress.current and mark == " " else mark
-        tags = " ".join(t for t, on in (("[exercise]", row["has_exercise"]), ("[GPU]", row["gpu_only"]),
+        tags = " ".join(t for t, on in ((_("[exercise]"), row["has_exercise"]), ("[GPU]", row["gpu_only"]),
                                         ("(CPU)", row["done_cpu"])) if on)
         print(f" {here} {lesson.number:2d}  {lesson.id:<24} {lesson.title}  {tags}".rstrip())
-    print("\n✓ done  ✗ check failed  – ran with steps skipped (no GPU here)  (CPU) done without the GPU-only steps")
-    print("`mgtutor lessons show ID` to read one, `mgtutor lessons run ID` to run it.")
+    print("\n" + _("✓ done  ✗ check failed  – ran with steps skipped (no GPU here)  (CPU) done without the GPU-only "
+                   "steps"))
+    print(_("`mgtutor lessons show ID` to read one, `mgtutor lessons run ID` to run it."))
     return 0
 
 
@@ -94,34 +96,39 @@ def _show(lesson, progress, as_json: bool) -> int:
                 "task": lesson.exercise.task, "workspace": str(workspace), "hints": len(lesson.exercise.hints)},
         }, indent=2))
         return 0
-    print(f"Lesson {lesson.number}: {lesson.title}  ({lesson.id}){'  ✓ done' if progress.done(lesson.id) else ''}")
-    print(f"Goal: {lesson.goal}\n")
+    done = "  ✓ " + _("done") if progress.done(lesson.id) else ""
+    print(_("Lesson {number}: {title}").format(number=lesson.number, title=lesson.title) + f"  ({lesson.id}){done}")
+    print(_("Goal: {goal}").format(goal=lesson.goal) + "\n")
     print(lesson.explanation().rstrip())
-    print("\nSteps:")
+    print("\n" + _("Steps:"))
     for step in lesson.steps:
-        gpu = "  [GPU only]" if step.gpu_only else ""
-        print(f"  {step.name}: {step.title} — {step.nproc} rank(s), {step.script.name} {' '.join(step.args)}{gpu}")
+        gpu = "  " + _("[GPU only]") if step.gpu_only else ""
+        command = " ".join([step.script.name, *step.args])
+        print(f"  {step.name}: {step.title} — " + _("{ranks} rank(s), {command}").format(ranks=step.nproc,
+                                                                                      command=command) + gpu)
         for check in step.checks:
-            print(f"      checks: {check.says}")
-    print(f"\nExample script (runs under plain torchrun): {lesson.example}")
+            print("      " + _("checks: {says}").format(says=check.says))
+    print("\n" + _("Example script (runs under plain torchrun): {path}").format(path=lesson.example))
     if lesson.exercise:
-        print(f"\nExercise: {lesson.exercise.task}\n  your copy: {workspace}\n"
-              f"  check it: mgtutor lessons check {lesson.id}")
+        print("\n" + _("Exercise: {task}").format(task=lesson.exercise.task) + "\n  "
+              + _("your copy: {path}").format(path=workspace) + "\n  "
+              + _("check it: {command}").format(command=f"mgtutor lessons check {lesson.id}"))
     return 0
 
 
 def _hint(lesson, progress) -> int:
     if not lesson.hints:
-        print(f"lesson {lesson.id} has no exercise, so no hints: run it with `mgtutor lessons run {lesson.id}`")
+        print(_("lesson {id} has no exercise, so no hints: run it with `mgtutor lessons run {id}`").format(id=lesson.id))
         return 0
     hint = progress.next_hint(lesson)
     if hint is None:
-        print(f"All {len(lesson.hints)} hints are shown; the reference solution is {lesson.exercise.solution}")
+        print(_("All {count} hints are shown; the reference solution is {path}").format(
+            count=len(lesson.hints), path=lesson.exercise.solution))
         for number, text in enumerate(lesson.hints, start=1):
-            print(f"  hint {number}: {text}")
+            print("  " + _("hint {number}: {text}").format(number=number, text=text))
         return 0
     number, text = hint
-    print(f"hint {number}/{len(lesson.hints)}: {text}")
+    print(_("hint {number}/{total}: {text}").format(number=number, total=len(lesson.hints), text=text))
     return 0
 
 
@@ -129,21 +136,25 @@ def _reset(lesson) -> int:
     from mgtutor.lessons.progress import ensure_workspace
 
     if lesson.exercise is None:
-        raise CliError(f"lesson {lesson.id} has no exercise")
-    print(f"the broken exercise is back in {ensure_workspace(lesson, reset=True)}")
+        raise CliError(_("lesson {id} has no exercise").format(id=lesson.id))
+    print(_("the broken exercise is back in {path}").format(path=ensure_workspace(lesson, reset=True)))
     return 0
+
+
+STATUS_WORDS = {"passed": N_("passed"), "failed": N_("failed"), "skipped": N_("skipped")}
 
 
 def print_results(results, out=sys.stdout) -> None:
     for result in results:
         head = {"passed": "✓", "failed": "✗", "skipped": "–"}[result.status]
-        print(f"{head} {result.title} [{result.status}]" + (f": {result.reason}" if result.reason else ""), file=out)
+        print(f"{head} {result.title} [{_(STATUS_WORDS[result.status])}]" + (f": {result.reason}" if result.reason
+                                                                              else ""), file=out)
         for check in result.checks:
             print(f"    {check.mark} {check.says} — {check.detail}", file=out)
         for key, value in result.measures.items():
-            print(f"    measured {key}: {value}", file=out)
+            print("    " + _("measured {key}: {value}").format(key=key, value=value), file=out)
         if result.run_path:
-            print(f"    run record: {result.run_path}", file=out)
+            print("    " + _("run record: {path}").format(path=result.run_path), file=out)
 
 
 def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
@@ -157,7 +168,7 @@ def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
         print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
 
     if args.action == "check" and lesson.exercise and not args.solution:
-        print(f"checking your copy: {ensure_workspace(lesson)}", file=out, flush=True)
+        print(_("checking your copy: {path}").format(path=ensure_workspace(lesson)), file=out, flush=True)
     progress.set_current(lesson.id)
     try:
         if args.action == "run":
@@ -173,7 +184,7 @@ def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
         print("", file=out)
         print_results(results, out)
         if status == "passed" and lesson.exercise and args.action == "check" and not args.solution:
-            print(f"\nlesson {lesson.id} done ✓")
+            print("\n" + _("lesson {id} done ✓").format(id=lesson.id))
         elif status == "failed" and lesson.hints and args.action == "check":
-            print(f"\nstuck? `mgtutor lessons hint {lesson.id}` gives one hint at a time")
+            print("\n" + _("stuck? `mgtutor lessons hint {id}` gives one hint at a time").format(id=lesson.id))
     return {"passed": 0, "failed": 1, "skipped": 3}[status]

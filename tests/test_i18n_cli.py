@@ -1,0 +1,88 @@
+"""The command line in Chinese: `--lang zh`, the locale and the kept choice pick it; `--json` prints the
+English JSON whatever the language, so scripts keep their contract."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from mgtutor.lessons.progress import Progress
+from mgtutor.training.runs.i18n import current_language
+from mgtutor.tui.cli import language_flag, main
+from tests.conftest import mgtutor_argv
+
+CHINESE = "检查 GPU 和 CUDA"
+
+
+def test_lessons_show_in_chinese_with_the_flag(capsys):
+    assert main(["--lang", "zh", "lessons", "show", "01-check-gpus"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"第 1 课：{CHINESE}  (01-check-gpus)")
+    assert "目标：" in out and "## 要看什么" in out and "检查：脚本运行到了最后" in out
+    assert "    python example.py\n" in out  # code as it is
+
+
+def test_lessons_show_json_is_the_english_json(capsys):
+    assert main(["lessons", "show", "01-check-gpus", "--json"]) == 0
+    english = capsys.readouterr().out
+    assert main(["--lang", "zh", "lessons", "show", "01-check-gpus", "--json"]) == 0
+    assert capsys.readouterr().out == english
+    assert json.loads(english)["title"] == "Check your GPUs and CUDA"
+    assert current_language() == "en"
+
+
+def test_the_locale_and_the_kept_choice(capsys, monkeypatch):
+    monkeypatch.delenv("LANGUAGE")
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    main(["lessons", "list"])
+    assert CHINESE in capsys.readouterr().out
+    Progress().set_language("en")  # chosen in the app: beats the locale
+    main(["lessons", "list"])
+    assert "Check your GPUs and CUDA" in capsys.readouterr().out
+    main(["--lang", "zh", "lessons", "list"])  # the flag beats both
+    assert CHINESE in capsys.readouterr().out
+
+
+def test_help_is_chinese_and_lists_the_language_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["--lang", "zh", "--help"])
+    out = capsys.readouterr().out
+    assert "从单卡到多卡" in out and "--lang {en,zh}" in out and "--json 的输出始终是英文" in out
+    with pytest.raises(SystemExit):
+        main(["--lang", "zh", "lessons", "--help"])
+    assert "课程在这台机器上真实运行" in capsys.readouterr().out
+
+
+def test_the_flag_is_read_before_the_command_and_never_from_a_script_s_arguments():
+    assert language_flag(["--lang", "zh", "doctor"]) == "zh"
+    assert language_flag(["--lang=en", "lessons"]) == "en"
+    assert language_flag(["run", "--", "train.py", "--lang", "zh"]) is None
+    assert language_flag(["--lang"]) is None and language_flag(["--lang", "fr"]) is None
+
+
+def test_a_bad_language_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--lang", "fr", "doctor"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'fr'" in capsys.readouterr().err
+
+
+def doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MGTUTOR_NO_NVML": "1", **(env or {})})
+
+
+@pytest.mark.integration
+def test_doctor_in_chinese_and_its_json_in_english():
+    text = doctor("--lang", "zh", "doctor")
+    assert text.returncode in (0, 1), text.stderr
+    assert "mgtutor doctor：这台机器准备好多卡训练了吗？" in text.stdout
+    assert "检查项" in text.stdout and "结论：" in text.stdout and "没有 NVIDIA GPU" in text.stdout
+    english = json.loads(doctor("doctor", "--json").stdout)
+    chinese = json.loads(doctor("--lang", "zh", "doctor", "--json",
+                                env={"LANGUAGE": "", "LANG": "zh_CN.UTF-8"}).stdout)
+    assert chinese["checks"] == english["checks"]  # the part with words: identical
+    assert set(chinese) == set(english)
+    assert any(check["message"].startswith("no NVIDIA GPU") for check in english["checks"])
