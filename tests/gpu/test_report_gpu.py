@@ -4,40 +4,19 @@ GPU machine: `pytest -m gpu tests/gpu/test_report_gpu.py -s` (it prints what it 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.samples import read_samples
-from tests.gpu.gpu_helpers import gpu_env
+from tests.gpu.test_one_gpu import cli, one_gpu  # noqa: F401 - one_gpu is a fixture
 
 GPU_CHARTS = ("gpu_util", "gpu_mem", "gpu_power", "gpu_temp")
 RANK_CHARTS = ("throughput", "loss", "step_time", "gpu_memory")
 
 
-@pytest.fixture(scope="module")
-def a_gpu():
-    from mgtutor.training.runs.nvml import inventory
-
-    inv = inventory()
-    if not inv.gpus:
-        pytest.skip(f"needs an NVIDIA GPU ({inv.error})")
-    return inv
-
-
-def cli(*args: str, timeout: float = 540) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "mgtutor.tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=gpu_env(), stdin=subprocess.DEVNULL)
-    print(done.stdout[-2000:], done.stderr[-2000:])
-    return done
-
-
-def test_a_one_gpu_run_reports_its_nvml_charts(a_gpu, tmp_path):
+def test_a_one_gpu_run_reports_its_nvml_charts(one_gpu, tmp_path):
     done = cli("train", "--model", "resnet18", "--nproc", "1", "--batch-size", "256", "--steps", "400",
-               "--log-every", "10")
+               "--log-every", "10", timeout=540)
     assert done.returncode == 0, done.stderr
     match = re.search(r"run record: (\S+)", done.stdout)
     assert match, done.stdout
@@ -50,7 +29,7 @@ def test_a_one_gpu_run_reports_its_nvml_charts(a_gpu, tmp_path):
     temps = [g.temp_c for g in meters if g.temp_c is not None]
     assert power and temps, "NVML gave no power or temperature"
     out = tmp_path / "gpu-report.html"
-    report = cli("report", str(record.path), "-o", str(out))
+    report = cli("report", str(record.path), "-o", str(out), timeout=300)
     assert report.returncode == 0, report.stderr
     html = out.read_text()
     assert len(html.encode()) < 5 * 1024 * 1024
