@@ -8,14 +8,16 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-GLOBAL_KEYS = """\
+from mgtutor.training.runs.i18n import N_, _
+
+GLOBAL_KEYS = N_("""\
 [b]Everywhere[/b]
   h  Home            l  Lessons        d  Diagnostics
   m  Monitor         t  Troubleshoot   r  Runs
   ?  this help       q  quit (asks first while your runs go)
 
 Everything here is also a command: run `mgtutor --help` in a shell.
-[dim]escape or ? closes this window[/dim]"""
+[dim]escape or ? closes this window[/dim]""")
 
 KEY_NAMES = {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]", "enter": "enter",
              "escape": "esc", "question_mark": "?"}
@@ -32,27 +34,27 @@ def screen_keys(bindings: list[BindingType]) -> list[tuple[str, str]]:
     keys = []
     for binding in bindings:
         if isinstance(binding, Binding) and binding.description:
-            keys.append((key_label(binding), binding.tooltip or binding.description))
+            keys.append((key_label(binding), _(binding.tooltip or binding.description)))
     return keys
 
 
 def help_text(screen: Screen | None) -> Text:
     text = Text()
-    title = screen.title if screen is not None and screen.title else "this screen"
+    title = screen.title if screen is not None and screen.title else _("this screen")
     keys = screen_keys(list(type(screen).BINDINGS)) if screen is not None else []
-    text.append(f"mgtutor keys — {title}\n", style="bold")
+    text.append(_("mgtutor keys — {title}").format(title=title) + "\n", style="bold")
     for key, what in keys:
         text.append(f"  {key:<6}", style="bold cyan")
         text.append(f"{what}\n")
     if not keys:
-        text.append("  (no keys of its own)\n", style="dim")
+        text.append("  " + _("(no keys of its own)") + "\n", style="dim")
     text.append("\n")
-    text.append_text(Text.from_markup(GLOBAL_KEYS))
+    text.append_text(Text.from_markup(_(GLOBAL_KEYS)))
     return text
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape", "dismiss", N_("Close")), Binding("question_mark", "dismiss", N_("Close"))]
 
     def __init__(self, screen: Screen | None = None) -> None:
         super().__init__()
