@@ -21,6 +21,7 @@ EPILOG = N_("""examples:
   mgtutor run --nproc 2 -- train.py --lr 0.1   run your own script on 2 ranks, logs prefixed [rank R]
   mgtutor bench allreduce -b 8 -e 1G           all-reduce bandwidth, nccl-tests style
   mgtutor check train.py                       the classic multi-GPU mistakes in a script, before it runs
+  mgtutor convert train.py -o train_ddp.py     a one-GPU script made a DDP script for torchrun
   mgtutor diagnose                             why did the last run fail or hang? cause, evidence, fix
   mgtutor runs                                 past runs, newest first
 

@@ -159,7 +159,8 @@ class _Rewriter(cst.CSTTransformer):
                 return placeholder
         if before:  # the blank lines and comments above the statement now sit above the new code
             before[0] = before[0].with_changes(leading_lines=getattr(result, "leading_lines", ()))
-            result = result.with_changes(leading_lines=[])
+            if not any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in [*before, result]):
+                result = result.with_changes(leading_lines=[])  # a def keeps its own blank lines
         if before or after:
             return cst.FlattenSentinel([*before, result, *after])
         return result
@@ -217,30 +218,48 @@ def _add_imports(module: cst.Module, imports: list[str]) -> cst.Module:
     body = list(module.body)
     for code in dict.fromkeys(imports):
         if not _has_import(module.with_changes(body=body), code):
-            body = _insert_import(body, statement(code), code)
+            stmt = statement(code)
+            assert isinstance(stmt, cst.SimpleStatementLine)
+            body = _insert_import(body, stmt, code)
     return module.with_changes(body=body)
 
 
-def _insert_import(body: list, new: cst.BaseStatement, code: str) -> list:
-    index = 0
-    while index < len(body) and (_is_docstring(body[index], index) or _is_future(body[index])):
+def _insert_import(body: list, new: cst.SimpleStatementLine, code: str) -> list:
+    """Into the group of imports of the same package (`torch` beside `torch`), else the first
+    group, in alphabetical place by module name."""
+    start = 0
+    while start < len(body) and (_is_docstring(body[start], start) or _is_future(body[start])):
+        start += 1
+    groups: list[list[int]] = []
+    index = start
+    while index < len(body) and _is_import(body[index]):
+        if index == start or body[index].leading_lines:
+            groups.append([])
+        groups[-1].append(index)
         index += 1
-    if index < len(body) and _is_import(body[index]):
-        first = index
-        while index < len(body) and _is_import(body[index]) and (index == first or not body[index].leading_lines):
-            if _import_text(body[index]) > code.lower():
-                if index == first:  # it becomes the group's first line: it takes the group's spacing
-                    new = new.with_changes(leading_lines=body[index].leading_lines)
-                    body[index] = body[index].with_changes(leading_lines=[])
-                break
-            index += 1
-    elif index > 0:
-        new = new.with_changes(leading_lines=[cst.EmptyLine()])
-    return [*body[:index], new, *body[index:]]
+    key = _module_key(new)
+    if not groups:
+        if start > 0:
+            new = new.with_changes(leading_lines=[cst.EmptyLine()])
+        return [*body[:start], new, *body[start:]]
+    group = next((g for g in groups if any(_module_key(body[i]).split(".")[0] == key.split(".")[0] for i in g)),
+                 groups[0])
+    place = next((i for i in group if _module_key(body[i]) > key), group[-1] + 1)
+    if place == group[0]:  # it becomes the group's first line: it takes the group's spacing
+        new = new.with_changes(leading_lines=body[place].leading_lines)
+        body = [*body[:place], body[place].with_changes(leading_lines=[]), *body[place + 1:]]
+    return [*body[:place], new, *body[place:]]
 
 
-def _import_text(stmt: cst.SimpleStatementLine) -> str:
-    return cst.Module(body=[stmt.with_changes(leading_lines=[])]).code.strip().lower()
+def _module_key(stmt: cst.CSTNode) -> str:
+    """`import torch.distributed as dist` -> "torch.distributed"; `from torch.utils.data import X` ->
+    "torch.utils.data"."""
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else stmt
+    if isinstance(small, cst.Import):
+        return cst.Module(body=[]).code_for_node(small.names[0].name).lower()
+    if isinstance(small, cst.ImportFrom) and small.module is not None:
+        return cst.Module(body=[]).code_for_node(small.module).lower()
+    return ""
 
 
 def _has_import(module: cst.Module, code: str) -> bool:

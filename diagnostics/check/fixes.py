@@ -14,6 +14,7 @@ from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, do
 
 Edits = list[Edit] | None
 GLOBAL_RANK_NAMES = ("rank", "global_rank", "world_rank")
+SHORT_NAMES = {"torch.distributed": "dist"}   # how PyTorch's own docs spell it
 
 
 # -- names the script already has ---------------------------------------------------------------
@@ -24,6 +25,10 @@ def module_name(m: ScriptModel, module: str, edits: list[Edit]) -> str:
             return name
     if module in m.aliases or module.split(".")[0] in _bound_names(m) - set(m.aliases):
         raise LookupError(module)  # the name is taken by something else: no fix
+    short = SHORT_NAMES.get(module)
+    if short and short not in m.aliases and short not in _bound_names(m):
+        edits.append(Edit("import", code=f"import {module} as {short}"))
+        return short
     edits.append(Edit("import", code=f"import {module}"))
     return module
 

@@ -1,0 +1,112 @@
+"""`mgtutor convert`: a one-GPU script becomes a DDP script; what it cannot convert is listed, never
+guessed; it writes only where asked. The run of the result is in test_convert_runs.py."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mgtutor.diagnostics.check.convert import convert_source
+from mgtutor.diagnostics.check.script import CheckError, check_source
+from mgtutor.tui.cli import main as cli_main
+
+SHAPE = Path(__file__).parent / "data" / "check" / "convert" / "single_gpu_shape.py"
+
+
+def test_the_tutorial_shaped_script_gets_every_ddp_part():
+    report = convert_source(SHAPE.read_text(), "single_gpu_shape.py")
+    after = report.after
+    for line in ('import torch.distributed as dist\n',
+                 'from torch.nn.parallel import DistributedDataParallel as DDP\n',
+                 'from torch.utils.data.distributed import DistributedSampler\n',
+                 '    if torch.cuda.is_available() and ranks_here <= torch.cuda.device_count():\n'
+                 '        torch.cuda.set_device(local_rank)\n'
+                 '        dist.init_process_group("nccl")\n        return torch.device("cuda", local_rank)\n'
+                 '    dist.init_process_group("gloo")\n    return torch.device("cpu")\n',
+                 '        self.model = model.to(gpu_id)\n        self.model = DDP(self.model)\n',
+                 '        self.train_data.sampler.set_epoch(epoch)\n        for source, targets in self.train_data:\n',
+                 '        ckp = self.model.module.state_dict()\n',
+                 '    return DataLoader(dataset, batch_size=batch_size, pin_memory=False, '
+                 'sampler=DistributedSampler(dataset, shuffle=shuffle))\n',
+                 '    device = ddp_setup()\n',
+                 '    main(device, args.epochs, args.save_every, args.batch_size, not args.no_shuffle)\n'
+                 '    dist.destroy_process_group()\n'):
+        assert line in after
+    assert after.count('if int(os.environ.get("RANK", "0")) == 0:') == 4  # three prints and the save
+    assert report.not_converted == []
+    errors_or_warnings = [f.rule for f in check_source(after, "x.py") if f.severity != "advice"]
+    assert errors_or_warnings == []
+
+
+def test_untouched_lines_are_the_same_bytes():
+    before = SHAPE.read_text()
+    after = convert_source(before, "s.py").after
+    changed = {"        print(", "        torch.save(", "    print(", "    device = ", "        ckp = ",
+               "    return DataLoader("}
+    for line in before.splitlines(keepends=True):
+        if not any(line.startswith(c) for c in changed):
+            assert line in after
+
+
+def test_converting_twice_says_it_is_already_distributed():
+    once = convert_source(SHAPE.read_text(), "s.py").after
+    with pytest.raises(CheckError, match="already sets up distributed training"):
+        convert_source(once, "s.py")
+
+
+def test_what_it_cannot_convert_is_listed_with_line_and_why():
+    source = textwrap.dedent('''\
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def evaluate(model, loader):
+            return sum(model(x).sum() for x, _ in loader)
+
+
+        def main(device):
+            model = torch.nn.Linear(4, 1).to(device)
+            train = DataLoader(make_set(), batch_size=8, shuffle=True)
+            test = DataLoader(test_set, batch_size=8)
+            for epoch in range(2):
+                for x, y in train:
+                    model(x.to(device)).sum().backward()
+                evaluate(model, test)
+
+
+        if __name__ == "__main__":
+            device = "cuda"
+            main(device)
+        ''')
+    report = convert_source(source, "t.py")
+    why = {line: text for line, text in report.not_converted}
+    assert "built inside the DataLoader call" in why[11]
+    assert "a second DataLoader" in why[12]
+    assert "evaluate() runs on every rank" in why[16]
+    assert "DataLoader(make_set(), batch_size=8, shuffle=True)" in report.after  # left as it was
+
+
+def test_a_script_without_a_main_block_is_refused_clearly():
+    with pytest.raises(CheckError, match="no `if __name__ == \"__main__\":` block"):
+        convert_source("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n", "t.py")
+
+
+def test_cli_shows_a_diff_writes_a_new_file_and_never_overwrites(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(SHAPE.read_text())
+    assert cli_main(["convert", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"--- a/{str(script).lstrip('/')}") and "+        self.model = DDP(self.model)" in out
+    assert script.read_text() == SHAPE.read_text()
+    new = tmp_path / "train_ddp.py"
+    assert cli_main(["convert", str(script), "-o", str(new)]) == 0
+    assert "written to" in capsys.readouterr().out and "DDP(self.model)" in new.read_text()
+    assert cli_main(["convert", str(script), "-o", str(new)]) == 2
+    assert "never writes over a file" in capsys.readouterr().err
+    assert cli_main(["convert", str(script), "--fix", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["changed"] and data["written"] == str(script) and script.read_text() == new.read_text()
+    assert cli_main(["convert", str(tmp_path / "missing.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
