@@ -5,6 +5,7 @@ itself runs in the ranks (mgtutor.training.worker.maxbatch), never in this proce
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ from mgtutor.training.runs.event_types import BatchResultEvent, BatchTrialEvent,
 from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.session import RunSession
 
 WORKER = ["-m", "mgtutor.training.worker.maxbatch"]
 GIB = 1 << 30
@@ -116,3 +118,23 @@ def answer(record: RunRecord) -> FinderAnswer:
         elif isinstance(event, ErrorEvent):
             found.errors.append(f"rank {event.rank}: {event.description}")
     return found
+
+
+def run_finder(options: FinderOptions, on_line: Callable[[int | None, str], None] | None = None,
+               on_start: Callable[[Run], None] | None = None, timeout_s: float = 900) -> tuple[Run, FinderAnswer]:
+    """Launch the finder, pass every rank line to `on_line` as it comes (each trial is one), return its answer."""
+    run = start(options)
+    if on_start:
+        on_start(run)
+    session = RunSession(run.record, run, timeout_s=timeout_s)
+    final = None
+    try:
+        for update in session.updates():
+            for rank, _stream, line in update.lines:
+                if on_line:
+                    on_line(rank, line)
+            if update.final:
+                final = update
+    finally:
+        final = final or session.stop()  # left early (an exception here): no rank outlives the caller
+    return run, answer(run.record)

@@ -115,7 +115,8 @@ def main(argv: list[str]) -> int:
     run_dir = Path(os.environ.get(RUN_DIR_ENV) or ".")
     if torch.cuda.is_available():
         torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
-        torch._C._cuda_attach_out_of_memory_observer(OomRecorder(run_dir, int(os.environ.get("RANK", "0"))))
+        attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer")  # private, no stub: called as PyTorch's docs do
+        attach(OomRecorder(run_dir, int(os.environ.get("RANK", "0"))))
     else:
         print("mgtutor --memory: no CUDA device in this rank: nothing to record", file=sys.stderr, flush=True)
     if argv[0] == "-m":

@@ -25,6 +25,7 @@ from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs
 from mgtutor.tui.messages import RunStarted
+from mgtutor.tui.screens.troubleshoot_oom import OOM_HINT, OOM_SYMPTOM, OomActions
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.script_findings import ScriptFindings
 
@@ -63,7 +64,7 @@ def last_run_script(scan: int = 20) -> Path | None:
     return None
 
 
-class TroubleshootScreen(Screen):
+class TroubleshootScreen(OomActions, Screen):
     TITLE = "Troubleshoot"
     BINDINGS = [
         Binding("c", "checks", "Checks", tooltip="run the checks that tell this symptom's causes apart"),
@@ -72,6 +73,9 @@ class TroubleshootScreen(Screen):
         Binding("g", "latest", "Last run", tooltip="diagnose the newest run"),
         Binding("o", "open_input", "Log/run", tooltip="diagnose a log file or a run id"),
         Binding("s", "open_script", "Script", tooltip="read your training script for the mistakes behind this symptom"),
+        Binding("b", "find_batch", "Batch", show=False, tooltip="out of memory: find the largest batch that fits"),
+        Binding("w", "memory_rerun", "--memory", show=False,
+                tooltip="out of memory: run the newest run's script again with --memory"),
     ]
 
     def __init__(self) -> None:
@@ -142,7 +146,8 @@ class TroubleshootScreen(Screen):
             return
         demo = SCENARIOS[self.symptom.demos[self.demo_index % len(self.symptom.demos)]]
         others = " (v: another)" if len(self.symptom.demos) > 1 else ""
-        self.set_status(f"x: reproduce it for real — demo [b]{demo.name}[/b]: {escape(demo.what_happens)}{others}")
+        oom = f"\n{OOM_HINT}" if self.symptom.key == OOM_SYMPTOM else ""
+        self.set_status(f"x: reproduce it for real — demo [b]{demo.name}[/b]: {escape(demo.what_happens)}{others}{oom}")
 
     def set_status(self, text: str) -> None:
         self.query_one("#ts-status", Static).update(text)

@@ -1,0 +1,90 @@
+"""The OOM answers in the TUI, in a real app: the Monitor's failure banner carries the numbers of a
+real OOM message, and Troubleshoot → Out of memory finds the batch (b, real CPU ranks, the GPU memory
+faked at the CUDA boundary only) and runs the newest run's script again with --memory (w)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import Log, Static
+
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.tui.app import MgTutorApp
+from tests.helpers import open_symptom, wait_for_app
+from tests.monitor_helpers import make_app
+
+LOGS = Path(__file__).parent / "data" / "logs"
+FAKE = {"fixed": 100_000_000, "per_sample": 1_000_000, "capacity": {"*": 700_000_000}}
+
+
+def oom_script(tmp_path: Path) -> Path:
+    """A rank script that dies of a CUDA OOM, printing PyTorch's own message (from a real log)."""
+    line = next(x for x in (LOGS / "cuda_oom_shared_gpu.log").read_text().splitlines() if "out of memory" in x)
+    message = line.split("torch.OutOfMemoryError: ", 1)[1]
+    script = tmp_path / "train_oom.py"
+    script.write_text("import os, sys\nif os.environ['RANK'] == '1':\n"
+                      f"    print('torch.OutOfMemoryError: ' + {message!r}, file=sys.stderr, flush=True)\n"
+                      "    sys.exit(1)\n")
+    return script
+
+
+@pytest.mark.integration
+async def test_the_monitor_banner_shows_how_much_to_free(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    app = make_app()
+    async with app.run_test(size=(110, 45)) as pilot:
+        await pilot.press("m")
+        await pilot.pause()
+        screen = pilot.app.screen
+        from mgtutor.tui.widgets.launch_form import LaunchForm
+        form = screen.query_one(LaunchForm)
+        for key, value in {"kind": "script", "script": str(oom_script(tmp_path)), "nproc": "2", "backend": "gloo"}.items():
+            form.query_one(f"#f-{key}").value = value
+        await pilot.pause()
+        form.query_one("#f-nproc").focus()
+        await pilot.press("enter")
+        await wait_for_app(pilot, lambda: screen.finding is not None, 180, what="the diagnosis")
+        banner = screen.query_one("#failure-banner").plain.replace("\n", " ")
+        assert screen.finding.kind == "cuda_oom"
+        assert "PyTorch held 49.63 GiB in tensors" in banner and "at least 71.7 MiB must be freed" in banner
+
+
+@pytest.mark.integration
+async def test_troubleshoot_oom_finds_the_batch_with_every_trial_shown(monkeypatch) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    monkeypatch.setenv("MGTUTOR_FAKE_CUDA_MEMORY", json.dumps(FAKE))
+    app = MgTutorApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await open_symptom(pilot, "oom")
+        status = lambda: str(screen.query_one("#ts-status", Static).render())  # noqa: E731
+        assert "b: find the largest batch" in status()
+        from mgtutor.diagnostics.bench.maxbatch import FinderOptions
+        monkeypatch.setattr("mgtutor.tui.screens.troubleshoot_oom.FinderOptions",
+                            lambda **kw: FinderOptions(**{**kw, "model": "tinycnn", "image_size": 32, "prove_steps": 2,
+                                                          "nproc": 2}))
+        await pilot.press("b")
+        await wait_for_app(pilot, lambda: "--batch-size" in status() or "no answer" in status(), 240, what="the answer")
+        assert "--batch-size 560" in status() and "measured maximum 600" in status()
+        lines = screen.query_one("#ts-log", Log).lines
+        assert sum("batch finder: trial" in line for line in lines) >= 6
+        assert any(line.startswith("chosen batch      560") for line in lines)
+
+
+@pytest.mark.integration
+async def test_troubleshoot_oom_runs_the_newest_script_again_with_memory(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    first = launch(LaunchSpec(target=[str(oom_script(tmp_path))], nproc=2, backend="gloo", label="oom"))
+    first.wait(timeout=120)
+    app = MgTutorApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await open_symptom(pilot, "oom")
+        status = lambda: str(screen.query_one("#ts-status", Static).render())  # noqa: E731
+        await pilot.press("w")
+        await wait_for_app(pilot, lambda: "--memory run" in status(), 180, what="the --memory run")
+        run_id = status().split("--memory run ", 1)[1].split(":", 1)[0]
+        again = RunRecord(Path(first.record.path).parent / run_id)
+        assert again.meta().env.get("MGTUTOR_MEMORY_HISTORY") == "1" and again.meta().target == first.record.meta().target
+        assert "no CUDA device in this rank" in again.rank_log(1, "stderr").read_text()
+        assert screen.findings and screen.findings[0].kind == "cuda_oom"

@@ -1,0 +1,124 @@
+"""Troubleshoot → Out of memory, answered with numbers: `b` finds the largest batch of the built-in
+trainer that fits on every rank (the batch finder, each trial shown as it ends), `w` runs the newest
+run's script again with `--memory`, so that its OOM says what filled the GPU and which lines allocated.
+
+A mixin of TroubleshootScreen: it uses the screen's log, status line and fix cards."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from rich.markup import escape
+from textual import work
+
+from mgtutor.diagnostics.bench.maxbatch import FinderOptions, run_finder
+from mgtutor.diagnostics.failures.logparse import clean
+from mgtutor.diagnostics.failures.oom_explain import memory_lines
+from mgtutor.diagnostics.failures.oom_rerun import rerun_with_memory
+from mgtutor.training.runs.nvml import inventory
+from mgtutor.training.runs.records import list_runs
+from mgtutor.tui.messages import RunStarted
+
+OOM_SYMPTOM = "oom"
+FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary
+OOM_HINT = ("b: find the largest batch that fits (built-in trainer) · w: run the newest run's script again "
+            "with --memory (what filled the GPU)")
+
+
+class OomActions:
+    """action_find_batch and action_memory_rerun for TroubleshootScreen (bindings b and w)."""
+
+    symptom: Any
+    busy: bool
+    app: Any
+
+    def _oom_ready(self) -> bool:
+        if self.symptom is None or self.symptom.key != OOM_SYMPTOM:
+            self.set_status("b and w answer Out of memory: pick that symptom first")  # type: ignore[attr-defined]
+            return False
+        if self.busy:
+            return False
+        self.busy = True
+        log = self.query_one("#ts-log")  # type: ignore[attr-defined]
+        log.clear()
+        log.display = True
+        self.show_findings([])  # type: ignore[attr-defined]
+        return True
+
+    def action_find_batch(self) -> None:
+        if not self._oom_ready():
+            return
+        if not os.environ.get(FAKE_ENV) and not inventory().gpus:
+            self.busy = False
+            self.set_status("[yellow]the batch finder measures GPU memory, and no NVIDIA GPU was found[/]")  # type: ignore[attr-defined]
+            return
+        self.set_status("batch finder running: every rank tries each batch; trials below as they end…")  # type: ignore[attr-defined]
+        self.find_batch_worker(FinderOptions(model="resnet50", image_size=224, prove_steps=10))
+
+    def action_memory_rerun(self) -> None:
+        if not self._oom_ready():
+            return
+        record = next(iter(list_runs()), None)
+        if record is None:
+            self.busy = False
+            self.set_status("[yellow]no runs yet: start your script from the Monitor or with mgtutor run[/]")  # type: ignore[attr-defined]
+            return
+        self.set_status(f"running {escape(' '.join(record.meta().target)[:80])} again with --memory…")  # type: ignore[attr-defined]
+        self.memory_rerun_worker(record)
+
+    def _line_sink(self) -> Any:
+        pending: list[str] = []
+        last = [time.monotonic()]
+
+        def on_line(rank: int | None, line: str) -> None:
+            pending.append(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {clean(line)}")
+            if "batch finder:" in line or time.monotonic() - last[0] > 0.2:  # a trial shows at once
+                self.app.call_from_thread(self._write_lines, pending[:])  # type: ignore[attr-defined]
+                pending.clear()
+                last[0] = time.monotonic()
+
+        def flush() -> None:
+            self.app.call_from_thread(self._write_lines, pending[:])  # type: ignore[attr-defined]
+
+        return on_line, flush
+
+    @work(thread=True, exclusive=True, group="ts-oom")
+    def find_batch_worker(self, options: FinderOptions) -> None:
+        on_line, flush = self._line_sink()
+        try:
+            run, found = run_finder(options, on_line=on_line, on_start=lambda r: self.post_message(RunStarted(r)))  # type: ignore[attr-defined]
+        except Exception as exc:  # a launch that cannot start says why on screen
+            self.app.call_from_thread(self._oom_done, f"[red]the batch finder could not start: {escape(str(exc))}[/]")
+            return
+        flush()
+        self.app.call_from_thread(self._write_lines, found.summary_lines())  # type: ignore[attr-defined]
+        r = found.result
+        status = (f"batch finder (run {run.record.run_id}): [b]--batch-size {r.chosen_batch}[/b] per rank; measured "
+                  f"maximum {r.measured_max}; {r.per_sample_bytes / (1 << 20):.2f} MiB per sample, "
+                  f"{r.fixed_bytes / (1 << 30):.2f} GiB fixed" if r else
+                  f"[red]the batch finder gave no answer[/] (run {run.record.run_id}; its log is above)")
+        self.app.call_from_thread(self._oom_done, status)
+
+    @work(thread=True, exclusive=True, group="ts-oom")
+    def memory_rerun_worker(self, record: Any) -> None:
+        on_line, flush = self._line_sink()
+        try:
+            run, findings = rerun_with_memory(record, on_line=on_line,
+                                              on_start=lambda r: self.post_message(RunStarted(r)))  # type: ignore[attr-defined]
+        except Exception as exc:  # RerunError, or a launch that cannot start: said on screen
+            self.app.call_from_thread(self._oom_done, f"[red]could not run it again: {escape(str(exc))}[/]")
+            return
+        flush()
+        top = findings[0] if findings else None
+        memory = (top.numbers or {}).get("memory") if top is not None else None
+        if memory:
+            self.app.call_from_thread(self._write_lines, memory_lines(memory))  # type: ignore[attr-defined]
+        found = f"{len(findings)} finding(s) below" if findings else "it ended without a failure"
+        self.app.call_from_thread(self._oom_done, f"--memory run {run.record.run_id}: {found}", findings)
+
+    def _oom_done(self, status: str, findings: list[Any] | None = None) -> None:
+        self.busy = False
+        self.set_status(status)  # type: ignore[attr-defined]
+        if findings:
+            self.show_findings(findings)  # type: ignore[attr-defined]
