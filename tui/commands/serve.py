@@ -12,6 +12,7 @@ import argparse
 import hmac
 import secrets
 import shlex
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -102,6 +103,22 @@ def startup_text(host: str, port: int, public_url: str, token: str) -> str:
     return "\n".join(lines)
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen there, said before the URL is printed (aiohttp binds after)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return f"--host {host}: {exc.strerror or exc}"
+    family, _type, _proto, _name, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port {args.port}: give a port between 1 and 65535")
@@ -109,6 +126,9 @@ def main(args: argparse.Namespace) -> int:
         import textual_serve  # noqa: F401
     except ImportError:
         raise CliError("textual-serve is not installed: pip install textual-serve") from None
+    problem = port_problem(args.host, args.port)
+    if problem:
+        raise CliError(problem)
     token = secrets.token_urlsafe(24)
     server = make_server(args.host, args.port, token, args.public_url)
     try:
