@@ -1,0 +1,110 @@
+"""The app in Chinese at 80×24: chosen before start or switched on Home with z (kept with the progress),
+every mode says its words anew, a running run goes on, and the footer keys stay uncut."""
+from __future__ import annotations
+
+import pytest
+from rich.cells import cell_len
+from textual.widgets import Markdown, Static, TabbedContent
+from textual.widgets._footer import FooterKey
+
+from mgtutor.lessons.progress import Progress
+from mgtutor.training.runs.i18n import current_language, set_language
+from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.help import HelpScreen
+from tests.helpers import wait_for_app
+from tests.test_keys_80x24 import footer_bindings, shown_keys
+
+SLEEPS = "import time\ntime.sleep(600)\n"
+
+
+def static_text(screen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+def footer_uncut(screen) -> dict[str, str]:
+    """Each footer key's words fit in the cells it was given, all within 80 columns."""
+    keys = {}
+    for key in screen.query(FooterKey):
+        if key.region.width:
+            needed = cell_len(key.key_display) + 1 + cell_len(key.description)
+            assert key.region.width >= needed and key.region.right <= 80, (key.key_display, key.description,
+                                                                           key.region)
+            keys[key.key_display] = key.description
+    return keys
+
+
+async def test_the_app_starts_in_chinese_and_every_footer_key_fits(monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    set_language("zh")
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_app(pilot, lambda: "正在查找" not in static_text(app.screen, "#machine"), 30,
+                           what="the machine summary")
+        assert app.screen.title == "首页"
+        assert "从单卡到多卡" in static_text(app.screen, "#tagline")
+        assert "没有 NVIDIA GPU" in static_text(app.screen, "#machine")
+        assert footer_uncut(app.screen) == {"z": "English", "?": "帮助", "q": "退出"}
+        for key, title in (("l", "课程"), ("m", "监控"), ("t", "排障"), ("r", "运行记录")):
+            await pilot.press(key)
+            await pilot.pause()
+            app.screen.set_focus(None)
+            await pilot.pause()
+            assert app.screen.title == title
+            keys = shown_keys(app.screen)
+            assert "?" in keys and "q" in keys
+            for binding in footer_bindings(app.screen):
+                assert app.get_key_display(binding) in keys, (title, binding)
+            footer_uncut(app.screen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = static_text(app.screen, "#help-text")
+        assert "mgtutor 按键：运行记录" in text and "任何地方" in text and "在首页切换语言" in text
+
+
+async def test_z_on_home_switches_every_mode_and_keeps_the_choice(monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")  # Lessons drawn in English first
+        await pilot.pause()
+        assert "Check your GPUs" in str(app.screen.query(".lesson-title").first().render())
+        await pilot.press("h", "z")
+        await wait_for_app(pilot, lambda: app.screen.title == "首页", 10, what="Home in Chinese")
+        assert current_language() == "zh" and Progress().language == "zh"
+        assert "这台机器" in str(app.screen.query(".section-title").first().render())
+        await pilot.press("l")
+        await pilot.pause()
+        lessons = app.screen
+        assert lessons.title == "课程"
+        assert "检查 GPU 和 CUDA" in str(lessons.query(".lesson-title").first().render())
+        tabs = lessons.query_one("#lesson-tabs", TabbedContent)
+        assert [str(tabs.get_tab(pane).label) for pane in ("tab-text", "tab-checks")] == ["讲解", "检查项"]
+        markdown = lessons.query_one("#lesson-markdown", Markdown)
+        assert "第 1 课" in markdown.source and "## 要看什么" in markdown.source
+        await pilot.press("h", "z")  # and back
+        await wait_for_app(pilot, lambda: app.screen.title == "Home", 10, what="Home in English")
+        await pilot.press("l")
+        await pilot.pause()
+        assert "Check your GPUs" in str(app.screen.query(".lesson-title").first().render())
+    assert Progress().language == "en"
+
+
+@pytest.mark.integration
+async def test_switching_language_leaves_a_running_run_alone(monkeypatch, write_script):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    run = launch(LaunchSpec(target=[str(write_script("sleep.py", SLEEPS))], nproc=2, backend="gloo"))
+    try:
+        app = MgTutorApp()
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.track_run(run)
+            supervisor = run.record.meta().supervisor_pid
+            await pilot.press("z")
+            await wait_for_app(pilot, lambda: app.screen.title == "首页", 10, what="Home in Chinese")
+            await pilot.press("m", "r", "h", "z")
+            await wait_for_app(pilot, lambda: app.screen.title == "Home", 10, what="Home in English")
+            assert run.running() and app.running_runs() == [run]
+            assert run.record.meta().supervisor_pid == supervisor  # the same run, not a new one
+    finally:
+        run.stop(grace=2)
