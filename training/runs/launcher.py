@@ -74,12 +74,20 @@ class Plan:
     gpu_error: str | None = None
 
 
+def arguments_problem(backend: str, nproc: int | None) -> str | None:
+    """What is wrong with --backend or --nproc, before anything is looked at or started."""
+    if backend not in BACKENDS:
+        return f"unknown backend {backend!r}: use auto, nccl or gloo"
+    if nproc is not None and nproc < 1:
+        return f"--nproc must be at least 1 (got {nproc})"
+    return None
+
+
 def plan(spec: LaunchSpec) -> Plan:
     """Decide backend and rank count, or raise LaunchError with the fix."""
-    if spec.backend not in BACKENDS:
-        raise LaunchError(f"unknown backend {spec.backend!r}: use auto, nccl or gloo")
-    if spec.nproc is not None and spec.nproc < 1:
-        raise LaunchError(f"--nproc must be at least 1 (got {spec.nproc})")
+    problem = arguments_problem(spec.backend, spec.nproc)
+    if problem:
+        raise LaunchError(problem)
     inv = inventory()
     gpus = [{"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib} for g in inv.gpus]
     backend = spec.backend if spec.backend != "auto" else ("nccl" if gpus else "gloo")

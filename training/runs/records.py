@@ -355,4 +355,4 @@ def find_run_why(ref: str, root: Path | None = None) -> tuple[RunRecord | None, 
         return matches[0], ""
     if matches:
         return None, f"{ref!r} matches {len(matches)} runs ({', '.join(r.run_id for r in matches[:3])}, …): give more of the id"
-    return None, f"no run matches {ref!r} in {root or runs_root()}"
+    return None, f"no single run matches {ref!r} in {root or runs_root()}"

@@ -12,7 +12,7 @@ from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.rank import MEMORY_ENV
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
@@ -301,10 +301,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def launch_arguments_problem(args: argparse.Namespace, target: list[str]) -> str | None:
-    """What is wrong with --nproc or the script, said before anything else is printed."""
-    if args.nproc is not None and args.nproc < 1:
-        return f"--nproc must be at least 1 (got {args.nproc})"
+    """What is wrong with --backend, --nproc or the script, said before anything else is printed
+    (launch() checks them again, in the same order)."""
     try:
+        plan(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend))
         check_target(target)
     except LaunchError as exc:
         return str(exc)
