@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 
 from mgtutor.diagnostics.check.edits import Edit, where
-from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, dotted, keyword, last_name
+from mgtutor.diagnostics.check.model import (
+    DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, keyword, last_name, walk_local,
+)
 
 Edits = list[Edit] | None
 GLOBAL_RANK_NAMES = ("rank", "global_rank", "world_rank")
@@ -66,8 +68,8 @@ def scope_names(m: ScriptModel, node: ast.AST) -> set[str]:
         if isinstance(owner, ast.ClassDef):
             names |= {f"self.{n.attr}" for n in ast.walk(owner) if isinstance(n, ast.Attribute)
                       and isinstance(n.ctx, ast.Store) and dotted(n.value) == "self"}
-    for scope in body:
-        for n in ast.walk(scope):
+    for scope in body:  # a function's own names, or the module's: never another function's locals
+        for n in walk_local(scope):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.add(n.id)
     return names
@@ -76,9 +78,12 @@ def scope_names(m: ScriptModel, node: ast.AST) -> set[str]:
 def rank_zero_test(m: ScriptModel, node: ast.AST, edits: list[Edit], env: str = "RANK") -> str:
     """`rank == 0` with the script's own global-rank name in scope, else torchrun's environment."""
     if env == "RANK":
-        in_scope = scope_names(m, node)
+        in_scope = scope_names(m, node) | scope_names(m, m.tree)
+        leader = sorted(n for n in in_scope if LEADER_NAME.match(n.removeprefix("self.").lower()))
+        if leader:  # nanoGPT's `master_process`, `is_main_process`
+            return leader[0]
         for name in GLOBAL_RANK_NAMES:
-            for spelled in (name, f"self.{name}"):
+            for spelled in (name, f"self.{name}", f"ddp_{name}"):
                 if spelled in in_scope:
                     return f"{spelled} == 0"
     return f'int({module_name(m, "os", edits)}.environ.get("{env}", "0")) == 0'

@@ -159,21 +159,33 @@ def world_set_by_script(m: ScriptModel) -> Hits:
 
 
 def _environ_writes(m: ScriptModel) -> Iterator[tuple[ast.stmt, str]]:
+    """`os.environ["WORLD_SIZE"] = "3"`: a fixed value, not one carried over from SLURM or MPI."""
     for node in m.nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0]
             var = constant(target.slice)
-            if var in WORLD_VARS and m.resolve(target.value) == "os.environ":
+            if var in WORLD_VARS and m.resolve(target.value) == "os.environ" and _fixed(node.value):
                 yield node, var
 
 
+def _fixed(value: ast.AST) -> bool:
+    if isinstance(value, ast.Call) and last_name(value.func) == "str" and value.args:
+        value = value.args[0]
+    return isinstance(value, ast.Constant)
+
+
 def _from_environment(m: ScriptModel, value: ast.AST) -> bool:
-    """`int(os.environ["WORLD_SIZE"])`, `dist_world = world_size` assigned from it, `get_world_size()`."""
-    if isinstance(value, ast.Name):
-        assigned = follow.assigned_before(m, value)
-        value = assigned if assigned is not None else value
+    """`int(os.environ["WORLD_SIZE"])`, a name assigned from it (`args.world_size = int(os.environ[…])`
+    anywhere in the file: a helper that reads torchrun's variables when they are set), `get_world_size()`."""
+    if isinstance(value, ast.Constant):
+        return False
+    spelled = text(m, value)
+    sources = [value] + [n.value for n in m.nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
+                         and text(m, n.targets[0]) == spelled]
     return any(constant(n) in WORLD_VARS or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"))
-               for n in ast.walk(value))
+               or (isinstance(n, ast.Call) and last_name(n.func) in ("get_world_size", "get_rank"))
+               for source in sources for n in ast.walk(source)) or len(sources) == 1 and not isinstance(
+                   value, (ast.Name, ast.Attribute))
 
 
 def drop_world_setting(node: ast.AST, m: ScriptModel) -> Edits:

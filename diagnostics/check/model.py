@@ -350,7 +350,7 @@ class ScriptModel:
             parent = self.parent.get(node)
             if isinstance(parent, ast.Call) and parent.func is node:
                 answers.append(self.runs_on_all_ranks(parent))
-            elif isinstance(parent, (ast.Call, ast.keyword)) and self._is_process_target(parent):
+            elif isinstance(parent, (ast.Call, ast.keyword)) and self._is_process_target(parent, node):
                 answers.append(True)
             else:
                 answers.append(None)
@@ -358,9 +358,28 @@ class ScriptModel:
         self._fn_guard[fn] = result
         return result
 
-    def _is_process_target(self, node: ast.AST) -> bool:
+    def _is_process_target(self, node: ast.AST, passed: ast.AST | None = None) -> bool:
         call = self.parent.get(node) if isinstance(node, ast.keyword) else node
-        return isinstance(call, ast.Call) and last_name(call.func) in ("spawn", "start_processes", "Process")
+        if not isinstance(call, ast.Call):
+            return False
+        if last_name(call.func) in ("spawn", "start_processes", "Process"):
+            return True
+        return passed is not None and self._hands_to_spawn(call, passed)
+
+    def _hands_to_spawn(self, call: ast.Call, passed: ast.AST) -> bool:
+        """`launch(worker, 2)` where `def launch(fn, n): mp.spawn(fn, …)`: worker is a process target."""
+        if passed not in call.args:
+            return False
+        index = call.args.index(passed)
+        for fn in self.functions.get(last_name(call.func) or "", []):
+            params = [a.arg for a in fn.args.args]
+            if index < len(params) and any(
+                    isinstance(n, ast.Call) and last_name(n.func) in ("spawn", "start_processes", "Process")
+                    and any(isinstance(a, ast.Name) and a.id == params[index]
+                            for a in n.args[:1] + [k.value for k in n.keywords if k.arg in ("fn", "target")])
+                    for n in ast.walk(fn)):
+                return True
+        return False
 
     # -- loops --------------------------------------------------------------------------------
     @cached_property
