@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgtutor.lessons.loader import Check
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.records import FirstFailure, RunRecord, RunResult, RunStatus
 
 REPORT_PREFIX = "REPORT "
@@ -98,23 +99,24 @@ def _head(value: Any, n: int = 5) -> str:
 def check_exit_ok(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     failed = [r for r in o.result.ranks if r.outcome != "ok"]
     if o.result.status == RunStatus.FINISHED and not failed:
-        return True, f"all {o.world_size} rank(s) exited 0 in {o.result.duration_s} s"
+        return True, _("all {ranks} rank(s) exited 0 in {seconds} s").format(ranks=o.world_size,
+                                                                               seconds=o.result.duration_s)
     if o.result.status == RunStatus.STOPPED and not o.result.first_failure:
-        return False, "the run did not finish in time and was stopped: a rank was waiting for the others (a hang)"
+        return False, _("the run did not finish in time and was stopped: a rank was waiting for the others (a hang)")
     first = o.result.first_failure
     if first is None:
         first = FirstFailure(failed[0].rank, failed[0].exit_code, failed[0].signal) if failed else FirstFailure()
     error = o.last_error(first.rank) if isinstance(first.rank, int) else ""
     rank = "?" if first.rank is None else first.rank
-    return False, f"rank {rank} failed ({first.how()})" + (f": {error}" if error else "")
+    return False, _("rank {rank} failed ({how})").format(rank=rank, how=first.how()) + (f": {error}" if error else "")
 
 
 def check_every_rank_reports(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     missing = [r for r in range(o.world_size) if not o.values(r, p["key"], p.get("where"))]
     if missing:
-        return False, f"rank(s) {missing} never reported {p['key']!r}"
+        return False, _("rank(s) {ranks} never reported {key}").format(ranks=missing, key=repr(p["key"]))
     shown = {r: o.last(r, p["key"], p.get("where")) for r in range(min(o.world_size, 4))}
-    return True, f"{p['key']} per rank: {shown}"
+    return True, _("{key} per rank: {values}").format(key=p["key"], values=shown)
 
 
 def check_disjoint(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -123,21 +125,24 @@ def check_disjoint(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     for rank in range(o.world_size):
         values = o.values(rank, p["key"], p.get("where"))
         if not values:
-            return False, f"rank {rank} never reported which samples it saw ({p['key']!r})"
+            return False, _("rank {rank} never reported which samples it saw ({key})").format(rank=rank,
+                                                                                               key=repr(p["key"]))
         seen[rank] = {item for value in values for item in value}
     for a in seen:
         for b in seen:
             if a < b and seen[a] & seen[b]:
                 common = seen[a] & seen[b]
-                return False, (f"rank {a} and rank {b} both saw {len(common)} of the same samples "
-                               f"({_preview(list(common))}): every rank trains on the same data")
+                return False, _("rank {a} and rank {b} both saw {count} of the same samples ({samples}): "
+                                "every rank trains on the same data").format(a=a, b=b, count=len(common),
+                                                                              samples=_preview(list(common)))
     union = set().union(*seen.values())
     sizes = {r: len(s) for r, s in seen.items()}
     if p.get("cover"):
         total = o.last(0, p["cover"])
         if isinstance(total, int) and len(union) < total:
-            return False, f"the ranks saw {len(union)} of {total} samples between them"
-    return True, f"disjoint shards, samples per rank {sizes}, {len(union)} distinct in all"
+            return False, _("the ranks saw {seen} of {total} samples between them").format(seen=len(union), total=total)
+    return True, _("disjoint shards, samples per rank {sizes}, {distinct} distinct in all").format(
+        sizes=sizes, distinct=len(union))
 
 
 def check_changes_between(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -146,23 +151,27 @@ def check_changes_between(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     first = o.last(rank, p["key"], {fld: p["a"]})
     second = o.last(rank, p["key"], {fld: p["b"]})
     if first is None or second is None:
-        return False, f"rank {rank} did not report {p['key']!r} for {fld} {p['a']} and {p['b']}"
+        return False, _("rank {rank} did not report {key} for {field} {a} and {b}").format(
+            rank=rank, key=repr(p["key"]), field=fld, a=p["a"], b=p["b"])
     if first == second:
-        return False, f"rank {rank} got the same {p['key']} in {fld} {p['a']} and {fld} {p['b']}: {_head(first)} both times"
-    return True, f"rank {rank}: {fld} {p['a']} starts {_head(first)}, {fld} {p['b']} starts {_head(second)}"
+        return False, _("rank {rank} got the same {key} in {field} {a} and {field} {b}: {head} both times").format(
+            rank=rank, key=p["key"], field=fld, a=p["a"], b=p["b"], head=_head(first))
+    return True, _("rank {rank}: {field} {a} starts {first}, {field} {b} starts {second}").format(
+        rank=rank, field=fld, a=p["a"], b=p["b"], first=_head(first), second=_head(second))
 
 
 def check_equal_across_ranks(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     values = {r: o.last(r, p["key"], p.get("where")) for r in range(o.world_size)}
     if any(v is None for v in values.values()):
-        return False, f"not every rank reported {p['key']!r}: {values}"
+        return False, _("not every rank reported {key}: {values}").format(key=repr(p["key"]), values=values)
     ref = values[0]
     tol = float(p.get("tol", 0.0))
     for rank, value in values.items():
         same = math.isclose(value, ref, rel_tol=tol, abs_tol=tol) if isinstance(ref, (int, float)) else value == ref
         if not same:
-            return False, f"{p['key']} differs: rank 0 has {ref}, rank {rank} has {value}"
-    return True, f"{p['key']} = {ref} on all {o.world_size} ranks"
+            return False, _("{key} differs: rank 0 has {ref}, rank {rank} has {value}").format(
+                key=p["key"], ref=ref, rank=rank, value=value)
+    return True, _("{key} = {ref} on all {ranks} ranks").format(key=p["key"], ref=ref, ranks=o.world_size)
 
 
 def check_only_rank(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -170,12 +179,12 @@ def check_only_rank(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     want = p.get("rank", 0)
     doers = {r: len(o.values(r, p["key"])) for r in range(o.world_size) if o.values(r, p["key"])}
     if want not in doers:
-        return False, f"rank {want} never reported {p['key']!r}"
+        return False, _("rank {rank} never reported {key}").format(rank=want, key=repr(p["key"]))
     others = [r for r in doers if r != want]
     if others:
-        return False, f"{p['key']} was done by ranks {sorted(doers)}, not only rank {want}: " \
-                      f"{sum(doers.values())} times in all"
-    return True, f"only rank {want} did {p['key']} ({doers[want]} time(s))"
+        return False, _("{key} was done by ranks {ranks}, not only rank {rank}: {times} times in all").format(
+            key=p["key"], ranks=sorted(doers), rank=want, times=sum(doers.values()))
+    return True, _("only rank {rank} did {key} ({times} time(s))").format(rank=want, key=p["key"], times=doers[want])
 
 
 def check_all_true(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -184,21 +193,24 @@ def check_all_true(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     bad = {r: v for r, v in values.items() if v is not True}
     if bad:
         why = {r: o.last(r, p["why"]) for r in bad} if p.get("why") else bad
-        return False, f"{p['key']} is not true on rank(s) {sorted(bad)}: {why}"
-    return True, f"{p['key']} on ranks {ranks}"
+        return False, _("{key} is not true on rank(s) {ranks}: {why}").format(key=p["key"], ranks=sorted(bad), why=why)
+    return True, _("{key} on ranks {ranks}").format(key=p["key"], ranks=ranks)
 
 
 def check_value_range(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     rank = p.get("rank", 0)
     value = o.last(rank, p["key"], p.get("where"))
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return False, f"rank {rank} reported no number for {p['key']!r} (got {value!r})"
+        return False, _("rank {rank} reported no number for {key} (got {value})").format(
+            rank=rank, key=repr(p["key"]), value=repr(value))
     low, high = p.get("min"), p.get("max")
     unit = p.get("unit", "")
     if low is not None and value < low:
-        return False, f"{p['key']} = {value:g}{unit}, below {low:g}{unit}"
+        return False, _("{key} = {value}, below {limit}").format(key=p["key"], value=f"{value:g}{unit}",
+                                                                  limit=f"{low:g}{unit}")
     if high is not None and value > high:
-        return False, f"{p['key']} = {value:g}{unit}, above {high:g}{unit}"
+        return False, _("{key} = {value}, above {limit}").format(key=p["key"], value=f"{value:g}{unit}",
+                                                                  limit=f"{high:g}{unit}")
     return True, f"{p['key']} = {value:g}{unit}"
 
 
@@ -206,11 +218,13 @@ def check_run_fails(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     """A failure demo must fail, and fail where the lesson says (the first failing rank)."""
     first = o.result.first_failure
     if not first:
-        return False, f"the run was meant to fail on rank {p.get('rank')} but ended {o.result.status}"
+        return False, _("the run was meant to fail on rank {rank} but ended {status}").format(
+            rank=p.get("rank"), status=o.result.status)
     if "rank" in p and first.rank != p["rank"]:
-        return False, f"rank {first.rank} failed first, not rank {p['rank']}"
+        return False, _("rank {rank} failed first, not rank {wanted}").format(rank=first.rank, wanted=p["rank"])
     error = o.last_error(first.rank) if first.rank is not None else ""
-    return True, f"rank {first.rank} failed first (exit {first.exit_code}): {error[:120]}"
+    return True, _("rank {rank} failed first (exit {code}): {error}").format(rank=first.rank, code=first.exit_code,
+                                                                           error=error[:120])
 
 
 CHECKS: dict[str, Callable[[Outcome, dict[str, Any]], tuple[bool, str]]] = {
@@ -231,11 +245,11 @@ def evaluate(checks: tuple[Check, ...], outcome: Outcome) -> list[CheckResult]:
     for check in checks:
         func = CHECKS.get(check.kind)
         if func is None:
-            results.append(CheckResult(check.says, False, f"unknown check kind {check.kind!r}"))
+            results.append(CheckResult(check.says, False, _("unknown check kind {kind}").format(kind=repr(check.kind))))
             continue
         try:
             passed, detail = func(outcome, check.params)
         except (KeyError, TypeError, ValueError) as exc:  # a report of the wrong shape is a failed check
-            passed, detail = False, f"could not read the run's reports: {exc!r}"
+            passed, detail = False, _("could not read the run's reports: {error}").format(error=repr(exc))
         results.append(CheckResult(check.says, passed, detail))
     return results

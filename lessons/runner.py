@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.lessons.checks import CheckResult, evaluate, outcome_of
 from mgtutor.lessons.loader import Lesson, Step
@@ -54,16 +55,17 @@ def skip_reason(step: Step, backend: str = "auto", gpus: int | None = None) -> s
     """Why this step cannot run here (None: it can)."""
     for module in step.requires:
         if importlib.util.find_spec(module) is None:
-            return f"needs the {module} package: {INSTALL_HINTS.get(module, f'pip install {module}')}"
+            return _("needs the {module} package: {install}").format(
+                module=module, install=INSTALL_HINTS.get(module, f"pip install {module}"))
     if not step.gpu_only:
         return None
     gpus = gpu_count() if gpus is None else gpus
     need = max(step.min_gpus, 1)
     if backend == "gloo":
-        return "runs on NVIDIA GPUs only; it was asked to run on gloo/CPU"
-    if gpus < need:
-        have = "no NVIDIA GPU is usable here" if gpus == 0 else f"this machine has {gpus}"
-        return f"needs {need} NVIDIA GPU(s); {have}"
+        return _("runs on NVIDIA GPUs only; it was asked to run on gloo/CPU")
+    if gpus < need:  # every translation keeps "NVIDIA GPU" (GPU_SKIP): progress tells a GPU skip by it
+        have = _("no NVIDIA GPU is usable here") if gpus == 0 else _("this machine has {gpus}").format(gpus=gpus)
+        return _("needs {need} NVIDIA GPU(s); {have}").format(need=need, have=have)
     return None
 
 
@@ -109,7 +111,7 @@ def finish_step(lesson: Lesson, step: Step, run: Run, script: Path | None = None
     checks = evaluate(step.checks, outcome)
     passed = all(c.passed for c in checks) and outcome.result.status in (RunStatus.FINISHED, RunStatus.FAILED)
     measures = {key: outcome.last(0, key) for key in step.measures if outcome.last(0, key) is not None}
-    reason = f"stopped after {step.timeout_s:g} s without finishing" if stopped else ""
+    reason = _("stopped after {seconds:g} s without finishing").format(seconds=step.timeout_s) if stopped else ""
     return StepResult(lesson.id, step.name, step.title, str(script or step.script),
                       "passed" if passed else "failed", checks, reason,
                       run.record.run_id, str(run.record.path), measures)

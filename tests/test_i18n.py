@@ -148,3 +148,17 @@ def test_the_catalogue_ships_in_the_package():
     pyproject = (REPO / "pyproject.toml").read_text()
     assert '"locale/*/LC_MESSAGES/*.mo"' in pyproject
     assert Path(i18n.__file__).with_name("locale") == MO.parent.parent.parent
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_gpu_skip_says_nvidia_gpu_in_every_language(language):
+    """Progress tells a step skipped for want of a GPU by GPU_SKIP in its reason, whatever language
+    the reason was saved in: a lesson done on CPU in Chinese stays done in English."""
+    from mgtutor.lessons.progress import GPU_SKIP, passed_without_gpus
+    from mgtutor.lessons.runner import skip_reason
+
+    set_language(language)
+    gpu_step = get_lesson("01").steps[1]
+    reasons = [skip_reason(gpu_step, gpus=0), skip_reason(gpu_step, backend="gloo", gpus=2)]
+    assert all(reason and GPU_SKIP in reason for reason in reasons), reasons
+    assert passed_without_gpus([{"status": "passed"}, {"status": "skipped", "reason": reasons[0]}])
