@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs.records import private_state_dir, read_json, state_home, write_json_atomic
+from mgtutor.training.runs.secrets import redact_env
 
 KINDS = ("doctor", "allreduce", "rendezvous")
 
@@ -25,4 +26,8 @@ def save(kind: str, data: dict[str, Any]) -> Path:
 
 def load(kind: str) -> dict[str, Any] | None:
     data = read_json(saved_path(kind))
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("environment"), dict):  # a report saved before secrets were hidden
+        data["environment"] = redact_env({str(k): str(v) for k, v in data["environment"].items()})
+    return data
