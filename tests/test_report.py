@@ -121,13 +121,16 @@ def test_the_issue_body_has_every_template_field(hung_record):
     assert "hang" in body.split("Kind of problem", 1)[1][:80]
 
 
-def test_a_huge_log_still_fits_githubs_limit(hung_record):
-    with (hung_record.path / "logs" / "rank0.stdout.log").open("a") as log:
-        for i in range(20000):
-            log.write(f"step {i} " + "x" * 300 + "\n")
+def test_long_logs_shrink_until_the_body_fits_githubs_limit(hung_record):
+    for log in [*(hung_record.path / "logs").glob("*.log"), hung_record.path / "torchrun.log"]:
+        with log.open("a") as out:
+            for i in range(300):
+                out.write(f"step {i} " + "x" * 600 + "\n")
     body = to_markdown(build(hung_record, doctor="none"))
     assert len(body) <= GITHUB_BODY_LIMIT
-    assert "Describe the bug" in body and "Environment" in body
+    assert "last 40 here" not in body and re.search(r"last (20|10|4|0) here", body)  # fewer lines, same fields
+    for name in ("Describe the bug", "Ranks and nodes", "Environment"):
+        assert name in body
 
 
 def test_the_file_is_written_for_its_owner_only(hung_record, tmp_path):
@@ -155,3 +158,15 @@ def test_redactor_rules():
 def test_a_log_cannot_close_its_code_fence():
     assert fence("plain") == "```"
     assert fence("a ```` b") == "`````"
+
+
+def test_a_day_of_samples_keeps_the_file_small(hung_record):
+    rows = [{"t": 1767225600.0 + i, "host": {"cpu_pct": 50.0},
+             "gpus": [{"index": g, "name": "NVIDIA H200", "util_pct": i % 100, "mem_used_mib": 4000,
+                       "power_w": 300.0 + i % 50, "temp_c": 50} for g in range(8)],
+             "ranks": {str(r): {"pid": 100 + r, "cpu_pct": 99.0, "rss_mib": 900.0} for r in range(8)}}
+            for i in range(0, 86400, 20)]  # a day of an 8-GPU node, every 20th second: 10× the points a line keeps
+    (hung_record.path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = to_html(build(hung_record, doctor="none"))
+    assert len(html.encode()) < 5 * 1024 * 1024
+    assert html.count('id="series-GPU-') == 4 * 8  # every GPU in each of the four GPU charts

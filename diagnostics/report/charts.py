@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from mgtutor.training.runs.event_types import Event, StepEvent
 from mgtutor.training.runs.samples import SampleRow
 
+MAX_POINTS = 400  # per line: the SVG stays ~20-40 KB a chart whatever the run's length
 Series = tuple[str, list[float], list[float]]  # label, x (seconds since the start), y
 
 
@@ -60,22 +61,25 @@ def step_charts(events: Sequence[Event], started: float, gpu: bool = True) -> li
     return charts
 
 
+def _lines(points: dict[int, tuple[list[float], list[float]]], label: Callable[[int], str]) -> list[Series]:
+    return [(label(key), xs, ys) for key, (xs, ys) in sorted(points.items()) if xs]
+
+
 def gpu_charts(samples: Sequence[SampleRow], started: float) -> list[Chart]:
     """Per GPU, from the recorded NVML samples: utilisation, memory, power, temperature."""
     fields = [("gpu_util", "GPU utilisation", "%", "util_pct"), ("gpu_mem", "GPU memory used", "MiB", "mem_used_mib"),
               ("gpu_power", "GPU power", "W", "power_w"), ("gpu_temp", "GPU temperature", "°C", "temp_c")]
-    indices = sorted({g.index for row in samples for g in row.gpus})
-    names = {g.index: g.name for row in samples for g in row.gpus}
+    names = {g.index: g.name for row in samples[:1] + samples[-1:] for g in row.gpus}
     charts = []
     for key, title, unit, name in fields:
-        chart = Chart(key, title, unit)
-        for index in indices:
-            points = [(row.t - started, y) for row in samples for g in row.gpus
-                      if g.index == index and (y := getattr(g, name)) is not None]
-            if points:
-                chart.series.append((f"GPU {index} {names.get(index, '')}".strip(),
-                                     [p[0] for p in points], [p[1] for p in points]))
-        charts.append(chart)
+        points: dict[int, tuple[list[float], list[float]]] = {}
+        for row in samples:  # one pass: a day at 1 Hz on 8 GPUs is 700,000 readings
+            for g in row.gpus:
+                if (y := getattr(g, name)) is not None:
+                    xs, ys = points.setdefault(g.index, ([], []))
+                    xs.append(row.t - started)
+                    ys.append(y)
+        charts.append(Chart(key, title, unit, _lines(points, lambda i: f"GPU {i} {names.get(i, '')}".strip())))
     return charts
 
 
@@ -84,18 +88,33 @@ def process_charts(samples: Sequence[SampleRow], started: float) -> list[Chart]:
     charts = []
     for key, title, unit, name in (("rank_cpu", "CPU use per rank", "%", "cpu_pct"),
                                    ("rank_rss", "Resident memory per rank", "MiB", "rss_mib")):
-        chart = Chart(key, title, unit)
-        for rank in sorted({m.rank for row in samples for m in row.ranks}):
-            points = [(row.t - started, y) for row in samples for m in row.ranks
-                      if m.rank == rank and (y := getattr(m, name)) is not None]
-            if points:
-                chart.series.append((f"rank {rank}", [p[0] for p in points], [p[1] for p in points]))
-        charts.append(chart)
+        points: dict[int, tuple[list[float], list[float]]] = {}
+        for row in samples:
+            for m in row.ranks:
+                if (y := getattr(m, name)) is not None:
+                    xs, ys = points.setdefault(m.rank, ([], []))
+                    xs.append(row.t - started)
+                    ys.append(y)
+        charts.append(Chart(key, title, unit, _lines(points, lambda r: f"rank {r}")))
     host = Chart("host_cpu", "Host CPU use (all cores)", "%")
     points = [(row.t - started, row.host_cpu_pct) for row in samples if row.host_cpu_pct is not None]
     if points:
         host.series.append(("host", [p[0] for p in points], [float(p[1] or 0) for p in points]))
     return charts + [host]
+
+
+def thin(xs: list[float], ys: list[float], most: int = MAX_POINTS) -> tuple[list[float], list[float]]:
+    """At most `most` points: the mean of each run of neighbours (a day at 1 Hz is 86,400 samples; drawn
+    whole, one line would be megabytes of SVG and no more readable)."""
+    if len(xs) <= most:
+        return xs, ys
+    size = len(xs) / most
+    out_x, out_y = [], []
+    for i in range(most):
+        lo, hi = int(i * size), max(int((i + 1) * size), int(i * size) + 1)
+        out_x.append(sum(xs[lo:hi]) / (hi - lo))
+        out_y.append(sum(ys[lo:hi]) / (hi - lo))
+    return out_x, out_y
 
 
 def draw(chart: Chart) -> Chart:
@@ -109,7 +128,8 @@ def draw(chart: Chart) -> Chart:
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "mgtutor"}):
         fig = Figure(figsize=(5.2, 2.6), dpi=72, layout="constrained")
         ax = fig.add_subplot()
-        for label, xs, ys in chart.series:
+        for label, all_x, all_y in chart.series:
+            xs, ys = thin(all_x, all_y)
             (line,) = ax.plot(xs, ys, label=label, linewidth=1.4, marker="o" if len(xs) < 30 else None, markersize=3)
             line.set_gid("series-" + "".join(ch if ch.isalnum() else "-" for ch in label))
         ax.set_title(chart.title, fontsize=10, loc="left")
