@@ -30,6 +30,9 @@ PATH = (
 )
 
 
+SOURCE_NOTE = "<!-- translated from explanation.md sha256:"
+
+
 class LessonError(Exception):
     """A lesson id that does not exist, or lesson data that does not load; one line for the user."""
 
@@ -89,10 +92,13 @@ class Lesson:
         return self.exercise.hints if self.exercise else ()
 
     def explanation(self) -> str:
-        """The lesson text in the current language; English where it has no translation."""
+        """The lesson text in the current language; English where it has no translation. A translation's
+        first line names the English it was made from (`<!-- translated from … sha256:… -->`, for the
+        test that notices a stale one); the reader never sees it."""
         translated = self.path / f"explanation.{current_language()}.md"
         source = translated if translated.is_file() else self.path / "explanation.md"
-        return source.read_text(encoding="utf-8")
+        text = source.read_text(encoding="utf-8")
+        return text.split("\n", 1)[1] if text.startswith(SOURCE_NOTE) else text
 
     def scripts(self) -> list[Path]:
         """Every Python script the lesson ships (examples, exercises), for reading and for tests."""

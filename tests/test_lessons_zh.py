@@ -2,12 +2,13 @@
 the same code byte for byte, and the glossary's words where the English uses its terms."""
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
 from babel.messages.pofile import read_po
 
-from mgtutor.lessons.loader import all_lessons
+from mgtutor.lessons.loader import SOURCE_NOTE, all_lessons
 from tests.conftest import REPO
 
 GLOSSARY = REPO / "docs/glossary-zh.md"
@@ -73,6 +74,16 @@ def test_each_chinese_explanation_has_the_english_sections_and_code(lesson):
     assert headings(chinese) == headings(english)
     assert code_blocks(chinese) == code_blocks(english), "code is never translated, not even a comment"
     assert re.search(r"[\u4e00-\u9fff]", prose(chinese)), "the prose is Chinese"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+def test_each_chinese_explanation_was_made_from_the_english_as_it_is_now(lesson):
+    """An English explanation edited after its translation fails here until the Chinese says the same
+    again; then its first line gets the new hash (`sha256sum explanation.md`, first 12 hex digits)."""
+    english = (lesson.path / "explanation.md").read_bytes()
+    first_line = (lesson.path / "explanation.zh.md").read_text(encoding="utf-8").split("\n", 1)[0]
+    assert first_line == f"{SOURCE_NOTE}{hashlib.sha256(english).hexdigest()[:12]} -->", \
+        f"{lesson.id}: explanation.md changed since explanation.zh.md was translated from it"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
