@@ -38,7 +38,8 @@ def _dump_flight_recorder() -> None:
     target = f"{prefix}{os.environ.get('RANK', '0')}"
     data = c10d._dump_fr_trace(includeStackTraces=False)  # symbolizing call sites takes seconds; stacks have lines
     tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as handle:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    with open(os.open(tmp, flags, 0o600), "wb") as handle:  # 0600, never through a planted link
         handle.write(data)
     os.replace(tmp, target)
 
