@@ -14,8 +14,9 @@ finder() {
   local model=$1
   local began=$SECONDS
   python3 -m mgtutor.tui bench maxbatch --model "$model" --image-size 224 --prove-steps "${PROVE_STEPS:-20}" \
-    --json >"$out/finder_$model.json" 2>>"$out/log.txt" || echo "finder $model failed" >>"$out/log.txt"
-  python3 - "$out/finder_$model.json" "$model" $((SECONDS - began)) >>"$results" <<'PY'
+    --json >"/tmp/finder_$model.json" 2>>"$out/log.txt" || echo "finder $model failed" >>"$out/log.txt"
+  cat "/tmp/finder_$model.json" >>"$out/finder.jsonl"
+  python3 - "/tmp/finder_$model.json" "$model" $((SECONDS - began)) >>"$results" <<'PY'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
