@@ -16,7 +16,7 @@ leave half the ranks running.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -46,23 +46,34 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
-def _raise(signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted(signum)
-
-
 @contextmanager
-def follow_signals() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread while the block runs."""
+def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread while the block runs, once:
+    the first hands the signals back to the handlers that were there before (inside `deferred()`
+    they are only noted), so a second Ctrl+C cannot land between the first and the stop it asked for.
+    `noted`: lists where signals that came before the block were noted (while launching): the last
+    of them is raised at once, after these handlers are in place, so none falls between two."""
     previous: dict[int, Any] = {}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def raise_once(signum: int, _frame: FrameType | None) -> None:
+        restore()
+        raise Interrupted(signum)
+
     for sig in FOLLOW_SIGNALS:
         if signal.getsignal(sig) is signal.SIG_IGN:
             continue  # nohup / a background job: the user asked for this signal to be ignored
-        previous[sig] = signal.signal(sig, _raise)
+        previous[sig] = signal.signal(sig, raise_once)
     try:
+        earlier = [signum for signals in noted for signum in signals]
+        if earlier:
+            raise_once(earlier[-1], None)
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        restore()
 
 
 @dataclass

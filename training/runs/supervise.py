@@ -10,9 +10,12 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from mgtutor.training.runs.records import RunRecord, build_result
 from mgtutor.training.runs.safe_io import entries
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def sweep_fifos(record: RunRecord) -> None:
@@ -26,6 +29,21 @@ def sweep_fifos(record: RunRecord) -> None:
             continue
 
 
+def start_unless_stopped(argv: list[str], stopped: Callable[[], bool]) -> subprocess.Popen[bytes] | None:
+    """torchrun, unless a stop came first. A stop reaches torchrun through this process group, so one
+    that came before torchrun existed would never reach it: the ranks would run on, unstopped. With
+    the stop signals held back from the check to the fork, a stop is either seen here (no torchrun)
+    or arrives once torchrun is in the group (the child lets them through again before it execs)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        if stopped():
+            return None
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def main(run_dir: str) -> int:
     record = RunRecord(run_dir)
     meta = record.meta()
@@ -35,17 +53,19 @@ def main(run_dir: str) -> int:
         nonlocal stop_requested
         stop_requested = True  # torchrun got the same signal from the group; wait for it to finish
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, on_stop)
     print(f"[mgtutor] {' '.join(meta.torchrun_argv)}", flush=True)
-    torchrun = subprocess.Popen(meta.torchrun_argv, stdin=subprocess.DEVNULL)
-    record.update_meta(torchrun_pid=torchrun.pid)
-    while True:
-        try:
-            code = torchrun.wait()
-            break
-        except InterruptedError:
-            continue
+    torchrun = start_unless_stopped(meta.torchrun_argv, lambda: stop_requested)
+    code = None
+    if torchrun is not None:
+        record.update_meta(torchrun_pid=torchrun.pid)
+        while True:
+            try:
+                code = torchrun.wait()
+                break
+            except InterruptedError:
+                continue
     time.sleep(0.05)  # the rank wrappers write their exit records just before torchrun returns
     sweep_fifos(record)
     result = build_result(record, torchrun_exit=code, stopped=stop_requested)

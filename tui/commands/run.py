@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -182,9 +183,34 @@ def patch_lines(finding: Finding) -> list[str]:
     return [f"  patch (mgtutor check --fix {frame['file']} writes it):", *diff[:40]] if frame else []
 
 
+def put(text: str, stream: TextIO) -> None:
+    """Print a line that never raises: once its reader has gone (a closed pipe, a vanished terminal),
+    this and every later line go to /dev/null. Ctrl+C on `mgtutor run … | reader` ends the reader too,
+    often first: the follow must go on to the signal, and stop the run, not end on BrokenPipeError."""
+    try:
+        print(text, file=stream, flush=True)
+    except (OSError, ValueError):  # EPIPE, EIO, or a file already closed
+        drop_output(stream)
+
+
+def drop_output(stream: TextIO) -> None:
+    """Point `stream` at /dev/null, so that what it still holds (and Python's flush at exit) goes nowhere."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(null, stream.fileno())
+        stream.flush()
+    except (OSError, ValueError):  # no file descriptor (a StringIO): nothing to keep quiet
+        pass
+    finally:
+        os.close(null)
+
+
 def _print_lines(lines: list[LineTuple], out: TextIO) -> None:
     for rank, _stream, line in lines:
-        print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", file=out, flush=True)
+        put(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", out)
 
 
 class FollowEnded(Exception):
@@ -198,10 +224,7 @@ class FollowEnded(Exception):
 
 def say(text: str) -> None:
     """A line on stderr, if there still is one: after SIGHUP the terminal may be gone."""
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except OSError:
-        pass
+    put(text, sys.stderr)
 
 
 def detach_hint(run_id: str) -> str:
@@ -215,40 +238,39 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
     `on_update` sees every update (e.g. for a progress line). Ctrl+C and SIGTERM stop every rank (exit
     128+N); SIGHUP detaches: the run goes on, and FollowEnded is raised. `attached`: a run started
     elsewhere, only its new lines; `stop_on_interrupt=False`: Ctrl+C and SIGTERM detach too.
-    `pending`: signals that came while the run was being launched (handled first).
+    `pending`: signals that came while the run was being launched (handled first; pass the live list
+    of the `deferred()` around the launch, still open, so none falls between it and this follow).
     Returns the final update: the result, and the diagnosis of a failed run."""
-    session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs, verbose=verbose,
-                         from_start=not attached, watcher="mgtutor runs attach" if attached else "mgtutor")
     signum: int | None = None
-    try:
-        with follow_signals():
-            for signum in pending[-1:]:
-                raise Interrupted(signum)
-            for update in session.updates():
-                _print_lines(update.lines, out)
-                if update.detector_error:
-                    print(f"mgtutor: live warnings off ({update.detector_error})", file=sys.stderr)
-                for alert in update.new_alerts:
-                    print(alert.text() if isinstance(alert, HangAlert) else alert_text(alert), file=sys.stderr, flush=True)
-                if on_update is not None:
-                    on_update(update)
-                if update.final:
-                    return update
-                if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
-                    print("mgtutor: stopping every rank (--stop-on-hang)…", file=sys.stderr, flush=True)
-                    break
-    except Interrupted as sig:
-        if sig.detach or not stop_on_interrupt:
-            session.close()
-            say(f"\nmgtutor: detached; {detach_hint(run.record.run_id)}")
-            raise FollowEnded(sig.exit_code) from None
-        signum = sig.signum
-    except KeyboardInterrupt:  # a SIGINT handler that was not ours
-        signum = signal.SIGINT
-    if signum is not None:
-        say("\nmgtutor: stopping every rank…")
-    with deferred() as later:  # a second Ctrl+C must not cut the stop short
-        final = session.stop(signum=signum)
+    with deferred() as later:  # from here to the end a signal stops the run or is noted: never lost
+        session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs, verbose=verbose,
+                             from_start=not attached, watcher="mgtutor runs attach" if attached else "mgtutor")
+        try:
+            with follow_signals(noted=(pending, later.signals)):
+                for update in session.updates():
+                    _print_lines(update.lines, out)
+                    if update.detector_error:
+                        say(f"mgtutor: live warnings off ({update.detector_error})")
+                    for alert in update.new_alerts:
+                        say(alert.text() if isinstance(alert, HangAlert) else alert_text(alert))
+                    if on_update is not None:
+                        on_update(update)
+                    if update.final:
+                        return update
+                    if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
+                        say("mgtutor: stopping every rank (--stop-on-hang)…")
+                        break
+        except Interrupted as sig:
+            if sig.detach or not stop_on_interrupt:
+                session.close()
+                say(f"\nmgtutor: detached; {detach_hint(run.record.run_id)}")
+                raise FollowEnded(sig.exit_code) from None
+            signum = sig.signum
+        except KeyboardInterrupt:  # a SIGINT handler that was not ours
+            signum = signal.SIGINT
+        if signum is not None:
+            say("\nmgtutor: stopping every rank…")
+        final = session.stop(signum=signum)  # a second Ctrl+C is only noted: it must not cut the stop short
     if signal.SIGHUP in later.signals:
         raise FollowEnded(128 + signal.SIGHUP)  # stopped, and nobody left to tell
     _print_lines(final.lines, out)
@@ -256,7 +278,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
         on_update(final)
     stop = final.result.stop if final.result else None
     left = "no process left" if stop is None or stop.clean else f"processes left: {stop.survivors}"
-    print(f"mgtutor: stopped; {left}", file=sys.stderr)
+    say(f"mgtutor: stopped; {left}")
     return final
 
 
@@ -276,28 +298,29 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         raise CliError(problem)
     precheck(target)  # static check of the script: findings only, never blocks the launch
-    try:
-        with deferred() as early:  # a SIGTERM now must still stop the run once it exists
+    # Open from the launch to the exit: a signal before the follow's own handlers is noted and stops
+    # the run as soon as they are in place; no moment is left to the default handler.
+    with deferred() as early:
+        try:
             run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
                                     env={MEMORY_ENV: "1"} if args.memory else {}, **node_options(args)))
-    except LaunchError as exc:
-        raise CliError(str(exc)) from None
-    meta = run.record.meta()
-    print(f"mgtutor: {meta.world_size} rank(s), backend {meta.backend} — {meta.device_note}",
-          file=sys.stderr, flush=True)
-    if meta.nnodes > 1:
-        print(f"mgtutor: node {meta.node_rank} of {meta.nnodes}, rendezvous {meta.rdzv_endpoint} "
-              f"id {meta.rdzv_id}, this node's address {meta.local_addr} on {meta.iface}",
-              file=sys.stderr, flush=True)
-    try:
-        final = stream_run(run, detectors=live_detectors(run, args), verbose=args.verbose, pending=early.signals)
-    except FollowEnded as end:
-        return end.exit_code
-    assert final.result is not None
-    print(describe_result(final.result), file=sys.stderr)
-    print_failure_diagnosis(run, final)
-    print(f"run record: {run.record.path}", flush=True)
-    return follow_exit_code(final)
+        except LaunchError as exc:
+            raise CliError(str(exc)) from None
+        meta = run.record.meta()
+        say(f"mgtutor: {meta.world_size} rank(s), backend {meta.backend} — {meta.device_note}")
+        if meta.nnodes > 1:
+            say(f"mgtutor: node {meta.node_rank} of {meta.nnodes}, rendezvous {meta.rdzv_endpoint} "
+                f"id {meta.rdzv_id}, this node's address {meta.local_addr} on {meta.iface}")
+        try:
+            final = stream_run(run, detectors=live_detectors(run, args), verbose=args.verbose,
+                               pending=early.signals)
+        except FollowEnded as end:
+            return end.exit_code
+        assert final.result is not None
+        say(describe_result(final.result))
+        print_failure_diagnosis(run, final)
+        put(f"run record: {run.record.path}", sys.stdout)
+        return follow_exit_code(final)
 
 
 def launch_arguments_problem(args: argparse.Namespace, target: list[str]) -> str | None:

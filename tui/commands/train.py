@@ -26,6 +26,8 @@ from mgtutor.tui.commands.run import (
     live_options_problem,
     node_options,
     print_failure_diagnosis,
+    put,
+    say,
     stream_run,
 )
 from mgtutor.tui.errors import CliError
@@ -93,7 +95,7 @@ def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every:
             if isinstance(event, StepEvent):
                 latest[event.rank], fresh = event, True
         if fresh and len(latest) > 1 and time.monotonic() - printed >= every:
-            print(progress_line(latest, total_steps), file=out, flush=True)
+            put(progress_line(latest, total_steps), out)
             fresh, printed = False, time.monotonic()
 
     return stream_run(run, out=out, detectors=detectors, on_update=progress, verbose=verbose, pending=pending), events
@@ -122,23 +124,23 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         raise CliError(problem)
     nproc = 1 if args.strategy != "ddp" else args.nproc
-    try:
-        with deferred() as early:  # a SIGTERM now must still stop the run once it exists
+    with deferred() as early:  # open from the launch to the exit: a signal is noted, then stops the run
+        try:
             run = launch(LaunchSpec(target=worker_target(args), nproc=nproc, backend=args.backend,
                                     label=f"train-{args.model}", **node_options(args)))
-    except LaunchError as exc:
-        raise CliError(str(exc)) from None
-    meta = run.record.meta()
-    print(f"mgtutor: training {args.model} on {meta.world_size} rank(s), backend {meta.backend} — "
-          f"{meta.device_note}", file=sys.stderr, flush=True)
-    try:
-        final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
-                                        verbose=args.verbose, pending=early.signals)
-    except FollowEnded as end:
-        return end.exit_code
-    assert final.result is not None
-    print(summary_table(summarize(events, meta.world_size)), flush=True)
-    print(describe_result(final.result), file=sys.stderr)
-    print_failure_diagnosis(run, final)
-    print(f"run record: {run.record.path}", flush=True)
-    return follow_exit_code(final)
+        except LaunchError as exc:
+            raise CliError(str(exc)) from None
+        meta = run.record.meta()
+        say(f"mgtutor: training {args.model} on {meta.world_size} rank(s), backend {meta.backend} — "
+            f"{meta.device_note}")
+        try:
+            final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
+                                            verbose=args.verbose, pending=early.signals)
+        except FollowEnded as end:
+            return end.exit_code
+        assert final.result is not None
+        put(summary_table(summarize(events, meta.world_size)), sys.stdout)
+        say(describe_result(final.result))
+        print_failure_diagnosis(run, final)
+        put(f"run record: {run.record.path}", sys.stdout)
+        return follow_exit_code(final)
