@@ -69,7 +69,7 @@ def gpu_charts(samples: Sequence[SampleRow], started: float) -> list[Chart]:
     """Per GPU, from the recorded NVML samples: utilisation, memory, power, temperature."""
     fields = [("gpu_util", "GPU utilisation", "%", "util_pct"), ("gpu_mem", "GPU memory used", "MiB", "mem_used_mib"),
               ("gpu_power", "GPU power", "W", "power_w"), ("gpu_temp", "GPU temperature", "°C", "temp_c")]
-    names = {g.index: g.name for row in samples[:1] + samples[-1:] for g in row.gpus}
+    names = {g.index: g.name for row in list(samples[:1]) + list(samples[-1:]) for g in row.gpus}
     charts = []
     for key, title, unit, name in fields:
         points: dict[int, tuple[list[float], list[float]]] = {}
@@ -97,9 +97,9 @@ def process_charts(samples: Sequence[SampleRow], started: float) -> list[Chart]:
                     ys.append(y)
         charts.append(Chart(key, title, unit, _lines(points, lambda r: f"rank {r}")))
     host = Chart("host_cpu", "Host CPU use (all cores)", "%")
-    points = [(row.t - started, row.host_cpu_pct) for row in samples if row.host_cpu_pct is not None]
-    if points:
-        host.series.append(("host", [p[0] for p in points], [float(p[1] or 0) for p in points]))
+    busy = [(row.t - started, row.host_cpu_pct) for row in samples if row.host_cpu_pct is not None]
+    if busy:
+        host.series.append(("host", [p[0] for p in busy], [float(p[1] or 0) for p in busy]))
     return charts + [host]
 
 
