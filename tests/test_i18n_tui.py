@@ -108,3 +108,28 @@ async def test_switching_language_leaves_a_running_run_alone(monkeypatch, write_
             assert run.record.meta().supervisor_pid == supervisor  # the same run, not a new one
     finally:
         run.stop(grace=2)
+
+
+@pytest.mark.integration
+async def test_diagnostics_in_chinese_then_english_without_running_the_doctor_again(monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    set_language("zh")
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("d")
+        screen = app.screen
+        await wait_for_app(pilot, lambda: screen.doctor_report is not None and "doctor" not in screen.busy, 240,
+                           what="the doctor report")
+        assert screen.title == "诊断"
+        checks = static_text(screen, "#doctor-checks")
+        assert "没有 NVIDIA GPU" in checks and "gloo 通信后端可用" in checks and "解决：" in checks
+        assert "检查 - y 复制报告" in static_text(screen, "#doctor-status")
+        tabs = screen.query_one(TabbedContent)
+        assert [str(tabs.get_tab(pane).label) for pane in ("tab-doctor", "tab-bench", "tab-probe")] == \
+            ["体检", "全归约", "汇合"]
+        footer_uncut(screen)
+        report = screen.doctor_report
+        await pilot.press("h", "z", "d")  # back in English: the same report, said again
+        await wait_for_app(pilot, lambda: "no NVIDIA GPU" in static_text(app.screen, "#doctor-checks"), 10,
+                           what="the checklist in English")
+        assert app.screen is screen and screen.doctor_report is report and screen.title == "Diagnostics"
