@@ -76,6 +76,10 @@ def test_inductor_cache_lives_in_mgtutors_cache_folder(xdg_homes: Path, monkeypa
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(xdg_homes / "mine"))
     assert cache_root() == xdg_homes / "mine"  # the user's own choice is kept
+    import torchvision  # noqa: F401  (its import makes inductor write its own default into the variable)
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    assert cache_root() == root  # torch's default is nobody's choice: mgtutor's folder still wins
 
 
 def failing_backend(gm: Any, example_inputs: Any, **_kwargs: Any) -> Any:

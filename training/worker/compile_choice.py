@@ -14,7 +14,10 @@ so the second run of the same model and shape skips most of the compiling.
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,10 +73,20 @@ def compile_choice(args: argparse.Namespace, on_gpu: bool, graphs: bool, total_s
                                          "eager step)")
 
 
+def torch_default_cache() -> str:
+    """Where inductor caches when nobody chose: it writes this into $TORCHINDUCTOR_CACHE_DIR itself the first
+    time it asks (importing torchvision does), so that value is torch's default, not the user's choice."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
 def cache_root() -> Path:
     """mgtutor's inductor cache: $TORCHINDUCTOR_CACHE_DIR if the user set one, else $XDG_CACHE_HOME/mgtutor/inductor."""
     chosen = os.environ.get(CACHE_ENV)
-    if chosen:
+    if chosen and os.path.abspath(chosen) != torch_default_cache():
         return Path(chosen)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "mgtutor" / "inductor"
