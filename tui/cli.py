@@ -13,21 +13,27 @@ from mgtutor.tui.errors import CliError
 LANG_HELP = N_("the language of what mgtutor prints and shows: zh (简体中文) or en; by default the one "
                "chosen in the app, else the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)")
 
-EPILOG = N_("""examples:
-  mgtutor                                      start the tutor (TUI)
-  mgtutor lessons list                         the path from one GPU to many, with your progress
-  mgtutor doctor                               is this machine ready? versions, GPUs, topology, limits
-  mgtutor train --model resnet18 --steps 200   DDP training on every GPU (CPU ranks on gloo without one)
-  mgtutor run --nproc 2 -- train.py --lr 0.1   run your own script on 2 ranks, logs prefixed [rank R]
-  mgtutor bench allreduce -b 8 -e 1G           all-reduce bandwidth, nccl-tests style
-  mgtutor check train.py                       the classic multi-GPU mistakes in a script, before it runs
-  mgtutor convert train.py -o train_ddp.py     a one-GPU script made a DDP script for torchrun
-  mgtutor diagnose                             why did the last run fail or hang? cause, evidence, fix
-  mgtutor runs                                 past runs, newest first
+# One message per example, so that a new command's line needs one new translation.
+EXAMPLES = [
+    ("mgtutor", N_("start the tutor (TUI)")),
+    ("mgtutor lessons list", N_("the path from one GPU to many, with your progress")),
+    ("mgtutor doctor", N_("is this machine ready? versions, GPUs, topology, limits")),
+    ("mgtutor train --model resnet18 --steps 200", N_("DDP training on every GPU (CPU ranks on gloo without one)")),
+    ("mgtutor run --nproc 2 -- train.py --lr 0.1", N_("run your own script on 2 ranks, logs prefixed [rank R]")),
+    ("mgtutor bench allreduce -b 8 -e 1G", N_("all-reduce bandwidth, nccl-tests style")),
+    ("mgtutor check train.py", N_("the classic multi-GPU mistakes in a script, before it runs")),
+    ("mgtutor convert train.py -o train_ddp.py", N_("a one-GPU script made a DDP script for torchrun")),
+    ("mgtutor diagnose", N_("why did the last run fail or hang? cause, evidence, fix")),
+    ("mgtutor runs", N_("past runs, newest first")),
+]
+NOTES = (N_("Without an NVIDIA GPU every command still works: ranks are CPU processes on the gloo backend."),
+         N_("Language: --lang zh|en, or the locale (LANG=zh_CN.UTF-8 mgtutor); --json output is always English."))
 
-Without an NVIDIA GPU every command still works: ranks are CPU processes on the gloo backend.
-Language: --lang zh|en, or the locale (LANG=zh_CN.UTF-8 mgtutor); --json output is always English.
-""")
+
+def epilog() -> str:
+    """The examples and notes under `mgtutor --help`, in the language in force."""
+    lines = [_("examples:")] + [f"  {command:<44} {_(what)}" for command, what in EXAMPLES]
+    return "\n".join(lines + [""] + [_(note) for note in NOTES]) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mgtutor",
         description=_("From one GPU to many: lessons that run for real, distributed launch, live meters, "
                       "NCCL diagnostics and failure diagnosis."),
-        epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help=_("print the version and exit"))
     parser.add_argument("--lang", choices=LANGUAGES, help=_(LANG_HELP))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
