@@ -36,6 +36,7 @@ from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
 from mgtutor.tui.screens.report_key import report_in_background
+from mgtutor.tui.screens.patch import PatchScreen, script_patch
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.hang_panel import HangPanel
@@ -67,6 +68,8 @@ class MonitorScreen(HangHook, Screen):
         Binding("c", "copy_path", "Copy run folder", show=False),
         Binding("o", "open_lesson", "Lesson", tooltip="open the lesson that explains this failure"),
         Binding("k", "toggle_check", "Check", tooltip="show or hide what mgtutor check found in the script"),
+        Binding("F", "show_patch", "Fixes", key_display="F", show=False,
+                tooltip="the fixes mgtutor check --fix would write into the script, as a diff (a: apply)"),
         Binding("x", "stacks", "Stacks", show=False,
                 tooltip="take every rank's Python stack now: where each one waits, and why"),
         Binding("N", "new_run", "New", key_display="N", tooltip="back to the launch form (a running run goes on)"),
@@ -109,6 +112,8 @@ class MonitorScreen(HangHook, Screen):
             return self.state is not None and not self.state.done
         if action == "toggle_check":
             return self.query_one(CheckPanel).has_class("-visible")
+        if action == "show_patch":
+            return self.query_one(CheckPanel).fixable > 0
         if action == "open_lesson":
             return bool(self.query_one(FailureBanner).lesson)
         return True
@@ -259,6 +264,25 @@ class MonitorScreen(HangHook, Screen):
 
         self.app.push_screen(ConfirmScreen(f"Stop run {run.record.run_id}?\nEvery rank gets SIGTERM, then SIGKILL "
                                            "after 10 s.", yes="Stop (y)", no="Keep running (n)"), decided)
+
+    def action_show_patch(self) -> None:
+        self.patch_worker(self.query_one(CheckPanel).script)
+
+    @work(thread=True, exclusive=True, group="monitor-patch")
+    def patch_worker(self, script: str) -> None:
+        report = script_patch(script)
+        if isinstance(report, str):
+            self.app.call_from_thread(self.notify, report, severity="warning")
+        else:
+            self.app.call_from_thread(self.app.push_screen, PatchScreen(report), self._patched)
+
+    def _patched(self, written: bool | None) -> None:
+        panel = self.query_one(CheckPanel)
+        if written and panel.script:
+            self.check_token += 1
+            script = panel.script
+            panel.checking(script)
+            self.check_script(script, self.check_token)
 
     def action_toggle_check(self) -> None:
         panel = self.query_one(CheckPanel)

@@ -25,6 +25,7 @@ from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs
 from mgtutor.tui.messages import RunStarted
+from mgtutor.tui.screens.patch import PatchScreen, script_patch
 from mgtutor.tui.screens.troubleshoot_oom import OOM_HINT, OOM_SYMPTOM, OomActions
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.script_findings import ScriptFindings
@@ -73,6 +74,8 @@ class TroubleshootScreen(OomActions, Screen):
         Binding("g", "latest", "Last run", tooltip="diagnose the newest run"),
         Binding("o", "open_input", "Log/run", tooltip="diagnose a log file or a run id"),
         Binding("s", "open_script", "Script", tooltip="read your training script for the mistakes behind this symptom"),
+        Binding("F", "show_patch", "Fixes", key_display="F", show=False,
+                tooltip="the fixes mgtutor check --fix would write into your script, as a diff (a: apply)"),
         Binding("b", "find_batch", "Batch", show=False, tooltip="out of memory: find the largest batch that fits"),
         Binding("w", "memory_rerun", "--memory", show=False,
                 tooltip="out of memory: run the newest run's script again with --memory"),
@@ -210,7 +213,27 @@ class TroubleshootScreen(OomActions, Screen):
         if self.symptom is None or self.symptom.script_symptom != wanted:
             return  # the user moved on to another symptom while the script was read
         self.script_findings = findings
+        if any(f.fix_safety == "safe" for f in findings):
+            heading += " [dim](F: the fixes as a diff)[/dim]"
         self.query_one("#ts-script-findings", ScriptFindings).show(heading, findings)
+
+    def action_show_patch(self) -> None:
+        if self.script is None:
+            self.notify("s: give your training script first")
+        else:
+            self.patch_worker(self.script)
+
+    @work(thread=True, exclusive=True, group="ts-patch")
+    def patch_worker(self, script: Path) -> None:
+        report = script_patch(script)
+        if isinstance(report, str):
+            self.app.call_from_thread(self.notify, report, severity="warning")
+        else:
+            self.app.call_from_thread(self.app.push_screen, PatchScreen(report), self._patched)
+
+    def _patched(self, written: bool | None) -> None:
+        if written:
+            self.refresh_script_findings()
 
     # demos
     def action_next_demo(self) -> None:

@@ -38,6 +38,8 @@ def findings_text(findings: list[dict[str, Any]]) -> Text:
             text.append(str(finding["fix"]))
         if finding.get("lesson"):
             text.append(f"  (lesson {finding['lesson']})", "dim")
+        if finding.get("fix_safety"):
+            text.append(f"  [{finding['fix_safety']} fix: F shows it]", "dim")
     return text
 
 
@@ -58,6 +60,11 @@ class CheckPanel(Collapsible):
         self.error: str | None = None
         self.script = ""
         self.plain = ""
+
+    @property
+    def fixable(self) -> int:
+        """Findings `check --fix` rewrites safely: the F key shows them as a diff."""
+        return sum(1 for f in self.findings if f.get("fix_safety") == "safe")
 
     def _body(self) -> Static:
         return self.query_one("#check-findings", Static)

@@ -1,0 +1,100 @@
+"""The patch `mgtutor check --fix` would write, shown as a diff of the user's script; `a` writes it
+after a confirmation. Opened from the Monitor's and Troubleshoot's check panels (F)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from mgtutor.diagnostics.check.fix import FixReport, fix_file, write_text
+from mgtutor.diagnostics.check.script import CheckError
+from mgtutor.diagnostics.failures.logparse import clean
+from mgtutor.tui.screens.confirm import ConfirmScreen
+
+LINE_STYLE = {"+": "green", "-": "red", "@": "cyan"}
+
+
+def diff_text(diff: str) -> Text:
+    """The diff with + and - lines coloured; the script's text is shown, never interpreted."""
+    text = Text()
+    for line in diff.splitlines():
+        text.append(clean(line) + "\n", LINE_STYLE.get(line[:1], "") if not line.startswith(("+++", "---")) else "bold")
+    return text
+
+
+def patch_summary(report: FixReport) -> str:
+    if not report.changed:
+        return f"{report.file}: nothing check --fix can rewrite safely"
+    rules = ", ".join(sorted({a.rule for a in report.applied}))
+    unsafe = [f for f in report.by_hand if f.fix_safety == "unsafe"]
+    more = f"; {len(unsafe)} more with `mgtutor check --fix --unsafe-fixes`" if unsafe else ""
+    return f"{report.file}: {len(report.applied)} safe fix(es) ({rules}){more}"
+
+
+class PatchScreen(ModalScreen[bool]):
+    """Returns True when the patch was written."""
+
+    BINDINGS = [Binding("a", "apply", "Apply"), Binding("escape", "close", "Close")]
+    DEFAULT_CSS = """
+    PatchScreen .dialog { width: 100; max-width: 100%; max-height: 100%; }
+    PatchScreen VerticalScroll { height: auto; max-height: 18; }
+    """
+
+    def __init__(self, report: FixReport) -> None:
+        super().__init__()
+        self.report = report
+        self.plain = ""
+
+    def compose(self) -> ComposeResult:
+        body = diff_text(self.report.diff()) if self.report.changed else Text("no change", "green")
+        self.plain = f"{patch_summary(self.report)}\n{body.plain}"
+        with Vertical(classes="dialog"):
+            yield Static(patch_summary(self.report), id="patch-summary")
+            with VerticalScroll():
+                yield Static(body, id="patch-diff")
+            yield Static("[b]a[/b] write it into the script (asks first) · [b]escape[/b] close", id="patch-keys")
+
+    def action_close(self) -> None:
+        self.dismiss(False)
+
+    def action_apply(self) -> None:
+        if not self.report.changed:
+            self.dismiss(False)
+            return
+        question = f"Write {len(self.report.applied)} fix(es) into {self.report.file}?\nThe diff shown is all it changes."
+        self.app.push_screen(ConfirmScreen(question, yes="Write (y)", no="Not now (n)"), self._decided)
+
+    def _decided(self, yes: bool | None) -> None:
+        if yes:
+            self.write_patch()
+
+    @work(thread=True, exclusive=True, group="patch-write")
+    def write_patch(self) -> None:
+        path = Path(self.report.file)
+        try:
+            data = path.read_bytes()
+            if data.decode("utf-8", errors="replace") != self.report.before and \
+                    fix_file(path).before != self.report.before:
+                self.app.call_from_thread(self.notify, "the script changed since this diff was made: open it again",
+                                          severity="warning")
+                return
+            write_text(path, self.report.after, data)
+        except OSError as exc:
+            self.app.call_from_thread(self.notify, f"could not write {path}: {exc.strerror or exc}", severity="error")
+            return
+        self.app.call_from_thread(self.notify, f"{path.name}: {len(self.report.applied)} fix(es) written")
+        self.app.call_from_thread(self.dismiss, True)
+
+
+def script_patch(script: str | Path) -> FixReport | str:
+    """The safe fixes of a script, or why there are none to show (for the panels' workers)."""
+    try:
+        return fix_file(script)
+    except CheckError as exc:
+        return str(exc)
