@@ -38,7 +38,7 @@ class LogTail:
     total: int  # lines in the file
     lines: list[LogLine] = field(default_factory=list)
     first_error: int | None = None  # its line number
-    full_text: str = ""  # what was read (for NCCL WARN), redacted
+    nccl_warn: str | None = None  # the file's first `NCCL WARN` line
 
 
 def _read(path: Path) -> str:
@@ -54,8 +54,7 @@ def tail_of(path: Path, name: str, rank: int | None, clean: Redactor, tail: int 
         text = _read(path)
     except OSError:
         return None
-    text = clean.text(text)
-    lines = text.splitlines()
+    lines = text.splitlines()  # only the lines kept are redacted (a log may be 64 MB)
     match = FIRST_ERROR.search(text)
     first = text.count("\n", 0, match.start()) if match else None  # 0-based index of its line
     keep = list(range(max(0, len(lines) - tail), len(lines)))
@@ -67,9 +66,10 @@ def tail_of(path: Path, name: str, rank: int | None, clean: Redactor, tail: int 
     for i in keep:
         if out and out[-1].number and i + 1 > out[-1].number + 1:
             out.append(LogLine(0, f"… {i - out[-1].number} line(s) left out …"))
-        out.append(LogLine(i + 1, lines[i][:MAX_LINE], first_error=i == first))
-    return LogTail(rank=rank, name=name, total=len(lines), lines=out,
-                   first_error=None if first is None else first + 1, full_text=text)
+        out.append(LogLine(i + 1, clean.text(lines[i])[:MAX_LINE], first_error=i == first))  # redact, then cut
+    warn = NCCL_WARN.search(text)
+    return LogTail(rank=rank, name=name, total=len(lines), lines=out, first_error=None if first is None else first + 1,
+                   nccl_warn=clean.text(warn.group(0).strip())[:MAX_LINE] if warn else None)
 
 
 def rank_tails(record: RunRecord, clean: Redactor, tail: int = TAIL_LINES) -> list[LogTail]:
@@ -87,8 +87,4 @@ def rank_tails(record: RunRecord, clean: Redactor, tail: int = TAIL_LINES) -> li
 
 def first_nccl_warn(logs: list[LogTail]) -> str | None:
     """The first `NCCL WARN` line of any rank (NCCL's template asks for it), with the file it is in."""
-    for log in logs:
-        match = NCCL_WARN.search(log.full_text)
-        if match:
-            return f"{log.name}: {match.group(0).strip()[:MAX_LINE]}"
-    return None
+    return next((f"{log.name}: {log.nccl_warn}" for log in logs if log.nccl_warn), None)
