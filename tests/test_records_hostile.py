@@ -54,7 +54,8 @@ def test_a_mode_000_run_is_listed_as_unreadable_and_hides_no_other(unreadable_ru
         assert cli_main(["diagnose", unreadable_run.run_id]) == 2
         refused = capsys.readouterr().err
     assert other.run_id in text and unreadable_run.run_id in text and "unreadable in part: meta.json" in text
-    assert "Permission denied" in listed[unreadable_run.run_id]["problem"]
+    assert "Permission denied" in listed[unreadable_run.run_id]["problem"] and listed[unreadable_run.run_id]["unreadable"]
+    assert next(line for line in text.splitlines() if line.startswith(unreadable_run.run_id)).split()[1] == "unreadable"
     assert listed[other.run_id]["status"] == "finished" and "problem" not in listed[other.run_id]
     assert "meta.json is unreadable" in shown
     assert refused.count("\n") == 1 and "cannot read run" in refused and "Permission denied" in refused

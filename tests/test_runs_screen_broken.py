@@ -59,6 +59,7 @@ async def test_every_broken_record_is_a_row_and_opens_without_a_crash(broken_run
             table = pilot.app.screen.query_one("#runs-table", DataTable)
             await wait_for_app(pilot, lambda: table.row_count == 4, 30, what="all four runs listed")
             assert "Permission denied" in " ".join(_row(table, broken_runs["locked"].run_id))
+            assert _row(table, broken_runs["locked"].run_id)[1] == "unreadable"
             assert "wrong type" in " ".join(_row(table, broken_runs["typed"].run_id))
             assert _row(table, broken_runs["good"].run_id)[1] == "finished"
             for name in ("fifo", "typed", "locked"):

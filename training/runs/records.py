@@ -181,6 +181,11 @@ class RunRecord:
             result.problem = f"result.json has a {result.problem}"
         return result
 
+    def unreadable(self) -> bool:
+        """No meta.json to read (mode 000, another owner's, not a file) and no result: nothing says how it went."""
+        meta = self.meta()
+        return bool(meta.problem) and not meta.problem.startswith("meta.json has") and self.saved_result() is None
+
     def problems(self) -> list[str]:
         """Why parts of this record could not be read (missing, unreadable, not a file, wrong type)."""
         found = [self.meta().problem, (self.saved_result() or RunResult()).problem]

@@ -72,6 +72,7 @@ def summary(record: RunRecord) -> dict:
     problems = record.problems()
     if problems:
         out["problem"] = "; ".join(problems)
+        out["unreadable"] = record.unreadable()
     return out
 
 
@@ -127,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
     wide = 17 if any(run["detached"] for run in runs) else 9  # "running, detached"
     print(f"{'ID':<40} {'STATUS':<{wide}} {'RANKS':>5} {'BACKEND':<7} {'TIME':>8}  STARTED")
     for run in runs:
-        shown = "running, detached" if run["detached"] else run["status"]
+        shown = "running, detached" if run["detached"] else ("unreadable" if run.get("unreadable") else run["status"])
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["started"])) if run["started"] else "?"
         dur = f"{run['duration_s']:.1f}s" if isinstance(run["duration_s"], (int, float)) else "-"
         print(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "

@@ -42,7 +42,8 @@ def run_row(record: RunRecord) -> tuple[str, str, str, str, str, str]:
         ranks += f" node {meta.node_rank}/{meta.nnodes}"
     problems = record.problems()
     note = f"rank {first.rank}" if first else (problems[0] if problems else "")
-    return (record.run_id, record.status().value, ranks, meta.backend or "?", started, note)
+    status = "unreadable" if record.unreadable() else record.status().value
+    return (record.run_id, status, ranks, meta.backend or "?", started, note)
 
 
 def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
