@@ -127,3 +127,15 @@ def test_a_cpu_run_with_default_flags_never_compiles(
     assert "compile: off (auto: the ranks run on the CPU)" in out and "failed" not in out
     result = result_event(events)
     assert result["compile"] == "off" and "compile_s" not in result and result["ready_s"] > 0
+
+
+def test_lesson_11_tells_the_choice_auto_makes() -> None:
+    from mgtutor.lessons.loader import get_lesson
+    from mgtutor.training.worker.compile_choice import MIN_IMAGE_PX, MIN_STEPS
+
+    text = " ".join(get_lesson("11").explanation().split())
+    assert f"a real model at {MIN_IMAGE_PX} px or more and {MIN_STEPS} steps or more" in text
+    big = compile_choice(parsed(*BIG), on_gpu=True, graphs=True, total_steps=MIN_STEPS)
+    small = compile_choice(parsed("--model", "resnet18"), on_gpu=True, graphs=True, total_steps=5000)
+    assert big.in_graph and "runs it inside the whole-step graph" in text
+    assert small.mode is None and "at small images it keeps the graphed eager step" in text

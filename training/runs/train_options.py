@@ -59,8 +59,8 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--amp", dict(default="auto", choices=AMP_MODES, help="torch.amp autocast; auto = bf16 on GPU, off on CPU")),
     ("--channels-last", dict(default="auto", choices=("auto", "on", "off"), help="NHWC memory format; auto = on GPU")),
     ("--compile", dict(default="auto", choices=COMPILE_MODES, metavar="{auto,off,default,reduce-overhead,max-autotune}",
-                       help="torch.compile the model. auto (the default) compiles a GPU run of a ResNet at 128 px "
-                            "or more for 300 steps or more, inside the whole-step CUDA graph when the step is "
+                       help="torch.compile the model. auto (the default) compiles a GPU run of a real model (not "
+                            "tinycnn) at 128 px or more for 300 steps or more, inside the whole-step CUDA graph when the step is "
                             "graphed; CPU ranks, short runs and small images stay eager (the run says which and "
                             "why, and how long compiling took). Inductor's caches are kept in "
                             "$XDG_CACHE_HOME/mgtutor/inductor, so a second run compiles faster. A mode compiles "
