@@ -183,8 +183,8 @@ class RunRecord:
 
     def unreadable(self) -> bool:
         """No meta.json to read (mode 000, another owner's, not a file) and no result: nothing says how it went."""
-        meta = self.meta()
-        return bool(meta.problem) and not meta.problem.startswith("meta.json has") and self.saved_result() is None
+        problem = self.meta().problem
+        return problem is not None and not problem.startswith("meta.json has") and self.saved_result() is None
 
     def problems(self) -> list[str]:
         """Why parts of this record could not be read (missing, unreadable, not a file, wrong type)."""
