@@ -26,10 +26,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
+def scenario_table() -> str:
+    """One row per scenario, the columns as wide as their longest entry (a title never runs into the
+    symptom)."""
+    rows = [("scenario", "what it reproduces", "symptom")] + [(s.name, s.title, s.symptom) for s in SCENARIOS.values()]
+    name_w = max(len(name) for name, _, _ in rows)
+    title_w = max(len(title) for _, title, _ in rows)
+    return "\n".join(f"{name:<{name_w}}  {title:<{title_w}}  {symptom}".rstrip() for name, title, symptom in rows)
+
+
 def main(args: argparse.Namespace) -> int:
     if not args.scenario:
-        for s in SCENARIOS.values():
-            print(f"{s.name:<15} {s.title:<28} symptom: {s.symptom}")
+        print(scenario_table())
         return 0
     if args.scenario not in SCENARIOS:
         raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")

@@ -1,6 +1,7 @@
 """Help: the keys of the screen the user came from, then the global ones, in one modal."""
 from __future__ import annotations
 
+from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,6 +19,12 @@ GLOBAL_KEYS = N_("""\
 
 Everything here is also a command: run `mgtutor --help` in a shell.
 [dim]escape or ? closes this window[/dim]""")
+
+# The dialog is 76 columns (tui/mgtutor.tcss): 68 inside its border, padding and scrollbar. Each key's
+# words wrap within their own column (a Text cannot hang an indent), never back under the keys.
+KEY_COLUMN = 8
+DESCRIPTION_WIDTH = 68 - KEY_COLUMN
+_CONSOLE = Console(width=80)  # only measures: it wraps by cells, so Chinese text wraps right too
 
 KEY_NAMES = {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]", "enter": "enter",
              "escape": "esc", "question_mark": "?"}
@@ -45,7 +52,8 @@ def help_text(screen: Screen | None) -> Text:
     text.append(_("mgtutor keys — {title}").format(title=title) + "\n", style="bold")
     for key, what in keys:
         text.append(f"  {key:<6}", style="bold cyan")
-        text.append(f"{what}\n")
+        for number, line in enumerate(Text(what).wrap(_CONSOLE, DESCRIPTION_WIDTH)):
+            text.append(("" if number == 0 else " " * KEY_COLUMN) + line.plain + "\n")
     if not keys:
         text.append("  " + _("(no keys of its own)") + "\n", style="dim")
     text.append("\n")

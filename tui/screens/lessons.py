@@ -75,7 +75,9 @@ class LessonsScreen(Screen):
                         with VerticalScroll():
                             yield Static("", id="lesson-exercise")
                     with TabPane(_(self.TABS["tab-run"]), id="tab-run"):
-                        yield RichLog(id="lesson-log", max_lines=2000, wrap=True, markup=False, auto_scroll=True)
+                        # min_width: RichLog wraps at 78 columns at least, wider than this pane at 80×24
+                        yield RichLog(id="lesson-log", max_lines=2000, wrap=True, markup=False, auto_scroll=True,
+                                      min_width=20)
                     with TabPane(_(self.TABS["tab-checks"]), id="tab-checks"):
                         with VerticalScroll():
                             yield Static(_(self.NOTHING_CHECKED), id="lesson-checks")
@@ -273,9 +275,20 @@ class LessonsScreen(Screen):
         if lesson is self.lesson:
             self.query_one("#lesson-checks", Static).update(checks_text(saved))
             self.query_one("#lesson-tabs", TabbedContent).active = "tab-checks"
-            note = {"passed": "✓ all checks passed" + ("  — n for the next lesson" if lesson.id != self.lessons[-1].id else ""),
-                    "failed": "✗ a check failed: see Checks" + ("  (i for a hint)" if lesson.hints else ""),
-                    "skipped": "– some steps could not run here: see Checks"}[status]
-            if status == "skipped" and self.progress.done_on_cpu(lesson.id):
-                note = "✓ done on CPU: every step that runs here passed (the GPU-only ones were skipped)"
-            self._show_status(note)
+            self._show_status(self.finished_note(lesson, mode, status))
+
+    def finished_note(self, lesson: Lesson, mode: str, status: str) -> str:
+        """What the run or check means for the lesson: a lesson with an exercise is done only when the
+        exercise passes, so its steps passing (g) is not the end of it."""
+        exercise_left = mode == "run" and lesson.exercise is not None and not self.progress.done(lesson.id)
+        if exercise_left and status == "passed":
+            return "✓ the steps passed — the lesson is done when its exercise passes: e edits it, c checks it"
+        if exercise_left and status == "skipped":
+            return ("– some steps could not run here: see Checks. The exercise remains: e edits it, "
+                    "c checks it")
+        if status == "skipped" and self.progress.done_on_cpu(lesson.id):
+            return "✓ done on CPU: every step that runs here passed (the GPU-only ones were skipped)"
+        last = lesson.id == self.lessons[-1].id
+        return {"passed": "✓ all checks passed" + ("" if last else "  — n for the next lesson"),
+                "failed": "✗ a check failed: see Checks" + ("  (i for a hint)" if lesson.hints else ""),
+                "skipped": "– some steps could not run here: see Checks"}[status]
