@@ -86,3 +86,14 @@ def test_doctor_in_chinese_and_its_json_in_english():
     assert chinese["checks"] == english["checks"]  # the part with words: identical
     assert set(chinese) == set(english)
     assert any(check["message"].startswith("no NVIDIA GPU") for check in english["checks"])
+
+
+def test_argparse_s_own_words_follow_the_language(capsys):
+    with pytest.raises(SystemExit):
+        main(["--lang", "zh", "doctor", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("用法：mgtutor doctor") and "选项:" in out and "显示此帮助信息并退出" in out
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mgtutor doctor") and "show this help message and exit" in out

@@ -9,6 +9,7 @@ from mgtutor.lessons.progress import start_language
 from mgtutor.training.runs.i18n import LANGUAGES, N_, _, set_language
 from mgtutor.tui.commands import COMMAND_MODULES
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.help_words import say_help_words
 
 LANG_HELP = N_("the language of what mgtutor prints and shows: zh (简体中文) or en; by default the one "
                "chosen in the app, else the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)")
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"mgtutor.tui.commands.{name}").register(sub)
+    say_help_words(parser)
     return parser
 
 
