@@ -14,6 +14,8 @@ import pytest
 from mgtutor.training.runs.event_reader import EventReader
 from mgtutor.training.runs.records import RunMeta, RunRecord, list_runs, runs_root, write_json_atomic
 from mgtutor.training.runs.safe_io import UnsafePath, open_private, read_regular
+from mgtutor.training.runs.samples import read_samples
+from mgtutor.training.runs.stacks import load_index
 from mgtutor.training.runs.tail import RunTail
 from mgtutor.tui.cli import main as cli_main
 from tests.unprivileged import modes_apply, without_dac_override
@@ -127,7 +129,10 @@ def test_records_are_0600_files_in_0700_folders_whatever_the_umask() -> None:
 
 def _fifo_run() -> RunRecord:
     record = good_run("fifo")
-    for path in (record.rank_log(0, "stdout"), record.events_path, record.torchrun_log):
+    capture = record.path / "stacks" / "20260101-000000-1-hang"
+    capture.mkdir(parents=True)
+    for path in (record.rank_log(0, "stdout"), record.events_path, record.torchrun_log,
+                 record.path / "samples.jsonl", capture / "index.json", capture / "rank0.txt"):
         os.mkfifo(path)
     return record
 
@@ -136,6 +141,7 @@ def test_fifos_in_a_run_never_hang_a_reader(capsys: pytest.CaptureFixture[str]) 
     record = _fifo_run()
     assert RunTail(record).drain() == []  # the FIFOs are skipped, not waited on
     assert EventReader(record.events_path).poll() == []
+    assert read_samples(record) == [] and load_index(record.path / "stacks" / "20260101-000000-1-hang") == {}
     assert cli_main(["diagnose", record.run_id]) == 0
     assert cli_main(["runs", "show", record.run_id]) == 0
     out = capsys.readouterr().out

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.safe_io import open_regular
+
 Finding = Any  # classify.Finding; that module calls this one, so this one does not import it
 
 CUDA_KINDS = ("no_cuda_driver", "nccl_without_gpu", "invalid_device_ordinal")
@@ -25,7 +27,7 @@ def user_frame(log: Path, script: str | None) -> dict[str, Any] | None:
     """The last traceback frame in the user's code: the script itself if it appears, else the last
     frame outside Python's and the libraries' own files."""
     try:
-        with log.open("rb") as handle:
+        with open_regular(log) as handle:  # a FIFO is never waited on
             text = handle.read(MAX_LOG_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.safe_io import read_regular
+
 _SIZE = r"([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)"
 _UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _PATTERNS = {
@@ -180,7 +182,7 @@ def memory_summary(run_dir: str | Path | None, rank: int | None) -> dict[str, An
     if run_dir is None or rank is None:
         return None
     try:
-        data = json.loads((Path(run_dir) / MEMORY_DIR / f"rank{rank}.json").read_text())
+        data = json.loads(read_regular(Path(run_dir) / MEMORY_DIR / f"rank{rank}.json"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -27,6 +27,7 @@ from typing import Any
 from mgtutor.training.runs.event_types import Event
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.runstate import RunState
+from mgtutor.training.runs.safe_io import read_regular
 from mgtutor.training.runs.watch import Alert
 
 SAMPLES_FILE = "samples.jsonl"
@@ -103,7 +104,7 @@ class SampleRecorder:
 
     def _append(self, line: str) -> None:
         # 0600 like the rest of the record: the rows name the run's processes
-        fd = os.open(samples_path(self.record), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(samples_path(self.record), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, line.encode())
         finally:
@@ -135,7 +136,7 @@ def parse_row(data: Any) -> SampleRow | None:
 def read_samples(record: RunRecord) -> list[SampleRow]:
     """Every readable row, in time order; [] when the run recorded none (an older run, a replay)."""
     try:
-        text = samples_path(record).read_text(errors="replace")
+        text = read_regular(samples_path(record)).decode("utf-8", "replace")  # a FIFO is never waited on
     except OSError:
         return []
     rows = []

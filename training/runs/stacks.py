@@ -30,7 +30,7 @@ import psutil
 
 from mgtutor.training.runs.pyspy_text import render_pyspy_json
 from mgtutor.training.runs.records import RunRecord, write_json_atomic
-from mgtutor.training.runs.safe_io import entries, open_regular, private_dir, write_private_atomic
+from mgtutor.training.runs.safe_io import entries, open_regular, private_dir, read_regular, write_private_atomic
 
 HOOK_DIR = Path(__file__).with_name("stackhook")
 LIVE_ENV = "MGTUTOR_STACKS_LIVE"
@@ -321,7 +321,7 @@ def _is_capture(path: Path) -> bool:
 
 def load_index(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads((path / "index.json").read_text())
+        data = json.loads(read_regular(path / "index.json"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
