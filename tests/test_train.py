@@ -67,6 +67,9 @@ def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
     # --cuda-graphs auto stays off on CPU ranks, and the run says so at its start
     assert all(s["cuda_graphs"] is False and "CPU" in s["cuda_graphs_why"] for s in events(full_run, "start"))
     assert "cuda graphs: off (auto: the ranks run on the CPU" in full_run.rank_log(0, "stdout").read_text()
+    # so does --compile auto, and nothing was compiled
+    assert "compile: off (auto: the ranks run on the CPU)" in full_run.rank_log(0, "stdout").read_text()
+    assert all(r["compile"] == "off" and "compile_s" not in r for r in results)
 
 
 def test_replicas_are_bit_identical_after_training(full_run: RunRecord) -> None:

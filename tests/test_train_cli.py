@@ -67,6 +67,7 @@ def test_bench_scaling_json_measures_one_and_two_ranks() -> None:
     assert abs(points[1]["efficiency"] - points[1]["samples_per_s"] / (2 * base)) < 1e-3
     assert all(Path(p["run_record"], "events.jsonl").is_file() for p in points)
     assert "share this machine's" in report["note"]  # 2 CPU ranks on gloo add no cores
+    assert [p["compile"] for p in points] == ["off", "off"]  # the trainer's --compile auto: CPU ranks stay eager
 
 
 @pytest.mark.integration

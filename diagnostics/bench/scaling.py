@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mgtutor.training.runs.event_types import Event
+from mgtutor.training.runs.event_types import Event, EventType
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunStatus
 from mgtutor.training.runs.session import RunSession
@@ -35,6 +35,8 @@ class Point:
     run_record: str
     efficiency: float | None = None
     speedup: float | None = None
+    compile: str | None = None  # what the trainer's --compile chose (auto decides per run), and its cost
+    compile_s: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"world_size": self.world_size, "strategy": self.strategy,
@@ -44,7 +46,7 @@ class Point:
                 "step_ms": None if self.step_s is None else round(1000 * self.step_s, 3),
                 "data_wait_ms": None if self.data_wait_s is None else round(1000 * self.data_wait_s, 3),
                 "compute_comm_ms": None if self.compute_s is None else round(1000 * self.compute_s, 3),
-                "run_record": self.run_record}
+                "compile": self.compile, "compile_s": self.compile_s, "run_record": self.run_record}
 
 
 def measure(train_argv: list[str], world_size: int, strategy: str, backend: str,
@@ -73,8 +75,10 @@ def measure(train_argv: list[str], world_size: int, strategy: str, backend: str,
         errors = "; ".join(f"rank {r.rank}: {r.error}" for r in summary.ranks if r.error)
         raise ScalingError(f"the {world_size}-rank {strategy} run failed ({errors or final.result.status}); "
                            f"see its record: {run.record.path}")
+    first = next((e.extra for e in events if e.type == EventType.RESULT and e.rank == 0), {})
     return Point(world_size, strategy, summary.samples_per_s, summary.mean("step_s"), summary.mean("data_wait_s"),
-                 summary.mean("compute_s"), str(run.record.path))
+                 summary.mean("compute_s"), str(run.record.path), compile=first.get("compile"),
+                 compile_s=first.get("compile_s"))
 
 
 def rate_points(points: list[Point], baseline: float) -> list[Point]:

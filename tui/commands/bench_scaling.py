@@ -69,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         points = scaling_report(train_argv, max_devices, backend,
                                 on_point=None if args.json else lambda p: print(f"  measured {p.world_size} "
-                                                                               f"rank(s): {p.samples_per_s:,.0f} samples/s",
+                                                                               f"rank(s): {p.samples_per_s:,.0f} samples/s"
+                                                                               f" (compile: {p.compile or '?'})",
                                                                                file=sys.stderr, flush=True))
     except (LaunchError, ScalingError) as exc:
         raise CliError(str(exc), EXIT_FAILED) from None  # a run that failed, not bad input
