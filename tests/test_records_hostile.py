@@ -243,3 +243,22 @@ def test_attach_to_an_ended_run_with_fifo_logs_returns(capsys: pytest.CaptureFix
     assert cli_main(["runs", "attach", record.run_id]) == 0
     captured = capsys.readouterr()
     assert "has ended" in captured.err and f"run record: {record.path}" in captured.out
+
+
+def test_a_rank_never_writes_its_logs_through_a_symlinked_logs_folder(tmp_path: Path) -> None:
+    from mgtutor.training.runs.rank import open_rank_logs
+
+    record = good_run("ranklogs")
+    out, err = open_rank_logs(record, 0)
+    out.close()
+    err.close()
+    assert stat.S_IMODE(record.rank_log(0, "stderr").stat().st_mode) == 0o600
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for log in (record.path / "logs").iterdir():
+        log.unlink()
+    (record.path / "logs").rmdir()
+    (record.path / "logs").symlink_to(elsewhere)
+    with pytest.raises(UnsafePath, match="is a symlink"):
+        open_rank_logs(record, 0)
+    assert list(elsewhere.iterdir()) == []

@@ -10,6 +10,7 @@ dies), and records the child's pid, exit code or signal and end time in `ranks/r
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import sys
 import time
 
 from mgtutor.training.runs.records import RUN_DIR_ENV, RankExit, RunRecord
-from mgtutor.training.runs.safe_io import open_private
+from mgtutor.training.runs.safe_io import open_private, private_dir
 
 MEMORY_ENV = "MGTUTOR_MEMORY_HISTORY"  # "1": `mgtutor run --memory` (training/worker/memory_record.py)
 _MEMORY_RECORDER = ["-m", "mgtutor.training.worker.memory_record"]
@@ -33,6 +34,15 @@ def _die_with_parent() -> None:
         pass
 
 
+def open_rank_logs(record: RunRecord, rank: int) -> tuple[io.FileIO, io.FileIO]:
+    """The rank's stdout and stderr log files, 0600, appended to; never through a symlink planted
+    where a log or the logs/ folder should be (UnsafePath, an OSError, says so)."""
+    logs = private_dir(record.path / "logs")  # a symlinked logs/ is refused, not followed
+    out = os.fdopen(open_private(logs / f"rank{rank}.stdout.log", append=True), "ab", buffering=0)
+    err = os.fdopen(open_private(logs / f"rank{rank}.stderr.log", append=True), "ab", buffering=0)
+    return out, err
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m mgtutor.training.runs.rank (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
@@ -43,10 +53,7 @@ def main(argv: list[str]) -> int:
         return 1
     rank = int(os.environ.get("RANK", "0"))
     record = RunRecord(os.environ[RUN_DIR_ENV]) if os.environ.get(RUN_DIR_ENV) else None
-    out_path, err_path = (record.rank_log(rank, "stdout"), record.rank_log(rank, "stderr")) if record else (None, None)
-    # 0600, never through a symlink planted where a log should be
-    stdout = os.fdopen(open_private(out_path, append=True), "ab", buffering=0) if out_path else None
-    stderr = os.fdopen(open_private(err_path, append=True), "ab", buffering=0) if err_path else None
+    stdout, stderr = open_rank_logs(record, rank) if record else (None, None)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if env.get(MEMORY_ENV) == "1":  # the allocator's history, and a snapshot at an OOM
         argv = [*_MEMORY_RECORDER, *argv]
