@@ -23,14 +23,32 @@ from mgtutor.tui.widgets.mode_footer import ModeFooter
 RUN_COLUMN = 22  # characters of the run id shown: with the other columns, 80 in all
 
 
-def run_rows(limit: int = 200) -> list[tuple[str, str, str, str, str, str]]:
+PAGE = 200  # rows read and shown at once: reading a record costs a few files
+
+
+def run_rows(limit: int = PAGE, start: int = 0) -> list[tuple[str, str, str, str, str, str]]:
+    return run_page(start, limit)[0]
+
+
+def run_page(start: int = 0, size: int = PAGE) -> tuple[list[tuple[str, str, str, str, str, str]], int]:
+    """The rows of runs start…start+size (newest first), and how many runs there are in all."""
+    records = list(list_runs())  # only paths so far: the files are read for the page's rows alone
     rows = []
-    for _, record in zip(range(limit), list_runs()):
+    for record in records[start:start + size]:
         try:
             rows.append(run_row(record))
         except (OSError, ValueError, TypeError, OverflowError) as exc:  # one bad record hides no other
             rows.append((record.run_id, "unreadable", "?", "?", "?", f"{type(exc).__name__}: {exc}"[:60]))
-    return rows
+    return rows, len(records)
+
+
+def page_line(start: int, shown: int, total: int) -> str:
+    """Which runs the table holds, and how to reach the others (nothing is left out unsaid)."""
+    where = f"Run records in {runs_root()}"
+    if total <= shown and start == 0:
+        return where
+    keys = " · ".join(k for k, more in (("] older", start + shown < total), ("[ newer", start > 0)) if more)
+    return f"{where}\nruns {start + 1}–{start + shown} of {total}, newest first" + (f" · {keys}" if keys else "")
 
 
 def run_row(record: RunRecord) -> tuple[str, str, str, str, str, str]:
@@ -57,7 +75,13 @@ def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
 class RunsScreen(Screen):
     TITLE = "Runs"
     BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open"),
-                Binding("b", "report", "Report", tooltip="write the run's report: one HTML file to hand on")]
+                Binding("b", "report", "Report", tooltip="write the run's report: one HTML file to hand on"),
+                Binding("right_square_bracket", "older", "Older runs", key_display="]", show=False,
+                        tooltip=f"the next {PAGE} older runs"),
+                Binding("left_square_bracket", "newer", "Newer runs", key_display="[", show=False,
+                        tooltip=f"the {PAGE} newer runs")]
+    start = 0  # the first run on the page (0: the newest)
+    total = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -75,21 +99,36 @@ class RunsScreen(Screen):
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        self.load_runs()
+        self.load_runs(self.start)
+
+    def action_older(self) -> None:
+        if self.start + PAGE < self.total:
+            self.load_runs(self.start + PAGE)
+
+    def action_newer(self) -> None:
+        if self.start > 0:
+            self.load_runs(max(0, self.start - PAGE))
 
     @work(thread=True, exclusive=True)
-    def load_runs(self) -> None:
-        rows = run_rows()
-        self.app.call_from_thread(self._show, rows)
+    def load_runs(self, start: int = 0) -> None:
+        rows, total = run_page(start)
+        if not rows and start:  # runs were removed meanwhile: the first page
+            start = 0
+            rows, total = run_page(start)
+        self.app.call_from_thread(self._show, rows, start, total)
 
-    def _show(self, rows: list[tuple[str, ...]]) -> None:
+    def _show(self, rows: list[tuple[str, ...]], start: int = 0, total: int = 0) -> None:
+        self.start, self.total = start, total
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
             table.add_row(short_id(row[0]), *row[1:], key=row[0])
+        root_line = self.query_one("#runs-root", Static)
         if not rows:
-            self.query_one("#runs-root", Static).update(
-                f"No runs yet in {runs_root()}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.")
+            root_line.update(f"No runs yet in {runs_root()}. Start one from Monitor (m) or with "
+                             "`mgtutor run -- SCRIPT`.")
+        else:
+            root_line.update(page_line(start, len(rows), total))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
