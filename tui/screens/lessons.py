@@ -168,21 +168,23 @@ class LessonsScreen(Screen):
 
     def action_hint(self) -> None:
         if not self.lesson.hints:
-            self.notify("This lesson has no exercise, so no hints: g runs its steps.")
+            self.notify(_("This lesson has no exercise, so no hints: g runs its steps."))
             return
         hint = self.progress.next_hint(self.lesson)
         if hint is None and self.lesson.exercise is not None:
-            self.notify(f"All hints shown; the reference solution is {self.lesson.exercise.solution.name}")
+            self.notify(_("All hints shown; the reference solution is {name}").format(
+                name=self.lesson.exercise.solution.name))
         elif hint is None:
-            self.notify("All hints shown.")
+            self.notify(_("All hints shown."))
         else:
-            self.notify(f"Hint {hint[0]}/{len(self.lesson.hints)}: {hint[1]}", timeout=15)
+            self.notify(_("Hint {number}/{total}: ").format(number=hint[0], total=len(self.lesson.hints)) + hint[1],
+                        timeout=15)
         self._show_exercise()
         self.query_one("#lesson-tabs", TabbedContent).active = "tab-exercise"
 
     def action_edit(self) -> None:
         if self.lesson.exercise is None:
-            self.notify("This lesson has no exercise to edit.")
+            self.notify(_("This lesson has no exercise to edit."))
             return
         path = ensure_workspace(self.lesson)
         editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
@@ -190,9 +192,10 @@ class LessonsScreen(Screen):
             with self.app.suspend():
                 subprocess.run([*editor, str(path)], check=False)
         except SuspendNotSupported:
-            self.notify(f"Edit {path} in your editor, then press c to check it.", timeout=15)
+            self.notify(_("Edit {path} in your editor, then press c to check it.").format(path=path), timeout=15)
         except FileNotFoundError:
-            self.notify(f"Editor {editor[0]!r} not found: set $EDITOR, or edit {path} yourself.", severity="error")
+            self.notify(_("Editor {editor} not found: set $EDITOR, or edit {path} yourself.").format(
+                editor=repr(editor[0]), path=path), severity="error")
         self._show_exercise()
         self.query_one("#lesson-tabs", TabbedContent).active = "tab-exercise"
 
@@ -200,7 +203,7 @@ class LessonsScreen(Screen):
         if self.lesson.exercise is not None:
             ensure_workspace(self.lesson, reset=True)
             self._show_exercise()
-            self.notify("The broken exercise is back in the workspace.")
+            self.notify(_("The broken exercise is back in the workspace."))
 
     def action_run_steps(self) -> None:
         self._start("run")
@@ -210,14 +213,14 @@ class LessonsScreen(Screen):
 
     def _start(self, mode: str) -> None:
         if self.busy:
-            self.notify("A lesson run is still going; wait for it (its output is in the Run tab).")
+            self.notify(_("A lesson run is still going; wait for it (its output is in the Run tab)."))
             return
         self.busy = True
         log = self.query_one("#lesson-log", RichLog)
         log.clear()
         self.query_one("#lesson-tabs", TabbedContent).active = "tab-run"
-        what = "checking your exercise" if mode == "check" and self.lesson.exercise else "running the steps"
-        self._show_status(f"… {what}")
+        what = _("checking your exercise") if mode == "check" and self.lesson.exercise else _("running the steps")
+        self._show_status(f"... {what}")
         self.run_lesson(self.lesson, mode)
 
     # -- the run, in a thread ---------------------------------------------------------------
@@ -233,7 +236,7 @@ class LessonsScreen(Screen):
         for step, script in jobs:
             reason = skip_reason(step, gpus=gpus)
             if reason:
-                self._pending.append(f"── {step.title}: skipped — {reason}")
+                self._pending.append(f"── {step.title}: " + _("skipped — {reason}").format(reason=reason))
                 results.append(StepResult(lesson.id, step.name, step.title, str(script or step.script),
                                           "skipped", reason=reason))
                 continue
@@ -245,8 +248,8 @@ class LessonsScreen(Screen):
                 continue
             self.post_message(RunStarted(run))
             meta = run.record.meta()
-            self._pending.append(f"── {step.title}: {meta.world_size} rank(s), {meta.backend} "
-                                 f"— {meta.device_note}")
+            self._pending.append(f"── {step.title}: " + _("{ranks} rank(s), {backend} — {device}").format(
+                ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
             stopped = follow(run, step.timeout_s,
                              lambda rank, _s, line: self._pending.append(prefix(rank) + neutralise(line)))
             results.append(finish_step(lesson, step, run, script, stopped))
@@ -282,13 +285,12 @@ class LessonsScreen(Screen):
         exercise passes, so its steps passing (g) is not the end of it."""
         exercise_left = mode == "run" and lesson.exercise is not None and not self.progress.done(lesson.id)
         if exercise_left and status == "passed":
-            return "✓ the steps passed — the lesson is done when its exercise passes: e edits it, c checks it"
+            return "✓ " + _("the steps passed — the lesson is done when its exercise passes: e edits it, c checks it")
         if exercise_left and status == "skipped":
-            return ("– some steps could not run here: see Checks. The exercise remains: e edits it, "
-                    "c checks it")
+            return "– " + _("some steps could not run here: see Checks. The exercise remains: e edits it, c checks it")
         if status == "skipped" and self.progress.done_on_cpu(lesson.id):
-            return "✓ done on CPU: every step that runs here passed (the GPU-only ones were skipped)"
+            return "✓ " + _("done on CPU: every step that runs here passed (the GPU-only ones were skipped)")
         last = lesson.id == self.lessons[-1].id
-        return {"passed": "✓ all checks passed" + ("" if last else "  — n for the next lesson"),
-                "failed": "✗ a check failed: see Checks" + ("  (i for a hint)" if lesson.hints else ""),
-                "skipped": "– some steps could not run here: see Checks"}[status]
+        return {"passed": "✓ " + _("all checks passed") + ("" if last else "  — " + _("n for the next lesson")),
+                "failed": "✗ " + _("a check failed: see Checks") + ("  " + _("(i for a hint)") if lesson.hints else ""),
+                "skipped": "– " + _("some steps could not run here: see Checks")}[status]
