@@ -103,9 +103,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"  meta     {meta.problem}: what follows comes from the other files")
         if result.problem:
             print(f"  result   {result.problem}: those fields are left out")
-        unknown = "unknown (meta.json is unreadable)"
+        unreadable = bool(meta.problem) and not meta.problem.startswith("meta.json has")  # not merely a wrong type
+        unknown = "unknown (meta.json is unreadable)" if unreadable else "unknown"
         print(f"  command  {' '.join(meta.target) or unknown}")
-        if meta.problem or not meta.world_size:
+        if unreadable or not meta.world_size:
             ranks = len(result.ranks) or "unknown"
             print(f"  ranks    {ranks} on {result.backend or meta.backend or 'an unknown backend'}")
         else:
