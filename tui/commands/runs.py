@@ -99,18 +99,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"run {record.run_id}  [{status_text(record, status)}]\n  path     {record.path}")
         if status == RunStatus.RUNNING:
             print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
+        unreadable = bool(meta.problem) and not meta.problem.startswith("meta.json has")  # not merely a wrong type
         if meta.problem:
-            print(f"  meta     {meta.problem}: what follows comes from the other files")
+            print(f"  meta     {meta.problem}: " + ("what follows comes from the other files" if unreadable
+                                                    else "those fields are left out"))
         if result.problem:
             print(f"  result   {result.problem}: those fields are left out")
-        unreadable = bool(meta.problem) and not meta.problem.startswith("meta.json has")  # not merely a wrong type
         unknown = "unknown (meta.json is unreadable)" if unreadable else "unknown"
         print(f"  command  {' '.join(meta.target) or unknown}")
         if unreadable or not meta.world_size:
             ranks = len(result.ranks) or "unknown"
             print(f"  ranks    {ranks} on {result.backend or meta.backend or 'an unknown backend'}")
         else:
-            print(f"  ranks    {meta.world_size} on {meta.backend} — {meta.device_note}")
+            note = f" — {meta.device_note}" if meta.device_note else ""
+            print(f"  ranks    {meta.world_size} on {meta.backend or 'an unknown backend'}{note}")
         for rank in result.ranks:
             how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
             print(f"  rank {rank.rank}: {how} ({rank.outcome})")
