@@ -6,8 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from mgtutor.diagnostics.bench.sizes import format_size
-
-BLOCKS = " ▁▂▃▄▅▆▇█"
+from mgtutor.tui.widgets.blocks import block
 
 
 def render_chart(points: list[tuple[int, float]], height: int = 8, width: int = 76) -> list[str]:
@@ -27,8 +26,7 @@ def render_chart(points: list[tuple[int, float]], height: int = 8, width: int = 
         cells = []
         for size in sizes:
             level = best[size] / top * height  # in rows, fractional
-            fill = min(1.0, max(0.0, level - (row - 1)))
-            cells.append((BLOCKS[round(fill * 8)] * (col_w - 1 or 1)).ljust(col_w))
+            cells.append((block(level - (row - 1)) * (col_w - 1 or 1)).ljust(col_w))
         lines.append(f"{axis:>{label_w}}│" + "".join(cells))
     lines.append(" " * label_w + "└" + "─" * (col_w * len(sizes)))
     ticks = [" "] * (col_w * len(sizes))

@@ -12,7 +12,7 @@ from textual.widget import Widget
 
 from mgtutor.diagnostics.gpu import GpuSample, GpuSnapshot, HostSnapshot
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
-from mgtutor.tui.widgets.training_charts import sparkline
+from mgtutor.tui.widgets.blocks import sparkline
 
 HISTORY = 180  # samples kept per row: three minutes at 1 Hz
 

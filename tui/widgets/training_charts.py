@@ -1,38 +1,19 @@
 """Throughput (per rank and total) and loss as sparkline rows, drawn with block characters.
 
-A row per series: `r0 ▂▃▅▆▇█▇ 1.2k/s`. The stragglers' rows say so. Written with Textual
-primitives (a Static re-rendered a few times a second) rather than a plotting dependency.
+A row per series: `r0 ▂▃▅▆▇█▇ 1.2k/s`. The stragglers' rows say so. One widget re-rendered a few
+times a second; the rows come from the app's one block renderer (tui/widgets/blocks.py says why
+not Textual's Sparkline).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widget import Widget
 
 from mgtutor.training.runs.runstate import RunState
+from mgtutor.tui.widgets.blocks import sparkline
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
-
-BLOCKS = " ▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: Sequence[float], width: int, low: float | None = None, high: float | None = None) -> str:
-    """The last `width` values as block characters, scaled between low and high (default min/max)."""
-    if width <= 0:
-        return ""
-    tail = [v for v in values if math.isfinite(v)][-width:]
-    if not tail:
-        return ""
-    low = min(tail) if low is None else low
-    high = max(tail) if high is None else high
-    span = high - low
-    out = []
-    for value in tail:
-        level = 8 if span <= 0 else round((min(max(value, low), high) - low) / span * 7) + 1
-        out.append(BLOCKS[level])
-    return "".join(out)
-
 
 def human(value: float | None, unit: str = "") -> str:
     if value is None or not math.isfinite(value):
