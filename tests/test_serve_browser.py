@@ -102,8 +102,14 @@ def test_home_renders_and_l_opens_lessons_in_a_browser(tmp_path):
     def shown_since(start: int) -> str:
         return ESCAPES.sub("", "".join(frames[start:]))
 
-    with serving() as (url, _port, _proc), chromium() as browser:
+    requests: list[str] = []
+    statuses: list[tuple[str, int]] = []
+    errors: list[str] = []
+    with serving() as (url, port, _proc), chromium() as browser:
         page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.on("request", lambda request: requests.append(request.url))
+        page.on("response", lambda response: statuses.append((response.url, response.status)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
         assert page.goto(url.split("?")[0]).status == 403
         page.on("websocket", lambda ws: ws.on("framereceived", received))
         assert page.goto(url).status == 200
@@ -121,3 +127,11 @@ def test_home_renders_and_l_opens_lessons_in_a_browser(tmp_path):
         assert "Check your GPUs and CUDA" in shown_since(start)  # lesson 01 in the Lessons list
         page.screenshot(path=str(tmp_path / "lessons.png"))
     assert (tmp_path / "lessons.png").stat().st_size > 10_000
+    own = (f"http://localhost:{port}/", f"ws://localhost:{port}/")
+    assert requests and all(r.startswith(own) for r in requests), requests  # no font from a third party
+    # every answer is 200 but the refused first visit; the only console errors are refusals: that visit,
+    # and the browser's own /favicon.ico (403 without the cookie, 404 with it: the app has none;
+    # Playwright does not report that request)
+    odd = [(u, code) for u, code in statuses if code != 200]
+    assert odd == [(url.split("?")[0], 403)], odd
+    assert all(re.search(r"Failed to load resource: .* (403|404)", e) for e in errors), errors

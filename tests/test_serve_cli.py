@@ -17,6 +17,19 @@ async def page(_request: web.Request) -> web.Response:
     return web.Response(text="the app")
 
 
+async def index(_request: web.Request) -> web.Response:  # as textual-serve's page starts
+    return web.Response(text='<link rel="stylesheet" href="static/xterm.css" />\n<link\n  rel="stylesheet"\n'
+                             '  href="https://fonts.googleapis.com/css?family=Roboto%20Mono"\n/>', content_type="text/html")
+
+
+async def test_the_page_asks_nothing_of_a_third_party():
+    app = web.Application(middlewares=[token_check(TOKEN, 8123)])
+    app.router.add_get("/", index)
+    async with TestClient(TestServer(app)) as client:
+        text = await (await client.get(f"/?token={TOKEN}")).text()
+    assert "googleapis" not in text and "static/xterm.css" in text
+
+
 async def test_every_request_needs_the_token_or_its_cookie():
     app = web.Application(middlewares=[token_check(TOKEN, 8123)])
     app.router.add_get("/", page)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import re
 import secrets
 import shlex
 import socket
@@ -31,6 +32,9 @@ Behind Jupyter (jupyter-server-proxy forwards https://JUPYTER/proxy/PORT/ to loc
   mgtutor serve --public-url https://JUPYTER/user/NAME/proxy/8000
   and open https://JUPYTER/user/NAME/proxy/8000/?token=… (the URL it prints)"""
 
+# textual-serve's page loads its font from Google: a request to a third party from a page that
+# holds a token, and a console error where there is no internet. The browser's monospace font does.
+THIRD_PARTY_FONT = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>")
 COOKIE = "mgtutor_token_{port}"  # one per port: two servers on one host keep their own
 
 
@@ -67,6 +71,8 @@ def token_check(token: str, port: int) -> Callable[..., Awaitable[Any]]:
             raise web.HTTPForbidden(text="mgtutor serve: open the URL that `mgtutor serve` printed (it carries "
                                          "the token); this request has none, or a wrong one.\n")
         response = await handler(request)
+        if isinstance(response, web.Response) and response.text and "fonts.googleapis.com" in response.text:
+            response.text = THIRD_PARTY_FONT.sub("", response.text)  # the page asks nothing of anyone else
         if request.query.get("token") and not response.prepared:
             response.set_cookie(cookie, token, httponly=True, samesite="Strict")
         return response
