@@ -5,8 +5,8 @@ horizontal scrollbar) and follows new lines only while the view already sits at 
 Both failed in the Monitor: a trainer line is wider than an 80-column pane, and a reattached run
 fills the log before the meters and charts take their rows, so the pane shrank, the view was no
 longer at the end, and it stayed there. Here following is a state of its own: while it is on, every
-write and every resize ends at the newest line; scrolling up, Home or Page Up turn it off (a
-`FollowChanged` message lets the view say so), End or `p` turn it on again.
+write and every resize ends at the newest line; scrolling up (keys, wheel or scrollbar) turns it
+off (a `FollowChanged` message lets the view say so), End or `p` turn it on again.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.cells import cell_len, chop_cells
 from textual import events
 from textual.message import Message
+from textual.scrollbar import ScrollTo, ScrollUp
 from textual.widgets import Log
 
 if TYPE_CHECKING:
@@ -137,6 +138,15 @@ class FollowLog(Log):
     def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         self._pause()
         super()._on_mouse_scroll_up(event)
+
+    def _on_scroll_to(self, message: ScrollTo) -> None:  # the scrollbar dragged
+        if message.y is not None and message.y < self.max_scroll_y:
+            self._pause()
+        super()._on_scroll_to(message)
+
+    def _on_scroll_up(self, event: ScrollUp) -> None:  # a click above the scrollbar's thumb
+        self._pause()
+        super()._on_scroll_up(event)
 
     def action_scroll_end(self) -> None:
         self.auto_scroll = True
