@@ -262,3 +262,13 @@ def test_a_rank_never_writes_its_logs_through_a_symlinked_logs_folder(tmp_path: 
     with pytest.raises(UnsafePath, match="is a symlink"):
         open_rank_logs(record, 0)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_runs_folder_that_cannot_be_listed_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    runs_root().parent.mkdir(parents=True)
+    runs_root().write_text("a file")
+    assert cli_main(["runs"]) == 2
+    assert "cannot list" in capsys.readouterr().err
+    runs_root().unlink()
+    assert cli_main(["runs"]) == 0
+    assert "no runs yet" in capsys.readouterr().out

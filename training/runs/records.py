@@ -322,6 +322,19 @@ def list_runs(root: Path | None = None) -> Iterator[RunRecord]:
         yield RunRecord(path)
 
 
+def runs_root_problem(root: Path | None = None) -> str | None:
+    """Why the runs folder cannot be listed (not a folder, not ours to read), or None (also when it
+    does not exist yet: no runs is no problem)."""
+    root = root or runs_root()
+    try:
+        os.listdir(root)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot list {root}: {exc.strerror or exc}"
+    return None
+
+
 def _is_run_dir(path: Path) -> bool:
     """A folder with a meta.json, or one that cannot be looked into (mode 000, another owner's):
     that one is listed too, and says why it cannot be read, so one bad record hides no others."""

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root
+from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.runs.secrets import redact_env
 from mgtutor.tui.commands.runs_control import (
     add_control_options,
@@ -125,6 +125,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(runs, indent=2))
         return 0
+    if not runs and runs_root_problem():
+        raise CliError(f"{runs_root_problem()}: no run can be listed")
     if not runs:
         print(f"no runs yet in {runs_root()} — start one with `mgtutor run -- SCRIPT` or from the TUI")
         return 0
