@@ -99,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"run {record.run_id}  [{status_text(record, status)}]\n  path     {record.path}")
         if status == RunStatus.RUNNING:
             print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
-        unreadable = bool(meta.problem) and not meta.problem.startswith("meta.json has")  # not merely a wrong type
+        unreadable = record.unreadable() or (meta.problem is not None and not meta.problem.startswith("meta.json has"))
         if meta.problem:
             print(f"  meta     {meta.problem}: " + ("what follows comes from the other files" if unreadable
                                                     else "those fields are left out"))
