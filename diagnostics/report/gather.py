@@ -20,6 +20,7 @@ from mgtutor.training.runs.event_reader import EventReader
 from mgtutor.training.runs.event_types import Event, StartEvent
 from mgtutor.training.runs.flight import fr_dir
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.safe_io import read_text_regular
 from mgtutor.training.runs.samples import SampleRow, read_samples
 from mgtutor.training.runs.stacks import list_captures, load_index
 
@@ -132,7 +133,10 @@ def hang_section(record: RunRecord, world_size: int, clean: Redactor) -> HangSec
     stacks = []
     for rank in ranks:
         path = capture / f"rank{rank}.txt"
-        text = path.read_text(errors="replace") if path.is_file() else "(no stack file)"
+        try:
+            text = read_text_regular(path)
+        except OSError as exc:
+            text = f"(no stack file: {exc.strerror or exc})"
         where = report.where.get(rank) if report else None
         stacks.append(RankStack(rank=rank, where=clean.text(where.describe() if where else "not analysed"),
                                 text=clean.text(text), native=native.get(rank, False) or "(native)" in text.lower(),

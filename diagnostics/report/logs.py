@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mgtutor.diagnostics.report.redact import Redactor
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.safe_io import open_regular
 
 TAIL_LINES = 40
 AROUND_ERROR = (3, 12)  # lines before and after the first error, when it is above the tail
@@ -42,7 +43,7 @@ class LogTail:
 
 
 def _read(path: Path) -> str:
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:  # a FIFO or device in logs/ is refused, never waited on
         handle.seek(0, 2)
         size = handle.tell()
         handle.seek(max(0, size - MAX_READ))

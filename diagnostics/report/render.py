@@ -19,6 +19,7 @@ from mgtutor.diagnostics.report.charts import Chart, draw, gpu_charts, process_c
 from mgtutor.diagnostics.report.gather import Fact, RunReport, gather
 from mgtutor.diagnostics.report.redact import Redactor
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.safe_io import write_private_atomic
 
 GITHUB_BODY_LIMIT = 65536  # characters GitHub accepts in an issue body
 MARKDOWN_TAILS = (40, 20, 10, 4, 0)  # log lines per file, fewer until the body fits
@@ -123,11 +124,7 @@ def write(path: Path, text: str) -> Path:
     """Write the report readable by its owner only (0600): it holds logs and paths of this machine."""
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    write_private_atomic(path, text)
     return path
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from mgtutor.training.runs.event_types import Event
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.runstate import RunState
-from mgtutor.training.runs.safe_io import read_regular
+from mgtutor.training.runs.safe_io import open_private, read_regular
 from mgtutor.training.runs.watch import Alert
 
 SAMPLES_FILE = "samples.jsonl"
@@ -103,8 +103,7 @@ class SampleRecorder:
         return []
 
     def _append(self, line: str) -> None:
-        # 0600 like the rest of the record: the rows name the run's processes
-        fd = os.open(samples_path(self.record), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        fd = open_private(samples_path(self.record), append=True)  # 0600, never through a link, never a FIFO
         try:
             os.write(fd, line.encode())
         finally:
