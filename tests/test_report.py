@@ -5,6 +5,7 @@ The record is a real run's files (tests/data); the real-run and browser tests ar
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import stat
@@ -170,3 +171,13 @@ def test_a_day_of_samples_keeps_the_file_small(hung_record):
     html = to_html(build(hung_record, doctor="none"))
     assert len(html.encode()) < 5 * 1024 * 1024
     assert html.count('id="series-GPU-') == 4 * 8  # every GPU in each of the four GPU charts
+
+
+def test_a_broken_record_still_gives_a_report_that_says_so(tmp_path):
+    record = RunRecord.create("broken", root=tmp_path)
+    (record.path / "meta.json").write_text('{"run_id": "x", "world_')
+    os.mkfifo(record.path / "logs" / "rank0.stderr.log")  # never opened to wait
+    html = to_html(build(record, doctor="none"))
+    assert "meta.json" in html and "what follows comes from the other files" in html
+    assert "No known failure" in html or "Diagnosis" in html
+    assert "Describe the bug" in to_markdown(build(record, doctor="none"))

@@ -175,6 +175,8 @@ def gather(record: RunRecord, clean: Redactor, doctor: dict[str, Any] | None = N
              Fact("started", _when(meta.started)),
              Fact("duration", f"{result.duration_s:.1f} s" if isinstance(result.duration_s, (int, float)) else "?"),
              Fact("status", status)]
+    if meta.problem:
+        facts.insert(0, Fact("record", f"{meta.problem}: what follows comes from the other files"))
     if meta.rdzv_endpoint:
         facts.append(Fact("rendezvous", clean.text(meta.rdzv_endpoint)))
     first = result.first_failure
