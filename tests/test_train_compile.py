@@ -139,3 +139,25 @@ def test_lesson_11_tells_the_choice_auto_makes() -> None:
     small = compile_choice(parsed("--model", "resnet18"), on_gpu=True, graphs=True, total_steps=5000)
     assert big.in_graph and "runs it inside the whole-step graph" in text
     assert small.mode is None and "at small images it keeps the graphed eager step" in text
+
+
+@pytest.mark.integration
+def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xdg_homes: Path) -> None:
+    """Real inductor (C++ on the CPU) under torchrun, twice: the first run builds, the second reuses."""
+    from mgtutor.training.runs.events import read_events
+    from mgtutor.training.runs.launcher import LaunchSpec, launch
+
+    def compiled_run() -> tuple[dict[str, Any], str]:
+        run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", *CPU_RUN, "--compile", "default"],
+                                nproc=1, backend="gloo", label="test-compile-cache"))
+        run.wait(timeout=240)
+        result = next(e.to_json() for e in read_events(run.record.events_path) if e.type == "result")
+        return result, run.record.rank_log(0, "stdout").read_text()
+
+    cold, cold_log = compiled_run()
+    warm, warm_log = compiled_run()
+    assert cold["compile_fallback"] is None and cold["compile_cache"]["fx_miss"] > 0, cold_log
+    assert "(cold cache: 0 of" in cold_log and "(warm cache: " in warm_log
+    assert warm["compile_cache"]["fx_miss"] == 0 and warm["compile_cache"]["fx_hit"] == cold["compile_cache"]["fx_miss"]
+    assert any((xdg_homes / "xdg_cache_home" / "mgtutor" / "inductor").rglob("*.py"))
+    assert warm["final_loss"] == pytest.approx(cold["final_loss"])  # the same model, from the cache
