@@ -214,6 +214,22 @@ def check_value_range(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     return True, f"{p['key']} = {value:g}{unit}"
 
 
+def check_close_to(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
+    """Two numbers one rank reported agree within a relative tolerance: the loss of the run and the
+    loss a one-process run reaches on the same samples."""
+    rank = p.get("rank", 0)
+    value, reference = o.last(rank, p["key"]), o.last(rank, p["other"])
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, reference)):
+        return False, _("rank {rank} did not report both {key} and {other}").format(
+            rank=rank, key=repr(p["key"]), other=repr(p["other"]))
+    tol = float(p.get("rel_tol", 1e-6))
+    if not math.isclose(value, reference, rel_tol=tol, abs_tol=tol):
+        return False, _("{key} = {value:.8g}, but {other} = {reference:.8g}: more than {tol:g} apart").format(
+            key=p["key"], value=value, other=p["other"], reference=reference, tol=tol)
+    return True, _("{key} = {value:.8g}, {other} = {reference:.8g}").format(
+        key=p["key"], value=value, other=p["other"], reference=reference)
+
+
 def check_run_fails(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     """A failure demo must fail, and fail where the lesson says (the first failing rank)."""
     first = o.result.first_failure
@@ -236,6 +252,7 @@ CHECKS: dict[str, Callable[[Outcome, dict[str, Any]], tuple[bool, str]]] = {
     "only_rank": check_only_rank,
     "all_true": check_all_true,
     "value_range": check_value_range,
+    "close_to": check_close_to,
     "run_fails": check_run_fails,
 }
 

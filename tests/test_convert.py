@@ -21,18 +21,21 @@ def test_the_tutorial_shaped_script_gets_every_ddp_part():
     for line in ('import torch.distributed as dist\n',
                  'from torch.nn.parallel import DistributedDataParallel as DDP\n',
                  'from torch.utils.data.distributed import DistributedSampler\n',
+                 'from datetime import timedelta\n',
                  '    if torch.cuda.is_available() and ranks_here <= torch.cuda.device_count():\n'
                  '        torch.cuda.set_device(local_rank)\n'
-                 '        dist.init_process_group("nccl")\n        return torch.device("cuda", local_rank)\n'
-                 '    dist.init_process_group("gloo")\n    return torch.device("cpu")\n',
+                 '        dist.init_process_group("nccl", timeout=timedelta(minutes=10))\n'
+                 '        return torch.device("cuda", local_rank)\n'
+                 '    dist.init_process_group("gloo", timeout=timedelta(minutes=10))\n    return torch.device("cpu")\n',
                  '        self.model = model.to(gpu_id)\n        self.model = DDP(self.model)\n',
                  '        self.train_data.sampler.set_epoch(epoch)\n        for source, targets in self.train_data:\n',
                  '        ckp = self.model.module.state_dict()\n',
                  '    return DataLoader(dataset, batch_size=batch_size, pin_memory=False, '
                  'sampler=DistributedSampler(dataset, shuffle=shuffle))\n',
                  '    device = ddp_setup()\n',
-                 '    main(device, args.epochs, args.save_every, args.batch_size, not args.no_shuffle)\n'
-                 '    dist.destroy_process_group()\n'):
+                 '    try:\n        parser = argparse.ArgumentParser(description="simple distributed training job")\n',
+                 '        main(device, args.epochs, args.save_every, args.batch_size, not args.no_shuffle)\n'
+                 '        dist.barrier()\n    finally:\n        dist.destroy_process_group()\n'):
         assert line in after
     assert after.count('if int(os.environ.get("RANK", "0")) == 0:') == 4  # three prints and the save
     assert report.not_converted == []
@@ -45,9 +48,13 @@ def test_untouched_lines_are_the_same_bytes():
     after = convert_source(before, "s.py").after
     changed = {"        print(", "        torch.save(", "    print(", "    device = ", "        ckp = ",
                "    return DataLoader("}
-    for line in before.splitlines(keepends=True):
+    main_block = before[before.index('if __name__ == "__main__":'):]
+    for line in before[:len(before) - len(main_block)].splitlines(keepends=True):
         if not any(line.startswith(c) for c in changed):
             assert line in after
+    for line in main_block.splitlines()[1:]:  # the __main__ block moved under try:, one level in
+        if not line.startswith("    device = "):
+            assert ("    " + line if line else line) in after.splitlines()
 
 
 def test_converting_twice_says_it_is_already_distributed():

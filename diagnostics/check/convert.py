@@ -6,7 +6,7 @@ What it writes, on the user's own lines (edits.py, so comments and layout stay):
   - the model wrapped in DDP right after it is moved to its device, and `.module.` where the script
     saves or loads the wrapped model's state_dict (the checkpoint stays loadable by the one-GPU script);
   - a DistributedSampler for the training DataLoader, its `shuffle` moved into the sampler;
-  - `destroy_process_group()` at the end of the `__main__` block;
+  - the `__main__` block under try: ending with a barrier, `destroy_process_group()` in its finally;
 then the rules' own safe fixes on the result (fix.py): `set_epoch`, rank-0 prints and saves, the
 CPU branch of `.cuda()`. What it cannot convert safely it leaves alone and lists, with the line and why.
 """
@@ -32,9 +32,9 @@ def ddp_setup():
     ranks_here = int({os}.environ.get("LOCAL_WORLD_SIZE", "1"))
     if {torch}.cuda.is_available() and ranks_here <= {torch}.cuda.device_count():
         {torch}.cuda.set_device(local_rank)
-        {dist}.init_process_group("nccl")
+        {dist}.init_process_group("nccl", timeout=timedelta(minutes=10))
         return {torch}.device("cuda", local_rank)
-    {dist}.init_process_group("gloo")
+    {dist}.init_process_group("gloo", timeout=timedelta(minutes=10))
     return {torch}.device("cpu")
 '''
 EVAL_WORDS = {"evaluate", "eval", "validate", "validation", "test"}
@@ -76,7 +76,10 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     edits += _device(m, main_block, report)
     edits += _wrap_model(m, report)
     edits += _samplers(m, report)
-    edits.append(Edit("after", where(main_block.body[-1], m.lines), f"{names['dist']}.destroy_process_group()"))
+    # every rank leaves together (a barrier), and the group is torn down however the script ends
+    edits.append(Edit("try_finally", where(main_block, m.lines), f"{names['dist']}.destroy_process_group()",
+                      f"{names['dist']}.barrier()"))
+    edits.append(Edit("import", code="from datetime import timedelta"))
     edits.append(Edit("import", code="from torch.nn.parallel import DistributedDataParallel as DDP"))
     edits.append(Edit("import", code="from torch.utils.data.distributed import DistributedSampler"))
     _evaluations(m, report)
@@ -84,7 +87,7 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     if converted is None:
         raise CheckError(f"{filename}: the conversion could not be placed on this script's layout")
     report.done.append("ddp_setup(): the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs)")
-    report.done.append("destroy_process_group() at the end of the __main__ block")
+    report.done.append("the __main__ block ends with a barrier; destroy_process_group() in its finally")
     follow = fix_source(converted, filename, only=FOLLOW_UP_RULES)
     report.after = follow.after
     report.done += [f"line {a.line}: {FOLLOW_UP_WORDS[a.rule]}" for a in follow.applied]

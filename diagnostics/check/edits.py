@@ -30,7 +30,8 @@ class Edit:
     """kind: replace (the expression at `at` becomes `code`) · keyword (add `name=code` to the call at
     `at`, or replace its value) · drop_keyword (remove `name` from the call) · wrap (put the statement
     at `at` under `if code:`) · before / after (insert statement `code` around the statement at `at`) ·
-    remove (the statement at `at`) · statement (the statement at `at` becomes `code`) · import (`code` is an import statement the fix needs)."""
+    remove (the statement at `at`) · statement (the statement at `at` becomes `code`) · try_finally (the
+    body of the `if` at `at` runs under try:, ending with statement `name`, and `code` in its finally) · import (`code` is an import statement the fix needs)."""
     kind: str
     at: Where | None = None
     code: str = ""
@@ -85,7 +86,7 @@ def _apply(module: cst.Module, edits: list[Edit]) -> cst.Module:
     return module.visit(_Rewriter(changes))
 
 
-STATEMENT_KINDS = {"wrap", "before", "after", "remove", "statement"}
+STATEMENT_KINDS = {"wrap", "before", "after", "remove", "statement", "try_finally"}
 
 
 def _target(candidates: list[cst.CSTNode], edit: Edit) -> cst.CSTNode:
@@ -151,6 +152,13 @@ class _Rewriter(cst.CSTTransformer):
                 before.extend(statements(edit.code))
             elif edit.kind == "after":
                 after.extend(statements(edit.code))
+            elif edit.kind == "try_finally":  # the block's body under try: … + barrier, finally: code
+                assert isinstance(result, cst.If) and isinstance(result.body, cst.IndentedBlock)
+                last, cleanup = edit.name, edit.code
+                body = [*result.body.body, *statements(last)] if last else list(result.body.body)
+                guarded = cst.Try(body=cst.IndentedBlock(body), finalbody=cst.Finally(
+                    body=cst.IndentedBlock(statements(cleanup))))
+                result = result.with_changes(body=result.body.with_changes(body=[guarded]))
             elif edit.kind == "statement":
                 result = statement(edit.code).with_changes(leading_lines=result.leading_lines)  # type: ignore[attr-defined]
             elif edit.kind == "remove":  # its blank lines and comments stay, above the next statement

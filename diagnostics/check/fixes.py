@@ -256,9 +256,10 @@ def init_timeout(node: ast.AST, m: ScriptModel) -> Edits:
 
 
 def rank_zero_only(node: ast.AST, m: ScriptModel) -> Edits:
-    """The print or save as it was, under `if rank == 0:`."""
+    """The print or save as it was, under `if rank == 0:`; not the one line of a helper that only
+    prints (`def report(**f): print(...)`): whether each rank reports is its callers' choice."""
     stmt = alone_on_its_statement(m, node)
-    if stmt is None:
+    if stmt is None or _only_statement_of_a_helper(m, stmt):
         return None
     edits: list[Edit] = []
     try:
@@ -266,6 +267,14 @@ def rank_zero_only(node: ast.AST, m: ScriptModel) -> Edits:
     except LookupError:
         return None
     return [*edits, Edit("wrap", where(stmt, m.lines), test)]
+
+
+def _only_statement_of_a_helper(m: ScriptModel, stmt: ast.stmt) -> bool:
+    fn = m.parent.get(stmt)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(constant(s.value), str))]
+    return body == [stmt]
 
 
 def download_on_local_rank_zero(node: ast.AST, m: ScriptModel) -> Edits:

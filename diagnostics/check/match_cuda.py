@@ -60,6 +60,11 @@ def _all_constants(node: ast.AST) -> bool:
 def _guarded(m: ScriptModel, node: ast.AST) -> bool:
     """Under a test of CUDA, or on a line that chooses by one (`[r] if device.type == "cuda" else None`)."""
     stmt = statement_of(m, node)
+    current = m.parent.get(node)
+    while current is not None:  # `if use_cuda:`, `if gpus_enough:`, `if device.type == "cuda":`
+        if isinstance(current, (ast.If, ast.IfExp, ast.While)) and _mentions_cuda(current.test):
+            return True
+        current = m.parent.get(current)
     return _under_cuda_test(m, node) or any(
         isinstance(n, ast.Attribute) and n.attr in ("is_available", "device_count") or
         isinstance(n, ast.IfExp) and _mentions_cuda(n.test) for n in ast.walk(stmt or node))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import fixes, follow
 from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
@@ -26,18 +26,29 @@ def unguarded_checkpoint(m: ScriptModel) -> Hits:
             yield call, None
 
 
+def unguarded_outputs(m: ScriptModel) -> list[ast.Call]:
+    if not manual_ddp(m) or follow.print_replaced(m):
+        return []
+    rank_logging = any(mentions_rank(m, [c]) for c in m.method_calls("setLevel") + m.method_calls("basicConfig"))
+    outputs = m.calls_to("print") + ([] if rank_logging else [
+        c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
+    return [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
+            and not _called_with_rank(m, c) and not follow.in_spawn_parent(m, c)
+            and not follow.tagged_output(m, c.args) and not in_single_process_branch(m, c)]
+
+
+def rank_zero_prints(node: ast.AST, m: ScriptModel) -> fixes.Edits:
+    """Every print the rule counted, each under `if rank == 0:` (not a helper's only line: its callers
+    decide who reports)."""
+    edits = [e for call in unguarded_outputs(m) for e in (fixes.rank_zero_only(call, m) or [])]
+    return edits or None
+
+
 def unguarded_print(m: ScriptModel) -> Hits:
     """Prints every rank runs — not those of the launching process before mp.spawn, not those tagged
     with the pid, and nothing when `print` is replaced to silence other ranks (DINO's, MAE's and
     DeiT's `setup_for_distributed`)."""
-    if not manual_ddp(m) or follow.print_replaced(m):
-        return
-    rank_logging = any(mentions_rank(m, [c]) for c in m.method_calls("setLevel") + m.method_calls("basicConfig"))
-    outputs = m.calls_to("print") + ([] if rank_logging else [
-        c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
-    unguarded = [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
-                 and not _called_with_rank(m, c) and not follow.in_spawn_parent(m, c)
-                 and not follow.tagged_output(m, c.args) and not in_single_process_branch(m, c)]
+    unguarded = unguarded_outputs(m)
     if not unguarded:
         return
     first = min(unguarded, key=lambda c: c.lineno)

@@ -114,7 +114,7 @@ RULES: tuple[Rule, ...] = (
          'print(f"epoch {epoch} loss {loss:.3f}")',
          'if rank == 0:\n    print(f"epoch {epoch} loss {loss:.3f}")',
          "06-rank0-checkpoints", ("output",), ranks.unguarded_print, confidence="low",
-         rewrite=fixes.rank_zero_only),
+         rewrite=ranks.rank_zero_prints),
     Rule("unguarded-tracker", "warning",
          "TensorBoard/W&B logger created on every rank",
          "Each rank opens its own writer: duplicate runs, clashing event files, N copies of every curve.",
@@ -260,7 +260,7 @@ RULES: tuple[Rule, ...] = (
          "let torchrun's environment decide: drop the assignment or the keywords",
          'os.environ["WORLD_SIZE"] = "3"\ndist.init_process_group("gloo", world_size=3, rank=args.rank)',
          'dist.init_process_group("gloo")  # WORLD_SIZE and RANK come from torchrun',
-         "04-ddp-torchrun", ("hang", "launch"), cuda.world_set_by_script, confidence="high",
+         "14-when-it-goes-wrong", ("hang", "launch"), cuda.world_set_by_script, confidence="high",
          rewrite=cuda.drop_world_setting, safety="unsafe"),
 )
 
