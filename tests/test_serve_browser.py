@@ -1,6 +1,6 @@
 """`mgtutor serve` in a real browser: without the token every request is refused (the page, its
-scripts, the websocket); with the printed URL the app's Home renders and `l` opens Lessons. It
-listens on 127.0.0.1 unless --host says otherwise. The app draws on a canvas, so what it rendered
+scripts, the websocket); with the printed URL the app's Home renders and `l` opens Lessons; SIGTERM
+ends the server and the tab's app. It listens on 127.0.0.1 unless --host says otherwise. The app draws on a canvas, so what it rendered
 is read from the websocket frames the browser received (the terminal output)."""
 from __future__ import annotations
 
@@ -52,12 +52,14 @@ def serving(*extra: str) -> Iterator[tuple[str, int, subprocess.Popen[str]]]:
             time.sleep(0.1)
         yield url, port, proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
+        except ProcessLookupError:
+            pass  # the test stopped it already
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        proc.wait(timeout=10)
 
 
 def listening(pid: int, port: int) -> list[str]:
@@ -105,7 +107,7 @@ def test_home_renders_and_l_opens_lessons_in_a_browser(tmp_path):
     requests: list[str] = []
     statuses: list[tuple[str, int]] = []
     errors: list[str] = []
-    with serving() as (url, port, _proc), chromium() as browser:
+    with serving() as (url, port, proc), chromium() as browser:
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.on("request", lambda request: requests.append(request.url))
         page.on("response", lambda response: statuses.append((response.url, response.status)))
@@ -126,6 +128,11 @@ def test_home_renders_and_l_opens_lessons_in_a_browser(tmp_path):
             page.wait_for_timeout(200)
         assert "Check your GPUs and CUDA" in shown_since(start)  # lesson 01 in the Lessons list
         page.screenshot(path=str(tmp_path / "lessons.png"))
+        apps = psutil.Process(proc.pid).children(recursive=True)  # the tab's app (through a shell)
+        assert any("mgtutor.tui" in " ".join(p.cmdline()) for p in apps)
+        os.kill(proc.pid, signal.SIGTERM)  # the server alone, as `kill PID` does: its apps go with it
+        assert proc.wait(timeout=60) == 0
+        assert not [p.pid for p in apps if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert (tmp_path / "lessons.png").stat().st_size > 10_000
     own = (f"http://localhost:{port}/", f"ws://localhost:{port}/")
     assert requests and all(r.startswith(own) for r in requests), requests  # no font from a third party

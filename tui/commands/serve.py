@@ -9,6 +9,7 @@ Without it: 403, the websocket included. It listens on 127.0.0.1 unless `--host`
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hmac
 import re
 import secrets
@@ -94,8 +95,33 @@ def make_server(host: str, port: int, token: str, public_url: str | None = None)
         async def on_startup(self, app: Any) -> None:
             print(startup_text(host, port, self.public_url, token), flush=True)
 
+        async def on_shutdown(self, app: Any) -> None:
+            # before aiohttp waits for the open websockets: their apps go, so the server can too
+            await asyncio.get_running_loop().run_in_executor(None, stop_apps)
+
     return TokenServer(app_command(), host=host, port=port, title="mgtutor",
                        public_url=public_url or f"http://localhost:{port}")
+
+
+def stop_apps(grace_s: float = 5.0) -> int:
+    """SIGTERM every app process this server started (one per browser tab), SIGKILL what is left after
+    `grace_s`; returns how many there were. textual-serve would wait up to a minute for each tab."""
+    import psutil
+
+    apps = psutil.Process().children(recursive=True)
+    for proc in apps:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _gone, alive = psutil.wait_procs(apps, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+    return len(apps)
 
 
 def startup_text(host: str, port: int, public_url: str, token: str) -> str:
