@@ -128,7 +128,6 @@ def main() -> None:
     if args.method == "lightning":
         out = lightning_anchor(args)
     else:
-        torch.backends.cudnn.benchmark = True
         step = TrialStep(step_args(args.model, args.image_size), torch.device("cuda", 0))
         out = truth(step) if args.method == "truth" else accelerate_anchor(step, args.start)
     out.update(method=args.method, model=args.model, image_size=args.image_size, steps_per_trial=STEPS,

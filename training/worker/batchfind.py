@@ -106,8 +106,10 @@ class TrialStep:
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
                "auto": torch.bfloat16 if on_gpu else None}[args.amp]
         self.channels_last = args.channels_last == "on" or (args.channels_last == "auto" and on_gpu)
-        if on_gpu:
-            torch.backends.cudnn.benchmark = True
+        # cuDNN's autotuner would time every convolution again at each new batch (about 9 s a trial for
+        # ResNet-50 on an H200) and its workspace tries fill the allocator's peak, hiding the step's
+        # own memory: trials use cuDNN's heuristic choice, and the proof trains as the trainer does
+        torch.backends.cudnn.benchmark = False
         torch.manual_seed(args.seed)
         model = build_model(args.model, image_size=args.image_size).to(device)
         if self.channels_last:

@@ -159,6 +159,7 @@ def prove(finder: BatchFinder, search: Search, args: argparse.Namespace) -> bool
     if args.prove_steps < 1:
         return True
     began = time.perf_counter()
+    torch.backends.cudnn.benchmark = finder.device.type == "cuda"  # the trainer's own setting
     finder.memory.begin(search.chosen)
     ok, peak = True, 0
     try:
