@@ -125,3 +125,15 @@ def test_bench_maxbatch_without_a_gpu_or_with_bad_input_says_so_in_one_line(monk
 def test_a_prediction_a_little_high_walks_down_near_it_instead_of_bisecting_from_the_small_trials() -> None:
     found, trials = walk(Confirm(3460, floor_fit=825), 3296)
     assert 3296 * 0.995 <= found <= 3296 and trials <= 7
+
+
+def test_train_batch_size_auto_on_cpu_ranks_is_refused_in_one_line(monkeypatch, capsys) -> None:
+    from mgtutor.tui.cli import main
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    monkeypatch.delenv("MGTUTOR_FAKE_CUDA_MEMORY", raising=False)
+    assert main(["train", "--batch-size", "auto"]) == 2
+    assert "--batch-size auto measures GPU memory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:  # argparse's own one-line error
+        main(["train", "--batch-size", "lots"])
+    assert bad.value.code == 2 and "invalid batch size: 'lots' (a number, or auto)" in capsys.readouterr().err

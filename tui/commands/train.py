@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from mgtutor.tui.commands.run import (
 from mgtutor.tui.errors import CliError
 
 WORKER = ["-m", "mgtutor.training.worker.train"]
+FAKE_MEMORY_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (worker/batchfind.py)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,6 +65,9 @@ def check(args: argparse.Namespace) -> str | None:
         return f"--data-dir {args.data_dir}: no such folder"
     if args.cuda_graphs and args.backend == "auto" and not inventory().gpus:
         return "--cuda-graphs needs NVIDIA GPUs, and none was found"
+    if args.batch_size == "auto" and not os.environ.get(FAKE_MEMORY_ENV) and (args.backend == "gloo" or not inventory().gpus):
+        return ("--batch-size auto measures GPU memory, and these ranks have no GPU (gloo runs them on the CPU): "
+                "give a number, e.g. --batch-size 64")
     if args.strategy != "ddp" and args.nproc not in (None, 1):
         return f"--strategy {args.strategy} runs one process: leave out --nproc or use --nproc 1"
     return None
