@@ -65,7 +65,9 @@ def largest_batch(dtype):
 def main():
     if not torch.cuda.is_available():
         raise SystemExit("this step measures GPU memory: it needs an NVIDIA GPU")
-    torch.backends.cudnn.benchmark = True
+    # cuDNN's autotuner would time every convolution again at each new batch, and its workspace tries
+    # would fill the allocator's peak: the heuristic choice keeps each measurement to the step itself
+    torch.backends.cudnn.benchmark = False
     fp32, bf16 = largest_batch(None), largest_batch(torch.bfloat16)
     gain = bf16["predicted"] / fp32["predicted"]
     print(f"fp32: {fp32['per_sample_mib']} MiB per sample, {fp32['fixed_mib']} MiB fixed, largest batch ~{fp32['predicted']}")
