@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.samples import read_samples
 from tests.browser import chromium
 from tests.conftest import mgtutor_argv, no_gpu_env
 from tests.test_report import ISSUE_FIELDS
@@ -48,6 +50,9 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
                "-m", "mgtutor.diagnostics.failures.demo_workers", "world-size", "--timeout", "1800", state=state)
     assert "hang report" in hung.stderr, hung.stderr
     ids = {"failed": run_id(failed), "hung": run_id(hung)}
+    for run in ids.values():  # `mgtutor train` and `mgtutor run` recorded their meters as they went
+        rows = read_samples(RunRecord(state / "mgtutor" / "runs" / run))
+        assert any({m.rank for m in row.ranks} == {0, 1} for row in rows), rows  # both ranks measured
     for run in ids.values():  # a script that printed its secret: the report must take it out of the log
         with (state / "mgtutor" / "runs" / run / "logs" / "rank1.stderr.log").open("a") as log:
             log.write(f"MY_SERVICE_TOKEN={SECRET}\nconnecting with {SECRET}\n")
