@@ -54,3 +54,46 @@ def test_a_fixed_world_size_no_longer_waits_for_a_third_rank(tmp_path):
     assert 'os.environ["WORLD_SIZE"]' not in target.read_text()
     run = mgtutor("run", "--nproc", "2", "--", target.name, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def rank_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("[rank ")]
+
+
+def epoch_orders(out: str) -> dict[str, set[str]]:
+    orders: dict[str, set[str]] = {}
+    for line in rank_lines(out):
+        if " order " in line:
+            orders.setdefault(line.split()[1], set()).add(line.split(" order ")[1])
+    return orders
+
+
+# (script, what the original run shows, what the fixed run shows): the misbehaviour seen in the output
+BEHAVIOUR = {
+    "epoch_order.py": (lambda out: all(len(o) == 1 for o in epoch_orders(out).values()),   # same order each epoch
+                       lambda out: all(len(o) == 3 for o in epoch_orders(out).values())),  # three orders
+    "log_once.py": (lambda out: sum("finished epoch" in line for line in rank_lines(out)) == 4,
+                    lambda out: sum("finished epoch" in line for line in rank_lines(out)) == 2),
+    "local_rank_arg.py": (lambda out: "[rank 1] rank 1 thinks its local rank is 0" in out,
+                          lambda out: "[rank 1] rank 1 thinks its local rank is 1" in out),
+    "old_amp.py": (lambda out: out.count("FutureWarning") == 2, lambda out: "FutureWarning" not in out),
+}
+
+
+@pytest.mark.parametrize("name", BEHAVIOUR)
+def test_a_fixed_script_behaves_where_the_original_did_not(tmp_path, name):
+    target = tmp_path / name
+    shutil.copy(FIX / name, target)
+    before, after = BEHAVIOUR[name]
+    original = mgtutor("run", "--nproc", "2", "--", name, cwd=tmp_path)
+    assert original.returncode == 0 and before(original.stdout), original.stdout[-2000:]
+    assert mgtutor("check", "--fix", name, cwd=tmp_path).returncode in (0, 1)
+    fixed = mgtutor("run", "--nproc", "2", "--", name, cwd=tmp_path)
+    assert fixed.returncode == 0 and after(fixed.stdout), fixed.stdout[-2000:]
+    assert mgtutor("check", "--fix", name, cwd=tmp_path).stdout.endswith("nothing to fix automatically\n"
+                                                                          "  1 more with --unsafe-fixes: "
+                                                                          f"init-no-timeout (line {_init_line(target)})\n")
+
+
+def _init_line(path: Path) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if "init_process_group" in line)

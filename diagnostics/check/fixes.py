@@ -142,7 +142,7 @@ def _sampler_and_loader(m: ScriptModel, node: ast.AST) -> tuple[str | None, str 
     return None, None
 
 
-def _loops_over(m: ScriptModel, refs: list[str]) -> list[ast.For]:
+def _loops_over(m: ScriptModel, refs: list[str]) -> list[ast.For | ast.comprehension]:
     """For loops that iterate one of these (directly, or through enumerate/tqdm), or an attribute
     that was assigned from one (`self.train_data = train_data`)."""
     names = set(refs)
@@ -163,11 +163,11 @@ def _loops_over(m: ScriptModel, refs: list[str]) -> list[ast.For]:
                                 names.add(text(m, s.targets[0]))
     loops = []
     for n in m.nodes:
-        if isinstance(n, ast.For):
+        if isinstance(n, (ast.For, ast.comprehension)):  # `for x in loader:`, `[f(b) for b in loader]`
             iterated = n.iter.args[0] if isinstance(n.iter, ast.Call) and n.iter.args else n.iter
             if text(m, iterated) in names or text(m, n.iter) in names:
                 loops.append(n)
-    return sorted(loops, key=lambda n: n.lineno)
+    return sorted(loops, key=lambda n: n.iter.lineno)
 
 
 def _enclosing_epoch_loop(m: ScriptModel, loop: ast.AST) -> ast.For | None:
