@@ -8,6 +8,7 @@ from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.diagnostics.failures.cuda_missing import user_frame
 from mgtutor.training.runs.record_types import RunMeta
 from mgtutor.training.runs.records import RunRecord
+from mgtutor.tui.cli import main as cli_main
 
 TRACEBACK = """[rank0]: Traceback (most recent call last):
 [rank0]:   File "{script}", line 26, in <module>
@@ -22,7 +23,7 @@ TRACEBACK = """[rank0]: Traceback (most recent call last):
 
 def record_with(tmp_path: Path, backend: str, error: str) -> tuple[RunRecord, Path]:
     script = tmp_path / "demo.py"
-    script.write_text("import torch\n" * 30)
+    script.write_text((Path(__file__).parent / "data" / "check" / "cuda-required.bad.py").read_text())
     record = RunRecord.create("demo-py", root=tmp_path / "runs")
     record.write_meta(RunMeta.from_json({"target": ["demo.py"], "cwd": str(tmp_path), "backend": backend,
                                          "world_size": 1}))
@@ -54,3 +55,11 @@ def test_invalid_device_ordinal_points_at_local_rank(tmp_path):
 def test_a_failure_outside_the_cuda_family_is_left_alone(tmp_path):
     record, _ = record_with(tmp_path, "gloo", "ValueError: bad batch")
     assert all(f.script_frame is None for f in diagnose_run(record))
+
+
+def test_diagnose_prints_the_patch_check_fix_would_write(tmp_path, capsys):
+    record, script = record_with(tmp_path, "gloo", "RuntimeError: Found no NVIDIA driver on your system.")
+    cli_main(["diagnose", str(record.path)])
+    out = capsys.readouterr().out
+    assert f"patch (mgtutor check --fix {script} writes it):" in out
+    assert "-    torch.cuda.set_device(local_rank)" in out and "+        torch.cuda.set_device(local_rank)" in out

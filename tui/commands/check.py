@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from mgtutor.tui.errors import CliError
 
@@ -207,3 +207,15 @@ def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = N
 
 def printable_diff(diff: str) -> str:
     return "".join(printable(line.rstrip("\n")) + "\n" for line in diff.splitlines(keepends=True))
+
+
+def patch_lines(finding: Any) -> list[str]:
+    """The patch `mgtutor check --fix` would write at the user's line a CUDA failure names."""
+    from mgtutor.diagnostics.check.fix import device_patch
+
+    frame = finding.script_frame
+    report = device_patch(frame["file"]) if frame else None
+    if report is None:
+        return []
+    diff = ["    " + printable(line) for line in report.diff().splitlines()]
+    return [f"  patch (mgtutor check --fix {frame['file']} writes it):", *diff[:40]] if frame else []

@@ -10,6 +10,7 @@ from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.training.runs.records import RunRecord, find_run_why, list_runs, runs_root
 from mgtutor.training.runs.safe_io import path_kind
+from mgtutor.tui.commands.check import patch_lines
 from mgtutor.tui.errors import CliError
 
 
@@ -68,6 +69,7 @@ def format_finding(index: int, finding: Finding) -> str:
     lines = [f"{index}. {finding.kind}{detail} — {who}", f"   {finding.summary}", f"   fix: {finding.fix}"]
     for ev in finding.evidence:
         lines.append(f"   evidence {ev['file']}:{ev['line']}: {ev['text']}")
+    lines += [" " + line for line in patch_lines(finding)]
     lines.append(f"   lesson: {finding.lesson}  (mgtutor lessons show {finding.lesson})")
     return "\n".join(lines)
 

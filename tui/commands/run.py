@@ -11,6 +11,7 @@ from typing import TextIO
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
+from mgtutor.tui.commands.check import patch_lines
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan
@@ -169,18 +170,6 @@ def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
     rest = f" ({more} more finding{'s' if more != 1 else ''})" if more > 0 else ""
     lines.append(f"  details{rest}: mgtutor diagnose {run_id}")
     return "\n".join(lines)
-
-
-def patch_lines(finding: Finding) -> list[str]:
-    """The patch `mgtutor check --fix` would write at the user's line a CUDA failure names."""
-    from mgtutor.diagnostics.check.fix import device_patch
-
-    frame = finding.script_frame
-    report = device_patch(frame["file"]) if frame else None
-    if report is None:
-        return []
-    diff = ["    " + "".join(ch if ch.isprintable() else "?" for ch in line) for line in report.diff().splitlines()]
-    return [f"  patch (mgtutor check --fix {frame['file']} writes it):", *diff[:40]] if frame else []
 
 
 def put(text: str, stream: TextIO) -> None:
