@@ -6,7 +6,9 @@ cut the work itself), for at least MIN_STEPS steps. When the step is already one
 (`--cuda-graphs auto` said on), the compiled model runs inside that graph: fused kernels and one
 launch per step. At small images the whole-step graph already removes what limits the step
 (launching kernels from Python), so compiling gains little there for a run's worth of steps.
-Short runs and CPU ranks stay eager unless `--compile` names a mode.
+Short runs and CPU ranks stay eager unless `--compile` names a mode. With several ranks the
+compiled backward is one autograd node, so the bucketed all-reduce starts when it ends rather than
+while it runs (measured on one GPU only; what that costs on several is not known yet).
 
 Inductor's caches (FX graphs, autotuning, Triton kernels) live under mgtutor's own cache folder,
 so the second run of the same model and shape skips most of the compiling.
