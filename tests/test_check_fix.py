@@ -221,6 +221,23 @@ CASES = {
 
         dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
         ''')),
+    "timeout-one-argument-a-line": ({"init-no-timeout"}, d('''
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            backend="gloo",
+            init_method="env://",
+        )
+        '''), d('''
+        import datetime
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            backend="gloo",
+            init_method="env://",
+            timeout=datetime.timedelta(minutes=5),
+        )
+        ''')),
     "world-from-torchrun": ({"world-set-by-script"}, d('''
         import os
 

@@ -203,9 +203,12 @@ def _with_keyword(call: cst.CSTNode, name: str, code: str) -> cst.Call:
         last = args[-1]
         if last.comma is cst.MaybeSentinel.DEFAULT or isinstance(last.comma, cst.MaybeSentinel):
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        else:  # a trailing comma (often before a closing paren on its own line): keep the layout
+        else:  # a trailing comma (often before a closing paren on its own line): keep the layout, the
+            # new argument on a line of its own, indented like the others
             new = new.with_changes(comma=last.comma)
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=last.comma.whitespace_after))
+            between = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) \
+                else last.comma.whitespace_after
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between))
     return call.with_changes(args=[*args, new])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, keyword, last_name, walk_local,
@@ -86,6 +87,8 @@ def rank_zero_test(m: ScriptModel, node: ast.AST, edits: list[Edit], env: str = 
             for spelled in (name, f"self.{name}", f"ddp_{name}"):
                 if spelled in in_scope:
                     return f"{spelled} == 0"
+    if follow.spawn_targets(m):  # mp.spawn sets no RANK in the environment: only a name in scope tells
+        raise LookupError("rank")
     return f'int({module_name(m, "os", edits)}.environ.get("{env}", "0")) == 0'
 
 
