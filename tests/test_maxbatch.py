@@ -137,3 +137,10 @@ def test_train_batch_size_auto_on_cpu_ranks_is_refused_in_one_line(monkeypatch, 
     with pytest.raises(SystemExit) as bad:  # argparse's own one-line error
         main(["train", "--batch-size", "lots"])
     assert bad.value.code == 2 and "invalid batch size: 'lots' (a number, or auto)" in capsys.readouterr().err
+
+
+def test_the_monitor_form_passes_batch_size_auto_to_the_trainer() -> None:
+    from mgtutor.tui.widgets.launch_form import FormValues, build_launch
+
+    spec, command = build_launch(FormValues(batch_size="auto", backend="nccl", nproc="1"))
+    assert spec.target[spec.target.index("--batch-size") + 1] == "auto" and "--batch-size auto" in command

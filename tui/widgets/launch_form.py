@@ -85,7 +85,8 @@ def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
             raise FormError(f"data {values.data} needs a data folder (a local copy; nothing is downloaded) "
                             "— or choose synthetic")
         target = ["-m", TRAINER_MODULE, "--model", values.model, "--data", values.data,
-                  "--batch-size", str(_positive("batch size", values.batch_size)),
+                  "--batch-size", "auto" if values.batch_size.strip() == "auto" else  # the batch finder picks it
+                  str(_positive("batch size", values.batch_size)),
                   "--steps", str(_positive("steps", values.steps)),
                   "--log-every", str(_positive("log every", values.log_every)),
                   "--amp", values.amp, "--compile", values.compile]
