@@ -13,7 +13,7 @@ from mgtutor.training.runs.event_types import BatchResultEvent, BatchTrialEvent,
 from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.session import RunSession, follow_to_end
 
 WORKER = ["-m", "mgtutor.training.worker.maxbatch"]
 GIB = 1 << 30
@@ -126,15 +126,5 @@ def run_finder(options: FinderOptions, on_line: Callable[[int | None, str], None
     run = start(options)
     if on_start:
         on_start(run)
-    session = RunSession(run.record, run, timeout_s=timeout_s)
-    final = None
-    try:
-        for update in session.updates():
-            for rank, _stream, line in update.lines:
-                if on_line:
-                    on_line(rank, line)
-            if update.final:
-                final = update
-    finally:
-        final = final or session.stop()  # left early (an exception here): no rank outlives the caller
+    follow_to_end(RunSession(run.record, run, timeout_s=timeout_s), on_line)
     return run, answer(run.record)

@@ -10,7 +10,7 @@ from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.rank import MEMORY_ENV
 from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.session import RunSession, follow_to_end
 
 
 class RerunError(Exception):
@@ -27,15 +27,5 @@ def rerun_with_memory(record: RunRecord, on_line: Callable[[int | None, str], No
                             env={MEMORY_ENV: "1"}, cwd=meta.cwd or None))
     if on_start:
         on_start(run)
-    session = RunSession(run.record, run, timeout_s=timeout_s, diagnose=diagnose_with_hangs)
-    final = None
-    try:
-        for update in session.updates():
-            for rank, _stream, line in update.lines:
-                if on_line:
-                    on_line(rank, line)
-            if update.final:
-                final = update
-    finally:
-        final = final or session.stop()
+    final = follow_to_end(RunSession(run.record, run, timeout_s=timeout_s, diagnose=diagnose_with_hangs), on_line)
     return run, list(final.findings)

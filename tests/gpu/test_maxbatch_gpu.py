@@ -12,23 +12,13 @@ import pickle
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from conftest import mgtutor_argv
 from tests.gpu.gpu_helpers import gpu_env
+from tests.gpu.test_one_gpu import one_gpu  # noqa: F401  (the fixture: skips without an NVIDIA GPU)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "memory"
 SAVE = os.environ.get("MGTUTOR_SAVE_OOM")  # a folder: keep the real OOM logs there (tests/data fixtures)
-
-
-@pytest.fixture(scope="module")
-def one_gpu():
-    from mgtutor.training.runs.nvml import inventory
-
-    inv = inventory()
-    if not inv.gpus:
-        pytest.skip(f"needs an NVIDIA GPU ({inv.error})")
-    return inv
 
 
 def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:

@@ -222,3 +222,19 @@ class RunSession:
             self._stopped, self._stop_signal = True, signum
             self.run.stop(grace=grace)
         return self.finish()
+
+
+def follow_to_end(session: RunSession, on_line: Callable[[int | None, str], None] | None = None) -> Update:
+    """Every rank line to `on_line` as it comes, until the run ends; returns the final update. Leaving
+    early (an exception in `on_line`, or in the caller's thread) stops the run: no rank outlives it."""
+    final = None
+    try:
+        for update in session.updates():
+            if on_line:
+                for rank, _stream, line in update.lines:
+                    on_line(rank, line)
+            if update.final:
+                final = update
+    finally:
+        final = final or session.stop()
+    return final
