@@ -144,3 +144,14 @@ def test_the_monitor_form_passes_batch_size_auto_to_the_trainer() -> None:
 
     spec, command = build_launch(FormValues(batch_size="auto", backend="nccl", nproc="1"))
     assert spec.target[spec.target.index("--batch-size") + 1] == "auto" and "--batch-size auto" in command
+
+
+@pytest.mark.integration
+def test_train_batch_size_auto_never_picks_more_than_an_epoch_holds() -> None:
+    fake = {"fixed": 100_000_000, "per_sample": 1_000_000, "capacity": {"*": 4_000_000_000}}
+    env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(fake))
+    proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "2", "--batch-size", "auto",
+                                       "--dataset-size", "400", "--steps", "1", "--log-every", "1"),
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "measured maximum 200 " in proc.stdout  # 400 samples on 2 ranks: one step of 200 each at most

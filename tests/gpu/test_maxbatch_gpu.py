@@ -12,7 +12,6 @@ import pickle
 import subprocess
 from pathlib import Path
 
-
 from conftest import mgtutor_argv
 from tests.gpu.gpu_helpers import gpu_env
 from tests.gpu.test_one_gpu import one_gpu  # noqa: F401  (the fixture: skips without an NVIDIA GPU)

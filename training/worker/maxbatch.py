@@ -85,6 +85,8 @@ def choose_batch(args: argparse.Namespace, rank: int, world_size: int, device: t
     for name, default in (("margin", 5.0), ("max_batch", None)):
         if not hasattr(args, name):
             setattr(args, name, default)
+    if args.data == "synthetic":  # an epoch must hold one step per rank at least
+        args.max_batch = min(args.max_batch or 1 << 40, args.dataset_size // (world_size * args.grad_accum))
     finder = BatchFinder(args, rank, world_size, device, agreement_group(world_size), _say)
     search = finder.find()
     finder.close()
