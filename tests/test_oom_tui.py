@@ -88,3 +88,14 @@ async def test_troubleshoot_oom_runs_the_newest_script_again_with_memory(monkeyp
         assert again.meta().env.get("MGTUTOR_MEMORY_HISTORY") == "1" and again.meta().target == first.record.meta().target
         assert "no CUDA device in this rank" in again.rank_log(1, "stderr").read_text()
         assert screen.findings and screen.findings[0].kind == "cuda_oom"
+
+
+def test_the_batch_finder_takes_the_model_of_the_newest_trainer_run(tmp_path: Path) -> None:
+    from mgtutor.training.runs.records import RunMeta
+    from mgtutor.tui.screens.troubleshoot_oom import last_trainer_model
+
+    assert last_trainer_model() == ("resnet50", 224)  # no runs yet
+    record = RunRecord.create("train-resnet18")
+    record.write_meta(RunMeta(run_id=record.run_id, target=["-m", "mgtutor.training.worker.train", "--model",
+                                                            "resnet18", "--image-size", "96"]))
+    assert last_trainer_model() == ("resnet18", 96)

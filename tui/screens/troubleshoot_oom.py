@@ -26,6 +26,23 @@ OOM_HINT = ("b: find the largest batch that fits (built-in trainer) · w: run th
             "with --memory (what filled the GPU)")
 
 
+def last_trainer_model(scan: int = 20) -> tuple[str, int]:
+    """The model and image size of the newest run of the built-in trainer (resnet50 at 224 when none)."""
+    for record in list(list_runs())[:scan]:
+        try:
+            target = record.meta().target
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        if "mgtutor.training.worker.train" in target:
+            def value(flag: str, default: str) -> str:
+                return target[target.index(flag) + 1] if flag in target[:-1] else default
+            try:
+                return value("--model", "tinycnn"), int(value("--image-size", "32"))
+            except ValueError:
+                break
+    return "resnet50", 224
+
+
 class OomActions:
     """action_find_batch and action_memory_rerun for TroubleshootScreen (bindings b and w)."""
 
@@ -53,8 +70,10 @@ class OomActions:
             self.busy = False
             self.set_status("[yellow]the batch finder measures GPU memory, and no NVIDIA GPU was found[/]")  # type: ignore[attr-defined]
             return
-        self.set_status("batch finder running: every rank tries each batch; trials below as they end…")  # type: ignore[attr-defined]
-        self.find_batch_worker(FinderOptions(model="resnet50", image_size=224, prove_steps=10))
+        model, size = last_trainer_model()
+        self.set_status(f"batch finder running for {model} at {size}×{size}: every rank tries each batch; "  # type: ignore[attr-defined]
+                        "trials below as they end…")
+        self.find_batch_worker(FinderOptions(model=model, image_size=size, prove_steps=10))
 
     def action_memory_rerun(self) -> None:
         if not self._oom_ready():
