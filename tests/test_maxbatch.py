@@ -155,3 +155,8 @@ def test_train_batch_size_auto_never_picks_more_than_an_epoch_holds() -> None:
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "measured maximum 200 " in proc.stdout  # 400 samples on 2 ranks: one step of 200 each at most
+
+
+def test_a_line_too_flat_to_predict_still_walks_up_to_the_edge() -> None:
+    found, trials = walk(Confirm(33, floor_fit=32), 5000)
+    assert 5000 * 0.995 <= found <= 5000 and trials <= 30

@@ -228,7 +228,8 @@ class BatchFinder:
         self.say(f"batch finder: memory line {search.line.fixed_bytes / 2**30:.2f} GiB fixed + "
                  f"{search.line.per_sample_bytes / 2**20:.2f} MiB per sample; "
                  f"{search.budget_bytes / 2**30:.1f} GiB usable on rank 0 → predicted maximum {search.predicted}")
-        confirm = Confirm(search.predicted, cap=self.args.max_batch, floor_fit=floor_fit)
+        # a line too flat to predict (a tiny model whose batch barely shows) starts just above the last fit
+        confirm = Confirm(max(search.predicted, floor_fit + 1), cap=self.args.max_batch, floor_fit=floor_fit)
         while (next_batch := confirm.next_batch()) is not None and len(search.trials) < MAX_TRIALS:
             confirm.record(next_batch, self.trial(search, next_batch, "confirm")[0].fits)
         search.measured_max = confirm.best_fit
