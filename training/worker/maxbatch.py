@@ -162,9 +162,9 @@ def prove(finder: BatchFinder, search: Search, args: argparse.Namespace) -> bool
         return True
     began = time.perf_counter()
     torch.backends.cudnn.benchmark = finder.device.type == "cuda"  # the trainer's own setting
-    finder.memory.begin(search.chosen)
     ok, peak = True, 0
     try:
+        finder.memory.begin(search.chosen)
         finder.step.run(search.chosen, args.prove_steps)
         peak = finder.memory.peak(search.chosen)
     except Exception as exc:
