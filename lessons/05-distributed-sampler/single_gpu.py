@@ -48,7 +48,7 @@ def main():
             optimizer.step()
         print(f"epoch {epoch}: loss {loss.item():.4f}")
         report(epoch=epoch, indices=seen, dataset_size=len(data))
-    torch.save(model.state_dict(), "single_gpu.pt")
+    torch.save(model.state_dict(), os.path.join(os.environ.get("MGTUTOR_RUN_DIR", "."), "single_gpu.pt"))
     report(weight_sum=round(float(sum(p.sum() for p in model.parameters())), 6))
 
 

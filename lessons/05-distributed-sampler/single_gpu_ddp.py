@@ -69,7 +69,7 @@ def main():
             print(f"epoch {epoch}: loss {loss.item():.4f}")
         report(epoch=epoch, indices=seen, dataset_size=len(data))
     if int(os.environ.get("RANK", "0")) == 0:
-        torch.save(model.module.state_dict(), "single_gpu.pt")
+        torch.save(model.module.state_dict(), os.path.join(os.environ.get("MGTUTOR_RUN_DIR", "."), "single_gpu.pt"))
     report(weight_sum=round(float(sum(p.sum() for p in model.parameters())), 6))
 
 
