@@ -117,3 +117,27 @@ def test_cli_shows_a_diff_writes_a_new_file_and_never_overwrites(tmp_path, capsy
     assert data["changed"] and data["written"] == str(script) and script.read_text() == new.read_text()
     assert cli_main(["convert", str(tmp_path / "missing.py")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_wrapped_models_state_dict_goes_through_module_on_save_and_load():
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def main(device):
+            model = torch.nn.Linear(4, 1)
+            model.load_state_dict(torch.load("start.pt"))  # before the wrap: the plain model
+            model = model.to(device)
+            torch.save(model.state_dict(), "end.pt")
+            model.load_state_dict(torch.load("end.pt"))
+
+
+        if __name__ == "__main__":
+            device = 0
+            main(device)
+        ''')
+    after = convert_source(source, "t.py").after
+    assert '    model.load_state_dict(torch.load("start.pt", map_location="cpu"))  # before the wrap: the plain model\n' in after
+    assert "    model = model.to(device)\n    model = DDP(model)\n" in after
+    assert ('        torch.save(model.module.state_dict(), "end.pt")\n    if dist.is_initialized():\n'
+            '        dist.barrier()\n    model.module.load_state_dict(torch.load("end.pt"))\n') in after

@@ -272,6 +272,21 @@ def rank_zero_only(node: ast.AST, m: ScriptModel) -> Edits:
     return [*edits, Edit("wrap", where(stmt, m.lines), test)]
 
 
+def rank_zero_save(node: ast.AST, m: ScriptModel) -> Edits:
+    """The save on rank 0; when the script also loads checkpoints, a barrier after it, so that no
+    rank reads the file before rank 0 has written it (every rank reaches the barrier: the finding is
+    a save every rank runs)."""
+    edits = rank_zero_only(node, m)
+    stmt = alone_on_its_statement(m, node)
+    if not edits or stmt is None or not m.calls_to("torch.load", bare=False):
+        return edits
+    try:
+        dist = module_name(m, "torch.distributed", edits)
+    except LookupError:
+        return edits
+    return [*edits, Edit("after", where(stmt, m.lines), f"if {dist}.is_initialized():\n    {dist}.barrier()")]
+
+
 def _only_statement_of_a_helper(m: ScriptModel, stmt: ast.stmt) -> bool:
     fn = m.parent.get(stmt)
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):

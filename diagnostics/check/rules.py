@@ -106,7 +106,7 @@ RULES: tuple[Rule, ...] = (
          'torch.save(model.state_dict(), "ckpt.pt")',
          'if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), "ckpt.pt")',
          "06-rank0-checkpoints", ("output",), ranks.unguarded_checkpoint,
-         rewrite=fixes.rank_zero_only),
+         rewrite=fixes.rank_zero_save),
     Rule("unguarded-print", "advice",
          "print/logging runs on every rank",
          "Each message appears once per GPU, interleaved; with 8 GPUs the log is 8 times longer and harder to read.",
