@@ -73,3 +73,27 @@ async def test_monitor_check_panel_offers_the_same_diff(tmp_path):
         await pilot.press("escape")
         await wait_for_app(pilot, lambda: app.screen is screen)
         assert script.read_text() == SCRIPT.read_text()
+
+
+async def test_troubleshoot_offers_the_patch_for_the_line_a_diagnosis_names(tmp_path):
+    """A run that died in the user's torch.cuda.set_device: g diagnoses it, F shows the patch."""
+    from mgtutor.training.runs.record_types import RunMeta
+    from mgtutor.training.runs.records import RunRecord
+
+    script = tmp_path / "demo.py"
+    script.write_text(SCRIPT.read_text())
+    record = RunRecord.create("demo-py")
+    record.write_meta(RunMeta.from_json({"target": ["demo.py"], "cwd": str(tmp_path), "backend": "gloo"}))
+    (record.path / "logs" / "rank0.stderr.log").write_text(
+        f'Traceback (most recent call last):\n  File "{script}", line 12, in setup\n'
+        "    torch.cuda.set_device(local_rank)\nRuntimeError: Found no NVIDIA driver on your system.\n")
+    app = MgTutorApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        await pilot.press("g")
+        await wait_for_app(pilot, lambda: bool(screen.findings))
+        assert screen.findings[0].script_frame["line"] == 12
+        await pilot.press("F")
+        patch = await wait_for_app(pilot, lambda: app.screen if isinstance(app.screen, PatchScreen) else None)
+        assert "+    if torch.cuda.is_available():" in patch.plain

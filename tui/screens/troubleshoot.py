@@ -218,10 +218,13 @@ class TroubleshootScreen(OomActions, Screen):
         self.query_one("#ts-script-findings", ScriptFindings).show(heading, findings)
 
     def action_show_patch(self) -> None:
-        if self.script is None:
+        """The script read with s, else the one a diagnosis names (a CUDA line of the user's)."""
+        framed = next((f.script_frame["file"] for f in self.findings if f.script_frame), None)
+        script = self.script or (Path(framed) if framed else None)
+        if script is None:
             self.notify("s: give your training script first")
         else:
-            self.patch_worker(self.script)
+            self.patch_worker(script)
 
     @work(thread=True, exclusive=True, group="ts-patch")
     def patch_worker(self, script: Path) -> None:
@@ -325,6 +328,8 @@ class TroubleshootScreen(OomActions, Screen):
         box.remove_children()
         if findings:
             box.mount_all(Static(card_markup(i, f), classes="fix-card") for i, f in enumerate(findings, 1))
+            if any(f.script_frame for f in findings):
+                box.mount(Static("[dim]F: the patch mgtutor check --fix would write into your script[/dim]"))
         # the answer goes where the user looks: at 80×24 it is drawn below the fold otherwise
         self.call_after_refresh(self._reveal, "#ts-status")
 
