@@ -63,3 +63,19 @@ def test_two_ranks_on_a_one_gpu_machine_run_on_the_cpu_and_match(converted):
     loss, out = ddp_loss(converted, 2, "--backend", "gloo")
     print(f"two gloo ranks: one-process CPU loss {reference:.8f}, converted {loss:.8f}")
     assert abs(loss - reference) <= 1e-5 * reference
+
+
+@pytest.mark.parametrize("name", ["seed_demo.py", "multigpu_torchrun_shape.py"])
+def test_a_fixed_script_keeps_its_gpu_path(converted, tmp_path, name):  # converted: skips without a GPU
+    """check --fix adds CPU branches; on a GPU the script must still run on NCCL and its GPU (one rank
+    here; the two-GPU suite would need two)."""
+    fixtures = Path(__file__).parent.parent / "data" / "check" / "fix"
+    target = tmp_path / name
+    target.write_text((fixtures / name).read_text())
+    fixed = subprocess.run(mgtutor_argv("check", "--fix", str(target)), capture_output=True, text=True, timeout=60,
+                           env=gpu_env())
+    assert "fixed" in fixed.stdout, fixed.stdout
+    run = subprocess.run(mgtutor_argv("run", "--nproc", "1", "--", str(target)), capture_output=True, text=True,
+                         timeout=300, env=gpu_env() | {"NCCL_DEBUG": "INFO"}, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "NCCL INFO" in run.stdout + run.stderr  # the script's own "nccl if a GPU is there" chose NCCL
