@@ -6,6 +6,7 @@
 #   bash tests/gpu/device_check.sh lessons   # every lesson's steps on the GPUs
 #   bash tests/gpu/device_check.sh overhead  # mgtutor run vs plain torchrun, 2 ranks, 9 pairs
 #   bash tests/gpu/device_check.sh one [-k …] # what one GPU can show (tests/gpu/test_one_gpu.py)
+#   bash tests/gpu/device_check.sh convert   # check --fix and convert on one GPU (tests/gpu/test_convert_gpu.py)
 #   bash tests/gpu/device_check.sh report    # a 1-GPU run's report and its NVML charts (needs matplotlib's wheels)
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
 # what it did. BUDGET_S (default 570) stops a part after that many seconds.
@@ -22,6 +23,7 @@ case "${1:-}" in
   overhead) timeout "$budget" python3 tests/bench/overhead.py --gpu --nproc 2 --pairs 9 --work 2000 \
               --out "$OUT/overhead_gpu2.json" 2>&1 | tee "$OUT/overhead_gpu2.txt" ;;
   one) pytest_gpu tests/gpu/test_one_gpu.py "${@:2}" 2>&1 | tee "$OUT/gpu_one.txt" ;;
+  convert) pytest_gpu tests/gpu/test_convert_gpu.py 2>&1 | tee "$OUT/gpu_convert.txt" ;;
   report) pytest_gpu tests/gpu/test_report_gpu.py 2>&1 | tee "$OUT/gpu_report.txt" ;;
-  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|report"; exit 2 ;;
+  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report"; exit 2 ;;
 esac

@@ -41,10 +41,11 @@ def one_process(device: str, batch: int, cwd: Path) -> float:
 
 
 def ddp_loss(converted: Path, nproc: int, *args: str) -> tuple[float, str]:
-    """Each rank's batch is 32/nproc, so a step reads the one-process run's 32 samples."""
+    """Each rank's batch is 32/nproc, so a step reads the one-process run's 32 samples. One GPU is
+    visible, whatever the machine has: the case is a one-GPU machine."""
     proc = subprocess.run(mgtutor_argv("run", "--nproc", str(nproc), *args, "--", str(converted), "--no-shuffle",
                                        "--batch-size", str(32 // nproc)), capture_output=True,
-                          text=True, timeout=300, env=gpu_env(), cwd=converted.parent)
+                          text=True, timeout=300, env=gpu_env() | {"CUDA_VISIBLE_DEVICES": "0"}, cwd=converted.parent)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     found = LOSS.findall(proc.stdout)
     assert len(found) == 1, proc.stdout[-2000:]  # rank 0 alone prints
