@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from mgtutor.diagnostics.check import fixes, fixes_amp, match
+from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_epoch, match
 from mgtutor.diagnostics.check import match_cuda as cuda
 from mgtutor.diagnostics.check import match_data as data
 from mgtutor.diagnostics.check import match_ranks as ranks
@@ -81,7 +81,7 @@ RULES: tuple[Rule, ...] = (
          "for epoch in range(epochs):\n    for x, y in loader:",
          "for epoch in range(epochs):\n    sampler.set_epoch(epoch)\n    for x, y in loader:",
          "05-distributed-sampler", ("data",), match.sampler_without_set_epoch,
-         rewrite=fixes.set_epoch),
+         rewrite=fixes_epoch.set_epoch),
     Rule("no-set-device", "warning",
          "NCCL is used but no torch.cuda.set_device(local_rank) and no DDP device_ids",
          "Every rank's current CUDA device stays GPU 0: whatever goes to \"cuda\" or .cuda() lands there, and "
