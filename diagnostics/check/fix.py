@@ -22,7 +22,9 @@ from mgtutor.diagnostics.check.edits import apply_edits
 from mgtutor.diagnostics.check.model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, Rule
-from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_source, decode_source, parse
+from mgtutor.diagnostics.check.script import (
+    CheckError, CheckFinding, check_source, decode_source, parse, read_script,
+)
 
 MAX_STEPS = 80   # fixes per file; each removes a finding, so a script needs far fewer
 
@@ -142,14 +144,7 @@ def fix_file(path: str | Path, unsafe: bool = False, write: bool = False, projec
              only: set[str] | None = None) -> FixReport:
     """With `write`, the fixed text replaces the file (same encoding, atomically)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise CheckError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise CheckError(f"{path} is a directory, not a Python script") from None
-    except OSError as exc:
-        raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
+    data = read_script(path)
     report = fix_source(decode_source(data, str(path)), str(path), unsafe, project or Project(path.parent), only)
     if write and report.changed:
         write_text(path, report.after, data)

@@ -60,6 +60,11 @@ def check_file(path: str | Path, project: Project | None = None) -> list[CheckFi
     """One script; calls into modules it imports from its own folder (`utils`, `util.misc`) are
     followed the way Python would import them, through `project` (default: the script's folder)."""
     path = Path(path)
+    return check_bytes(read_script(path), str(path), project or Project(path.parent))
+
+
+def read_script(path: Path) -> bytes:
+    """The script's bytes, or CheckError with one line that says why not (check, --fix and convert)."""
     try:
         if path.is_dir():
             raise CheckError(f"{path} is a directory, not a Python script")
@@ -78,7 +83,7 @@ def check_file(path: str | Path, project: Project | None = None) -> list[CheckFi
         raise CheckError(f"cannot read {path}: {exc.strerror}") from None
     except OSError as exc:
         raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return check_bytes(data, str(path), project or Project(path.parent))
+    return data
 
 
 def check_bytes(data: bytes, filename: str = "<script>", project: Project | None = None) -> list[CheckFinding]:

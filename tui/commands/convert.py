@@ -39,23 +39,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from mgtutor.diagnostics.check.convert import convert_source
     from mgtutor.diagnostics.check.fix import unified_diff, write_text
-    from mgtutor.diagnostics.check.script import CheckError, decode_source
+    from mgtutor.diagnostics.check.script import CheckError, decode_source, read_script
 
     path = Path(args.script)
     output = Path(args.output) if args.output else None
     if output is not None and output.exists():
         raise CliError(f"{output} exists; convert never writes over a file (use --fix to rewrite {path} in place)")
     try:
-        data = path.read_bytes()
+        data = read_script(path)
         report = convert_source(decode_source(data, str(path)), str(path))
     except CheckError as exc:
         raise CliError(str(exc)) from None
-    except FileNotFoundError:
-        raise CliError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise CliError(f"{path} is a folder; convert reads one script") from None
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     diff = unified_diff(report.before, report.after, str(path))
     try:
         if args.fix:

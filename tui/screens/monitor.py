@@ -36,7 +36,7 @@ from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
 from mgtutor.tui.screens.report_key import report_in_background
-from mgtutor.tui.screens.patch import PatchScreen, script_patch
+from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.widgets.check_panel import CheckPanel
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from mgtutor.tui.widgets.hang_panel import HangPanel
@@ -51,7 +51,7 @@ RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab",
             "copy_path", "new_run", "open_lesson", "toggle_check", "stacks", "report"}
 
 
-class MonitorScreen(HangHook, Screen):
+class MonitorScreen(HangHook, OffersPatch, Screen):
     TITLE = "Monitor"
     AUTO_FOCUS = "#f-kind"  # the launch form's first field: Enter launches at once
     BINDINGS = [
@@ -266,19 +266,11 @@ class MonitorScreen(HangHook, Screen):
                                            "after 10 s.", yes="Stop (y)", no="Keep running (n)"), decided)
 
     def action_show_patch(self) -> None:
-        self.patch_worker(self.query_one(CheckPanel).script)
+        self.show_patch_of(self.query_one(CheckPanel).script)
 
-    @work(thread=True, exclusive=True, group="monitor-patch")
-    def patch_worker(self, script: str) -> None:
-        report = script_patch(script)
-        if isinstance(report, str):
-            self.app.call_from_thread(self.notify, report, severity="warning")
-        else:
-            self.app.call_from_thread(self.app.push_screen, PatchScreen(report), self._patched)
-
-    def _patched(self, written: bool | None) -> None:
+    def patch_written(self) -> None:
         panel = self.query_one(CheckPanel)
-        if written and panel.script:
+        if panel.script:
             self.check_token += 1
             script = panel.script
             panel.checking(script)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -92,9 +92,27 @@ class PatchScreen(ModalScreen[bool]):
         self.app.call_from_thread(self.dismiss, True)
 
 
-def script_patch(script: str | Path) -> FixReport | str:
-    """The safe fixes of a script, or why there are none to show (for the panels' workers)."""
-    try:
-        return fix_file(script)
-    except CheckError as exc:
-        return str(exc)
+class OffersPatch:
+    """For a screen with a check panel: `show_patch_of(script)` reads the fixes in a thread and opens
+    the PatchScreen; `patch_written()` is called after the user wrote them (check the script again)."""
+
+    app: App
+
+    def show_patch_of(self, script: str | Path) -> None:
+        self._patch_worker(script)
+
+    @work(thread=True, exclusive=True, group="patch")
+    def _patch_worker(self, script: str | Path) -> None:
+        try:
+            report = fix_file(script)
+        except CheckError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), severity="warning")
+            return
+        self.app.call_from_thread(self.app.push_screen, PatchScreen(report), self._patch_closed)
+
+    def _patch_closed(self, written: bool | None) -> None:
+        if written:
+            self.patch_written()
+
+    def patch_written(self) -> None:
+        """The fixes are in the file now."""

@@ -25,7 +25,7 @@ from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs
 from mgtutor.tui.messages import RunStarted
-from mgtutor.tui.screens.patch import PatchScreen, script_patch
+from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.screens.troubleshoot_oom import OOM_HINT, OOM_SYMPTOM, OomActions
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.script_findings import ScriptFindings
@@ -65,7 +65,7 @@ def last_run_script(scan: int = 20) -> Path | None:
     return None
 
 
-class TroubleshootScreen(OomActions, Screen):
+class TroubleshootScreen(OomActions, OffersPatch, Screen):
     TITLE = "Troubleshoot"
     BINDINGS = [
         Binding("c", "checks", "Checks", tooltip="run the checks that tell this symptom's causes apart"),
@@ -224,19 +224,10 @@ class TroubleshootScreen(OomActions, Screen):
         if script is None:
             self.notify("s: give your training script first")
         else:
-            self.patch_worker(script)
+            self.show_patch_of(script)
 
-    @work(thread=True, exclusive=True, group="ts-patch")
-    def patch_worker(self, script: Path) -> None:
-        report = script_patch(script)
-        if isinstance(report, str):
-            self.app.call_from_thread(self.notify, report, severity="warning")
-        else:
-            self.app.call_from_thread(self.app.push_screen, PatchScreen(report), self._patched)
-
-    def _patched(self, written: bool | None) -> None:
-        if written:
-            self.refresh_script_findings()
+    def patch_written(self) -> None:
+        self.refresh_script_findings()
 
     # demos
     def action_next_demo(self) -> None:
