@@ -95,6 +95,14 @@ def test_what_it_cannot_convert_is_listed_with_line_and_why():
     assert "DataLoader(make_set(), batch_size=8, shuffle=True)" in report.after  # left as it was
 
 
+def test_data_that_is_not_a_dataloader_is_listed():
+    report = convert_source((Path(__file__).parent.parent / "lessons" / "02-single-gpu-baseline" / "example.py")
+                            .read_text(), "example.py")
+    assert report.not_converted == [(1, "no DataLoader: every rank trains on the same data; give each rank its own "
+                                        "shard by hand (a DistributedSampler, or slices by rank)")]
+    assert "model = DDP(model)" in report.after
+
+
 def test_a_script_without_a_main_block_is_refused_clearly():
     with pytest.raises(CheckError, match="no `if __name__ == \"__main__\":` block"):
         convert_source("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n", "t.py")

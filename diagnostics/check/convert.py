@@ -148,6 +148,9 @@ def _module_prefix(m: ScriptModel, wrap: ast.Assign, target: str) -> list[Edit]:
 def _samplers(m: ScriptModel, report: Conversion) -> list[Edit]:
     edits: list[Edit] = []
     loaders = m.calls_to(*DATALOADER)
+    if not loaders:
+        report.not_converted.append((1, "no DataLoader: every rank trains on the same data; give each rank its "
+                                        "own shard by hand (a DistributedSampler, or slices by rank)"))
     training = [c for c in loaders if constant(keyword(c, "shuffle")) is not False] or loaders[:1]
     for call in loaders:
         dataset = call.args[0] if call.args else keyword(call, "dataset")
