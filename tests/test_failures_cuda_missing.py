@@ -41,7 +41,7 @@ def test_no_driver_on_a_gloo_run_names_the_line_and_not_the_backend_flag(tmp_pat
     record, script = record_with(tmp_path, "gloo", "RuntimeError: Found no NVIDIA driver on your system.")
     finding = next(f for f in diagnose_run(record) if f.kind == "no_cuda_driver")
     assert finding.summary.startswith("Your script asks for CUDA at demo.py:12 (`torch.cuda.set_device(local_rank)`).")
-    assert "--backend gloo" not in finding.fix and "The run already used gloo" in finding.fix
+    assert "--backend gloo" not in finding.fix and finding.fix.startswith("The run already used gloo. The script asks")
     assert f"mgtutor check --fix {script}" in finding.fix
     assert finding.to_dict()["script_frame"]["line"] == 12
 
@@ -63,3 +63,11 @@ def test_diagnose_prints_the_patch_check_fix_would_write(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"patch (mgtutor check --fix {script} writes it):" in out
     assert "-    torch.cuda.set_device(local_rank)" in out and "+        torch.cuda.set_device(local_rank)" in out
+
+
+def test_without_the_users_frame_a_gloo_run_is_still_not_told_to_use_gloo(tmp_path):
+    record, _ = record_with(tmp_path, "gloo", "RuntimeError: Found no NVIDIA driver on your system.")
+    (record.path / "logs" / "rank0.stderr.log").write_text("RuntimeError: Found no NVIDIA driver on your system.\n")
+    finding = next(f for f in diagnose_run(record) if f.kind == "no_cuda_driver")
+    assert finding.script_frame is None and "--backend gloo" not in finding.fix
+    assert finding.fix.startswith("The run already used gloo, yet something asked for a GPU")

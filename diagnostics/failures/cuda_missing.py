@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
+
 from mgtutor.training.runs.safe_io import open_regular
 
 Finding = Any  # classify.Finding; that module calls this one, so this one does not import it
@@ -66,13 +68,17 @@ def explain(findings: list[Finding], record: Any) -> list[Finding]:
             continue
         frame = _frame_for(record, finding.rank, script)
         if frame is None:
-            if ran_gloo:
-                finding.fix = _without_backend_advice(finding.fix)
+            if ran_gloo and finding.kind == "no_cuda_driver":  # the catalogue's fix ends with "--backend gloo"
+                finding.fix = _("The run already used gloo, yet something asked for a GPU: find the CUDA call in "
+                                "the traceback (your script, or a library it calls) and give it a CPU branch "
+                                "(torch.cuda.is_available() decides); `mgtutor check --fix SCRIPT` writes the ones "
+                                "it finds in the script.")
             continue
         finding.script_frame = frame
         where = f"{Path(frame['file']).name}:{frame['line']}"
         code = f" (`{frame['code']}`)" if frame["code"] else ""
-        finding.summary = f"Your script asks for CUDA at {where}{code}. {finding.summary}"
+        finding.summary = _("Your script asks for CUDA at {where}{code}.").format(where=where, code=code) + \
+            " " + finding.summary
         finding.fix = _fix_text(finding, frame, ran_gloo)
     return findings
 
@@ -88,20 +94,17 @@ def _frame_for(record: Any, rank: int | None, script: str | None) -> dict[str, A
 
 
 def _fix_text(finding: Finding, frame: dict[str, Any], ran_gloo: bool) -> str:
-    name = frame["file"]
-    check = f"`mgtutor check --diff {name}` shows the patch, `mgtutor check --fix {name}` writes it"
+    name, line = frame["file"], frame["line"]
     if finding.kind == "nccl_without_gpu":
-        return (f"The script chooses NCCL itself at line {frame['line']}, so no launcher flag changes it. Let it "
-                f"choose by the hardware (\"nccl\" if torch.cuda.is_available() else \"gloo\"): {check}.")
+        return _("The script chooses NCCL itself at line {line}, so no launcher flag changes it. Let it choose by "
+                 "the hardware (\"nccl\" if torch.cuda.is_available() else \"gloo\"): `mgtutor check --diff {name}` "
+                 "shows the patch, `mgtutor check --fix {name}` writes it.").format(line=line, name=name)
     if finding.kind == "invalid_device_ordinal":
-        return (f"Use LOCAL_RANK (not RANK) as the device index at line {frame['line']}, and start at most one rank "
-                f"per visible GPU; on a machine without enough GPUs add the CPU branch: {check}.")
-    already = "The run already used gloo, but " if ran_gloo else ""
-    return (f"{already}the script asks for a GPU at line {frame['line']} with no CPU branch. Keep the GPU path and add "
-            f"the CPU one (torch.cuda.is_available() decides): {check}. On a machine that should have GPUs, check "
-            "`nvidia-smi` and that the container sees them.")
-
-
-def _without_backend_advice(fix: str) -> str:
-    return re.sub(r"\s*Without GPUs run on the CPU with the gloo backend \(`mgtutor run --backend gloo`\)\.", "",
-                  fix).strip()
+        return _("Use LOCAL_RANK (not RANK) as the device index at line {line}, and start at most one rank per "
+                 "visible GPU; on a machine without enough GPUs add the CPU branch: `mgtutor check --diff {name}` "
+                 "shows the patch, `mgtutor check --fix {name}` writes it.").format(line=line, name=name)
+    text = _("The script asks for a GPU at line {line} with no CPU branch. Keep the GPU path and add the CPU one "
+             "(torch.cuda.is_available() decides): `mgtutor check --diff {name}` shows the patch, "
+             "`mgtutor check --fix {name}` writes it. On a machine that should have GPUs, check `nvidia-smi` and "
+             "that the container sees them.").format(line=line, name=name)
+    return (_("The run already used gloo.") + " " + text) if ran_gloo else text
