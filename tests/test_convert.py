@@ -103,6 +103,27 @@ def test_data_that_is_not_a_dataloader_is_listed():
     assert "model = DDP(model)" in report.after
 
 
+def test_a_dataloader_built_from_kwargs_is_left_to_the_user():
+    source = textwrap.dedent('''\
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def main(device):
+            kwargs = {"batch_size": 8, "shuffle": True}
+            loader = DataLoader(data, **kwargs)
+            model = torch.nn.Linear(4, 1).to(device)
+
+
+        if __name__ == "__main__":
+            device = "cuda"
+            main(device)
+        ''')
+    report = convert_source(source, "t.py")
+    assert "loader = DataLoader(data, **kwargs)\n" in report.after  # a sampler beside shuffle=True would raise
+    assert report.not_converted[0][0] == 7 and "**kwargs" in report.not_converted[0][1]
+
+
 def test_a_script_without_a_main_block_is_refused_clearly():
     with pytest.raises(CheckError, match="no `if __name__ == \"__main__\":` block"):
         convert_source("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n", "t.py")

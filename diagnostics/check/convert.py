@@ -19,7 +19,9 @@ from mgtutor.diagnostics.check.edits import Edit, apply_edits, where
 from mgtutor.diagnostics.check.fix import fix_source
 from mgtutor.diagnostics.check.fixes import module_name, statement_of, text
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, INIT, SPAWN
-from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, identifier_parts, keyword, last_name
+from mgtutor.diagnostics.check.model import (
+    DEF_NODES, ScriptModel, constant, has_star_kwargs, identifier_parts, keyword, last_name,
+)
 from mgtutor.diagnostics.check.script import CheckError, parse
 
 FOLLOW_UP_RULES = {"sampler-no-set-epoch", "unguarded-print", "unguarded-checkpoint", "cuda-required",
@@ -157,6 +159,10 @@ def _samplers(m: ScriptModel, report: Conversion) -> list[Edit]:
         if call not in training[:1]:
             report.not_converted.append((call.lineno, "a second DataLoader (evaluation?) is left whole: every rank "
                                                       "reads all of it; evaluate on rank 0, or shard it too"))
+        elif has_star_kwargs(call):
+            report.not_converted.append((call.lineno, "the DataLoader's arguments come from **kwargs (shuffle may "
+                                                      "be among them, and it cannot go with a sampler): add "
+                                                      "sampler=DistributedSampler(dataset) and drop shuffle by hand"))
         elif keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
             report.not_converted.append((call.lineno, "this DataLoader has its own sampler: make it distributed by hand"))
         elif not isinstance(dataset, (ast.Name, ast.Attribute)):
