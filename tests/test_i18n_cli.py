@@ -97,3 +97,18 @@ def test_argparse_s_own_words_follow_the_language(capsys):
         main(["doctor", "--help"])
     out = capsys.readouterr().out
     assert out.startswith("usage: mgtutor doctor") and "show this help message and exit" in out
+
+
+def test_diagnose_in_chinese_and_its_json_in_english(capsys):
+    from tests.conftest import REPO
+
+    log = str(REPO / "tests/data/logs/collective_timeout_nccl.log")
+    assert main(["--lang", "zh", "diagnose", log]) == 0
+    out = capsys.readouterr().out
+    assert "的诊断：1 项发现" in out and "在一次集合通信" in out and "rank 2 始终没有加入" in out
+    assert "解决：找出没有进入这次集合通信的 rank" in out and "课程：14-when-it-goes-wrong" in out
+    assert main(["diagnose", log, "--json"]) == 0
+    english = capsys.readouterr().out
+    assert main(["--lang", "zh", "diagnose", log, "--json"]) == 0
+    assert capsys.readouterr().out == english
+    assert "never joined" in json.loads(english)["findings"][0]["summary"]

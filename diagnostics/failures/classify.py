@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs import eventcheck
 from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
@@ -75,7 +76,7 @@ _UNKNOWN = "\x00"
 
 def _unknown_rank(text: str) -> str:
     """A log with no rank prefixes still reads well: 'Rank ? ran out' becomes 'A rank ran out'."""
-    return text.replace(f"Rank {_UNKNOWN}", "A rank").replace(f"rank {_UNKNOWN}", "a rank").replace(_UNKNOWN, "?")
+    return text.replace(f"Rank {_UNKNOWN}", _("A rank")).replace(f"rank {_UNKNOWN}", _("a rank")).replace(_UNKNOWN, "?")
 
 
 def _rank_text(ranks: Iterable[int]) -> str:
@@ -103,8 +104,8 @@ def make_finding(spec: KindSpec, hits: list[Hit], rank: int | None, extra: dict[
     fix = (first.fix if first else None) or spec.fix
     if evidence is None:
         evidence = _pick_evidence(hits)
-    return Finding(kind=spec.kind, rank=rank, summary=_unknown_rank(render(template, fields)),
-                   fix=_unknown_rank(render(fix, fields)),
+    return Finding(kind=spec.kind, rank=rank, summary=_unknown_rank(render(_(template), fields)),
+                   fix=_unknown_rank(render(_(fix), fields)),
                    evidence=evidence, lesson=spec.lesson, detail=detail, ranks=ranks,
                    order=min((h.order for h in hits), default=1 << 62),
                    hit_ranks=frozenset(h.line.rank for h in hits if h.line.rank is not None))
@@ -195,32 +196,34 @@ def _collective_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits:
     named = _missing_ranks(hits)
     culprits = named or _culprits(world_size, waiting)
     fields = _merged(hits)
-    timeout = f"{int(fields['timeout_ms']) / 1000:g} s" if str(fields.get("timeout_ms", "")).isdigit() else "past the timeout"
+    timeout = f"{int(fields['timeout_ms']) / 1000:g} s" if str(fields.get("timeout_ms", "")).isdigit() else _("past the timeout")
     extra = {"waiters": _waiters_text(waiting), "timeout_text": timeout,
              "op_text": f" ({fields['op']}{', SeqNum ' + fields['seq'] if fields.get('seq') else ''})" if fields.get("op") else "",
              "culprit_text": _rank_text(culprits),
-             "culprit_hint": f"here {_rank_text(culprits)}, which printed no timeout." if culprits else
-             "the rank with no timeout line, or the lowest 'last completed NCCL work'."}
+             "culprit_hint": _("here {ranks}, which printed no timeout.").format(ranks=_rank_text(culprits)) if culprits
+             else _("the rank with no timeout line, or the lowest 'last completed NCCL work'.")}
     return make_finding(spec, hits, culprits[0] if len(culprits) == 1 else _first_rank(hits), extra)
 
 
 def _waiters_text(waiting: set[int]) -> str:
     """'Rank 1', 'Ranks 0, 1, 3', or 'A rank' when the log has no rank prefixes."""
     if not waiting:
-        return "A rank"
-    return ("Rank " if len(waiting) == 1 else "Ranks ") + ", ".join(map(str, sorted(waiting)))
+        return _("A rank")
+    listed = ", ".join(map(str, sorted(waiting)))
+    return (_("Rank {ranks}") if len(waiting) == 1 else _("Ranks {ranks}")).format(ranks=listed)
 
 
 def _rendezvous_timeout(spec: KindSpec, hits: list[Hit], world_size: int, exits: dict) -> Finding:
     fields = _merged(hits)
     missing = _missing_ranks(hits)
-    extra: dict[str, Any] = {"missing": "the missing ranks" if not missing else _rank_text(missing)}
+    extra: dict[str, Any] = {"missing": _("the missing ranks") if not missing else _rank_text(missing)}
     if fields.get("ms") and not fields.get("seconds"):
         extra["seconds"] = f"{int(fields['ms']) / 1000:g}"
     total = fields.get("total") or world_size or None
     joined = fields.get("joined") or (max(int(total) - len(set(missing)), 0) if total and missing else None)
-    extra["joined_text"] = f" but only {joined}/{total} ranks joined" if total and joined is not None else ""
-    extra.setdefault("seconds", fields.get("seconds") or "its timeout")
+    extra["joined_text"] = (_(" but only {joined}/{total} ranks joined").format(joined=joined, total=total)
+                            if total and joined is not None else "")
+    extra.setdefault("seconds", fields.get("seconds") or _("its timeout"))
     return make_finding(spec, hits, missing[0] if len(set(missing)) == 1 else None, extra)
 
 
@@ -249,23 +252,25 @@ _SHAPERS = {
     "collective_timeout": _collective_timeout,
     "rendezvous_timeout": _rendezvous_timeout,
     "nccl_init_timeout": _nccl_init_timeout,
-    "cuda_oom": _simple_fields(lambda f, h: {"gpu_text": f" on GPU {f['gpu']}" if f.get("gpu") else "",
-                                             "size": f.get("size") or "memory"}),
+    "cuda_oom": _simple_fields(lambda f, h: {"gpu_text": _(" on GPU {gpu}").format(gpu=f["gpu"]) if f.get("gpu") else "",
+                                             "size": f.get("size") or _("memory")}),
     "rendezvous_unreachable": _simple_fields(lambda f, h: {
         "who": _rank_text({x.rank for x in h if x.rank is not None}).capitalize() if any(x.rank is not None for x in h)
-        else "A rank or the torchrun agent", "host": f.get("host", "MASTER_ADDR"), "port": f.get("port", "MASTER_PORT")}),
+        else _("A rank or the torchrun agent"), "host": f.get("host", "MASTER_ADDR"), "port": f.get("port", "MASTER_PORT")}),
     "port_in_use": _simple_fields(lambda f, h: {"port": f.get("port", "MASTER_PORT")}),
-    "shm_exhausted": _simple_fields(lambda f, h: {"who_text": f" on {_rank_text({x.rank for x in h if x.rank is not None})}"
-                                                  if any(x.rank is not None for x in h) else ""}),
-    "dataloader_worker_killed": _simple_fields(lambda f, h: {"how": (f.get("how") or "exited unexpectedly").strip()}),
-    "ddp_unused_parameters": _simple_fields(lambda f, h: {"params_text": f" (parameters {f['params'].strip()[:120]})"
-                                                          if f.get("params") else ""}),
-    "collective_mismatch": _simple_fields(lambda f, h: {"mismatch_text": f" (rank {f['rank']} differs)" if f.get("rank") else ""}),
+    "shm_exhausted": _simple_fields(lambda f, h: {"who_text": _(" on {ranks}").format(
+        ranks=_rank_text({x.rank for x in h if x.rank is not None})) if any(x.rank is not None for x in h) else ""}),
+    "dataloader_worker_killed": _simple_fields(lambda f, h: {"how": (f.get("how") or _("exited unexpectedly")).strip()}),
+    "ddp_unused_parameters": _simple_fields(lambda f, h: {"params_text": _(" (parameters {names})").format(
+        names=f["params"].strip()[:120]) if f.get("params") else ""}),
+    "collective_mismatch": _simple_fields(lambda f, h: {"mismatch_text": _(" (rank {rank} differs)").format(rank=f["rank"])
+                                                        if f.get("rank") else ""}),
     "cuda_driver_too_old": _simple_fields(lambda f, h: {"cuda_text": f"{int(f['version']) // 1000}.{int(f['version']) % 1000 // 10}"
                                                         if str(f.get("version", "")).isdigit() else "?"}),
     "nan_loss": _simple_fields(lambda f, h: {"value": f.get("value", "NaN"),
-                                             "step_text": f" at step {f['step']}" if f.get("step") else ""}),
-    "watchdog_stuck": _simple_fields(lambda f, h: {"seconds": f.get("seconds", "several hundred")}),
+                                             "step_text": _(" at step {step}").format(step=f["step"]) if f.get("step")
+                                             else ""}),
+    "watchdog_stuck": _simple_fields(lambda f, h: {"seconds": f.get("seconds", _("several hundred"))}),
 }
 
 
@@ -292,11 +297,11 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
         return out  # something more specific already explains the failure
     if failing is None and exception is None:
         return out
-    how = _exit_how(info.get("exit_code"), info.get("signal")) if info else "it raised an exception"
+    how = _exit_how(info.get("exit_code"), info.get("signal")) if info else _("it raised an exception")
     evidence = ([exception.evidence()] if exception else []) + list(info.get("evidence", []))
     out.append(make_finding(catalogue["child_failed"], [], failing,
-                            {"how": how, "exception_text": f" after {exception.text.strip()[:200]}" if exception else
-                             ", with no Python error in its log"}, evidence[:MAX_EVIDENCE]))
+                            {"how": how, "exception_text": _(" after {error}").format(error=exception.text.strip()[:200])
+                             if exception else _(", with no Python error in its log")}, evidence[:MAX_EVIDENCE]))
     return out
 
 

@@ -11,12 +11,13 @@ from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.training.runs.records import RunRecord, find_run_why, list_runs, runs_root
 from mgtutor.training.runs.safe_io import path_kind
 from mgtutor.tui.commands.check import patch_lines
+from mgtutor.training.runs.i18n import _
 from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "diagnose", help="find why a run failed or hung: cause, evidence, fix, lesson",
+        "diagnose", help=_("find why a run failed or hung: cause, evidence, fix, lesson"),
         description="Read a run record (every rank's stdout and stderr, torchrun's output, exit codes, events) "
                     "or any log files, and print the findings, most likely root cause first. Exit code 0 also "
                     "when failures are found (it is a report); 2 when the input cannot be read.",
@@ -64,13 +65,14 @@ def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
 
 
 def format_finding(index: int, finding: Finding) -> str:
-    who = f"rank {finding.rank}" if finding.rank is not None else "all ranks / unknown rank"
+    who = f"rank {finding.rank}" if finding.rank is not None else _("all ranks / unknown rank")
     detail = f" ({finding.detail})" if finding.detail else ""
-    lines = [f"{index}. {finding.kind}{detail} — {who}", f"   {finding.summary}", f"   fix: {finding.fix}"]
+    lines = [f"{index}. {finding.kind}{detail} — {who}", f"   {finding.summary}",
+             "   " + _("fix: {fix}").format(fix=finding.fix)]
     for ev in finding.evidence:
-        lines.append(f"   evidence {ev['file']}:{ev['line']}: {ev['text']}")
+        lines.append("   " + _("evidence {file}:{line}: {text}").format(file=ev["file"], line=ev["line"], text=ev["text"]))
     lines += [" " + line for line in patch_lines(finding)]
-    lines.append(f"   lesson: {finding.lesson}  (mgtutor lessons show {finding.lesson})")
+    lines.append("   " + _("lesson: {lesson}  (mgtutor lessons show {lesson})").format(lesson=finding.lesson))
     return "\n".join(lines)
 
 
@@ -85,8 +87,9 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"source": source, "findings": [f.to_dict() for f in findings]}, indent=2))
         return 0
     if not findings:
-        print(f"No known failure found in {source}.")
+        print(_("No known failure found in {source}.").format(source=source))
         return 0
-    print(f"Diagnosis of {source} — {len(findings)} finding(s), most likely cause first:\n")
+    print(_("Diagnosis of {source} — {count} finding(s), most likely cause first:").format(
+        source=source, count=len(findings)) + "\n")
     print("\n\n".join(format_finding(i, f) for i, f in enumerate(findings, 1)))
     return 0
