@@ -112,3 +112,17 @@ def test_diagnose_in_chinese_and_its_json_in_english(capsys):
     assert main(["--lang", "zh", "diagnose", log, "--json"]) == 0
     assert capsys.readouterr().out == english
     assert "never joined" in json.loads(english)["findings"][0]["summary"]
+
+
+def test_check_in_chinese_and_its_json_in_english(capsys):
+    from tests.conftest import REPO
+
+    script = str(REPO / "tests/data/check/collective-in-rank-branch.bad.py")
+    assert main(["--lang", "zh", "check", script]) == 1
+    out = capsys.readouterr().out
+    assert "1 个错误, 1 条建议" in out and "原因：  集合通信" in out and "init_process_group 没有设置超时" in out
+    assert main(["check", script, "--json"]) == 1
+    english = capsys.readouterr().out
+    assert main(["--lang", "zh", "check", script, "--json"]) == 1
+    assert capsys.readouterr().out == english
+    assert "init_process_group without a timeout" in english

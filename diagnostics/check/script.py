@@ -19,6 +19,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.check.model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
@@ -171,9 +172,9 @@ def run_rule(rule: Rule, model: ScriptModel, filename: str | None = None) -> lis
         safety = rule.safety if rule.rewrite is not None and not unsure and _rewrites(rule, node, model) else ""
         found.append(CheckFinding(
             rule=rule.id, severity="advice" if unsure else rule.severity, file=filename or model.filename, line=line,
-            confidence="low" if unsure else rule.confidence, caveat=unsure,
-            column=getattr(node, "col_offset", 0), message=message or rule.title, fix=rule.fix,
-            lesson=rule.lesson, code=model.line(line).strip(), why=rule.why,
+            confidence="low" if unsure else rule.confidence, caveat=_(unsure),
+            column=getattr(node, "col_offset", 0), message=_(message or rule.title), fix=_(rule.fix),
+            lesson=rule.lesson, code=model.line(line).strip(), why=_(rule.why),
             fix_before=before, fix_after=after, tags=rule.tags, fix_safety=safety))
     return found
 

@@ -8,14 +8,19 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.errors import CliError
 
 SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice"}
+# "1 error", "2 warnings", "3 advice" and the headings, in the language in force
+COUNT_WORDS = {("error", 1): N_("{n} error"), ("error", 2): N_("{n} errors"), ("warning", 1): N_("{n} warning"),
+               ("warning", 2): N_("{n} warnings"), ("advice", 1): N_("{n} advice"), ("advice", 2): N_("{n} advice")}
+HEADING_WORDS = {"error": N_("ERRORS"), "warning": N_("WARNINGS"), "advice": N_("ADVICE")}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "check", help="find classic multi-GPU mistakes in a training script or project folder (reads, never runs)",
+        "check", help=_("find classic multi-GPU mistakes in a training script or project folder (reads, never runs)"),
         description="Read SCRIPT (Python's ast; the script is never run) and report the classic multi-GPU "
                     "mistakes: no DistributedSampler, no set_epoch, every rank on GPU 0, checkpoints written by "
                     "every rank, a barrier only rank 0 reaches, deprecated APIs, per-step syncs. Each finding "
@@ -96,11 +101,11 @@ def _rank(severity: str) -> int:
 
 def counts_line(findings) -> str:
     parts = []
-    for severity, heading in SEVERITY_HEADINGS.items():
+    for severity in SEVERITY_HEADINGS:
         n = sum(1 for f in findings if f.severity == severity)
         if n:
-            parts.append(f"{n} {heading if n > 1 or severity == 'advice' else severity}")
-    return ", ".join(parts) or "no findings"
+            parts.append(_(COUNT_WORDS[severity, min(n, 2)]).format(n=n))
+    return ", ".join(parts) or _("no findings")
 
 
 def printable(text: str) -> str:
@@ -111,29 +116,29 @@ def printable(text: str) -> str:
 def print_report(path: str, findings, brief: bool = False, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     print(f"{printable(path)}: {counts_line(findings)}", file=out)
-    for severity, heading in SEVERITY_HEADINGS.items():
+    for severity in SEVERITY_HEADINGS:
         group = [f for f in findings if f.severity == severity]
         if not group:
             continue
         if not brief:
-            print(f"\n{heading.upper()}", file=out)
+            print(f"\n{_(HEADING_WORDS[severity])}", file=out)
         for f in group:
-            unsure = " (may not apply)" if f.caveat else ""
+            unsure = " " + _("(may not apply)") if f.caveat else ""
             fixable = f"  (--fix{' --unsafe-fixes' if f.fix_safety == 'unsafe' else ''})" if f.fix_safety else ""
             print(f"  {printable(f.file)}:{f.line}  [{f.rule}]  {f.message}{unsure}{fixable}", file=out)
             if brief:
                 continue
             print(f"    {f.line:>5} | {printable(f.code)}", file=out)
-            print(f"    why:    {f.why}", file=out)
+            print("    " + _("why:    {why}").format(why=f.why), file=out)
             if f.caveat:
-                print(f"    may not apply: {f.caveat}", file=out)
-            kind = {"safe": " [safe fix: check --fix]", "unsafe": " [unsafe fix: check --fix --unsafe-fixes]"}
-            print(f"    fix:    {f.fix}{kind.get(f.fix_safety, ' [by hand]')}", file=out)
+                print("    " + _("may not apply: {caveat}").format(caveat=f.caveat), file=out)
+            kind = {"safe": " " + _("[safe fix: check --fix]"), "unsafe": " " + _("[unsafe fix: check --fix --unsafe-fixes]")}
+            print("    " + _("fix:    {fix}").format(fix=f.fix) + kind.get(f.fix_safety, " " + _("[by hand]")), file=out)
             for line in f.fix_before.splitlines():
                 print(f"            - {line}", file=out)
             for line in f.fix_after.splitlines():
                 print(f"            + {line}", file=out)
-            print(f"    lesson: {f.lesson}", file=out)
+            print("    " + _("lesson: {lesson}").format(lesson=f.lesson), file=out)
 
 
 def precheck(target: list[str], out: TextIO | None = None) -> None:
