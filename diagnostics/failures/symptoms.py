@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from mgtutor.training.runs.i18n import N_
 from mgtutor.training.runs.nvml import inventory
 
 DEFAULT_PORT = 29500
@@ -147,28 +148,28 @@ def check_nccl_env() -> Check:
 
 
 SYMPTOMS: tuple[Symptom, ...] = (
-    Symptom("hang", "Hangs at start", "a rank never started or never reached init_process_group; MASTER_ADDR or "
-            "the port unreachable; a collective one rank never entered",
+    Symptom("hang", N_("Hangs at start"), N_("a rank never started or never reached init_process_group; MASTER_ADDR or "
+            "the port unreachable; a collective one rank never entered"),
             (check_addr_resolves, check_port, check_port_reachable, check_interfaces),
             ("never-joins", "world-size", "skip-allreduce"),
             "hang"),
-    Symptom("hang-later", "Hangs after a while", "a collective only some ranks reach (a barrier or all_reduce under "
-            "if rank == 0, an uneven last batch), a rank that died or was OOM-killed, a stuck DataLoader worker",
+    Symptom("hang-later", N_("Hangs after a while"), N_("a collective only some ranks reach (a barrier or all_reduce under "
+            "if rank == 0, an uneven last batch), a rank that died or was OOM-killed, a stuck DataLoader worker"),
             (check_debug_env, check_nccl_env, check_host_memory, check_shm), ("skip-allreduce", "stuck-loader"), "hang"),
-    Symptom("oom", "Out of memory", "batch too large for the GPU, several ranks on one GPU, host RAM or /dev/shm exhausted",
+    Symptom("oom", N_("Out of memory"), N_("batch too large for the GPU, several ranks on one GPU, host RAM or /dev/shm exhausted"),
             (check_gpu_memory, check_host_memory, check_shm), ("oom",)),
-    Symptom("one-gpu", "Only one GPU busy", "DataParallel's GPU-0 bottleneck, too few ranks, every rank on cuda:0",
+    Symptom("one-gpu", N_("Only one GPU busy"), N_("DataParallel's GPU-0 bottleneck, too few ranks, every rank on cuda:0"),
             (check_gpus,), ("no-sampler",), "one-gpu-busy"),
-    Symptom("same-data", "Ranks see the same data", "no DistributedSampler (every rank iterates the whole data set), "
-            "shuffle=True beside the sampler, set_epoch never called (every epoch repeats the same order)",
+    Symptom("same-data", N_("Ranks see the same data"), N_("no DistributedSampler (every rank iterates the whole data set), "
+            "shuffle=True beside the sampler, set_epoch never called (every epoch repeats the same order)"),
             (), ("no-sampler",), "same-data"),
-    Symptom("no-speedup", "No speed-up", "no DistributedSampler (every rank does all the work), a straggler, data loading",
+    Symptom("no-speedup", N_("No speed-up"), N_("no DistributedSampler (every rank does all the work), a straggler, data loading"),
             (check_gpus, check_host_memory), ("no-sampler", "straggler"), "no-speedup"),
-    Symptom("nccl", "NCCL error", "wrong network interface, /dev/shm too small, P2P not supported, a peer died",
+    Symptom("nccl", N_("NCCL error"), N_("wrong network interface, /dev/shm too small, P2P not supported, a peer died"),
             (check_nccl_env, check_interfaces, check_shm), ("crash",)),
-    Symptom("port", "Address already in use", "another job or a leftover process holds MASTER_PORT",
+    Symptom("port", N_("Address already in use"), N_("another job or a leftover process holds MASTER_PORT"),
             (check_port,), ("port-in-use",)),
-    Symptom("disagree", "Ranks disagree", "unused parameters, different collectives per rank, NaN loss, a crash on one rank",
+    Symptom("disagree", N_("Ranks disagree"), N_("unused parameters, different collectives per rank, NaN loss, a crash on one rank"),
             (check_debug_env,), ("unused-param", "nan-loss", "crash")),
 )
 

@@ -1,4 +1,4 @@
-"""Home, Lessons and Help in Simplified Chinese at 80×24: each CJK character takes two cells, and
+"""Home, Lessons, Help and Troubleshoot in Simplified Chinese at 80×24: each CJK character takes two cells, and
 nothing is cut — the footer keys, the way-forward grid, the lesson list and text, the help window."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ async def wait_settled(pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("keys", [["h"], ["l"], ["h", "question_mark"]], ids=["home", "lessons", "help"])
+@pytest.mark.parametrize("keys", [["h"], ["l"], ["h", "question_mark"], ["t"]], ids=["home", "lessons", "help", "troubleshoot"])
 def test_screen_in_chinese_at_80x24(snap_compare, keys, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     set_language("zh")

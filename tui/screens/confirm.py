@@ -7,10 +7,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from mgtutor.training.runs.i18n import N_, _
+
 
 class ConfirmScreen(ModalScreen[bool]):
-    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n", "answer(False)", "No"),
-                Binding("escape", "answer(False)", "No")]
+    BINDINGS = [Binding("y", "answer(True)", N_("Yes")), Binding("n", "answer(False)", N_("No")),
+                Binding("escape", "answer(False)", N_("No"))]
 
     def __init__(self, question: str, yes: str = "Yes (y)", no: str = "No (n)") -> None:
         super().__init__()

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Header
 from textual.worker import get_current_worker
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang_watch import HangWatch
@@ -52,28 +53,28 @@ RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab",
 
 
 class MonitorScreen(HangHook, OffersPatch, Screen):
-    TITLE = "Monitor"
+    TITLE = N_("Monitor")
     AUTO_FOCUS = "#f-kind"  # the launch form's first field: Enter launches at once
     BINDINGS = [
         # the footer shows what fits 80 columns; ? lists them all
-        Binding("s", "stop", "Stop"),
-        Binding("p", "follow", "Pause", tooltip="pause the log where it is / follow it again"),
-        Binding("slash", "search", "Find", key_display="/", tooltip="find a word in the log (n: next match)"),
-        Binding("n", "next_match", "Next match", show=False),
-        Binding("e", "first_error", "Error", tooltip="jump to the first error in the log"),
-        Binding("left_square_bracket", "prev_tab", "Previous log tab", key_display="[", show=False),
-        Binding("right_square_bracket", "next_tab", "Tab", key_display="]",
-                tooltip="next log tab (all, each rank, torchrun)"),
-        Binding("f", "full_log", "Log", tooltip="the full log files in $PAGER"),
-        Binding("c", "copy_path", "Copy run folder", show=False),
-        Binding("o", "open_lesson", "Lesson", tooltip="open the lesson that explains this failure"),
-        Binding("k", "toggle_check", "Check", tooltip="show or hide what mgtutor check found in the script"),
-        Binding("F", "show_patch", "Fixes", key_display="F", show=False,
-                tooltip="the fixes mgtutor check --fix would write into the script, as a diff (a: apply)"),
-        Binding("x", "stacks", "Stacks", show=False,
-                tooltip="take every rank's Python stack now: where each one waits, and why"),
-        Binding("N", "new_run", "New", key_display="N", tooltip="back to the launch form (a running run goes on)"),
-        Binding("b", "report", "Report", show=False, tooltip="write this run's report: one HTML file to hand on"),
+        Binding("s", "stop", N_("Stop")),
+        Binding("p", "follow", N_("Pause"), tooltip=N_("pause the log where it is / follow it again")),
+        Binding("slash", "search", N_("Find"), key_display="/", tooltip=N_("find a word in the log (n: next match)")),
+        Binding("n", "next_match", N_("Next match"), show=False),
+        Binding("e", "first_error", N_("Error"), tooltip=N_("jump to the first error in the log")),
+        Binding("left_square_bracket", "prev_tab", N_("Previous log tab"), key_display="[", show=False),
+        Binding("right_square_bracket", "next_tab", N_("Tab"), key_display="]",
+                tooltip=N_("next log tab (all, each rank, torchrun)")),
+        Binding("f", "full_log", N_("Log"), tooltip=N_("the full log files in $PAGER")),
+        Binding("c", "copy_path", N_("Copy run folder"), show=False),
+        Binding("o", "open_lesson", N_("Lesson"), tooltip=N_("open the lesson that explains this failure")),
+        Binding("k", "toggle_check", N_("Check"), tooltip=N_("show or hide what mgtutor check found in the script")),
+        Binding("F", "show_patch", N_("Fixes"), key_display="F", show=False,
+                tooltip=N_("the fixes mgtutor check --fix would write into the script, as a diff (a: apply)")),
+        Binding("x", "stacks", N_("Stacks"), show=False,
+                tooltip=N_("take every rank's Python stack now: where each one waits, and why")),
+        Binding("N", "new_run", N_("New"), key_display="N", tooltip=N_("back to the launch form (a running run goes on)")),
+        Binding("b", "report", N_("Report"), show=False, tooltip=N_("write this run's report: one HTML file to hand on")),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
     make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))
@@ -259,11 +260,11 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
 
         def decided(yes: bool | None) -> None:
             if yes:
-                self.notify("stopping every rank…")
+                self.notify(_("stopping every rank..."))
                 self.app.run_worker(run.stop, thread=True, group="stop-runs")  # the App's: survives this screen
 
-        self.app.push_screen(ConfirmScreen(f"Stop run {run.record.run_id}?\nEvery rank gets SIGTERM, then SIGKILL "
-                                           "after 10 s.", yes="Stop (y)", no="Keep running (n)"), decided)
+        self.app.push_screen(ConfirmScreen(_("Stop run {run_id}?\nEvery rank gets SIGTERM, then SIGKILL after 10 s.").format(
+            run_id=run.record.run_id), yes=_("Stop (y)"), no=_("Keep running (n)")), decided)
 
     def action_show_patch(self) -> None:
         self.show_patch_of(self.query_one(CheckPanel).script)
@@ -282,7 +283,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
 
     def action_follow(self) -> None:
         following = self.query_one(RankLogs).toggle_follow()
-        self.notify("following the log" if following else "paused: the log stays where it is (p to follow)")
+        self.notify(_("following the log") if following else _("paused: the log stays where it is (p to follow)"))
 
     def action_search(self) -> None:
         self.query_one(RankLogs).open_search()
@@ -325,7 +326,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
     def action_copy_path(self) -> None:
         if self.record is not None:
             self.app.copy_to_clipboard(str(self.record.path))
-            self.notify(f"run folder (copied): {self.record.path}", timeout=10)
+            self.notify(_("run folder (copied): {path}").format(path=self.record.path), timeout=10)
 
     def action_report(self) -> None:
         if self.record is not None:
@@ -342,7 +343,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
 
     def action_new_run(self) -> None:
         if self.state is not None and not self.state.done:
-            self.notify("this run goes on; it stays in Runs (r) to reattach")
+            self.notify(_("this run goes on; it stays in Runs (r) to reattach"))
         self.workers.cancel_group(self, "monitor-watch")
         self.record, self.run, self.state = None, None, None
         self.sub_title = ""

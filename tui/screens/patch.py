@@ -12,6 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.check.fix import FixReport, fix_file, write_text
 from mgtutor.diagnostics.check.script import CheckError
 from mgtutor.diagnostics.failures.logparse import clean
@@ -40,7 +41,7 @@ def patch_summary(report: FixReport) -> str:
 class PatchScreen(ModalScreen[bool]):
     """Returns True when the patch was written."""
 
-    BINDINGS = [Binding("a", "apply", "Apply"), Binding("escape", "close", "Close")]
+    BINDINGS = [Binding("a", "apply", N_("Apply")), Binding("escape", "close", N_("Close"))]
     DEFAULT_CSS = """
     PatchScreen .dialog { width: 100; max-width: 100%; max-height: 100%; }
     PatchScreen VerticalScroll { height: auto; max-height: 18; }

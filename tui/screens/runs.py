@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.records import RunRecord, list_runs, runs_root
 from mgtutor.tui.messages import OpenRun
 from mgtutor.tui.screens.report_key import report_in_background
@@ -44,7 +45,7 @@ def run_page(start: int = 0, size: int = PAGE) -> tuple[list[tuple[str, str, str
 
 def page_line(start: int, shown: int, total: int) -> str:
     """Which runs the table holds, and how to reach the others (nothing is left out unsaid)."""
-    where = f"Run records in {runs_root()}"
+    where = _("Run records in {path}").format(path=runs_root())
     if total <= shown and start == 0:
         return where
     keys = " · ".join(k for k, more in (("] older", start + shown < total), ("[ newer", start > 0)) if more)
@@ -73,12 +74,12 @@ def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
 
 
 class RunsScreen(Screen):
-    TITLE = "Runs"
-    BINDINGS = [Binding("g", "refresh", "Refresh"), Binding("enter", "open_run", "Open"),
-                Binding("b", "report", "Report", tooltip="write the run's report: one HTML file to hand on"),
-                Binding("right_square_bracket", "older", "Older runs", key_display="]", show=False,
+    TITLE = N_("Runs")
+    BINDINGS = [Binding("g", "refresh", N_("Refresh")), Binding("enter", "open_run", N_("Open")),
+                Binding("b", "report", N_("Report"), tooltip=N_("write the run's report: one HTML file to hand on")),
+                Binding("right_square_bracket", "older", N_("Older runs"), key_display="]", show=False,
                         tooltip=f"the next {PAGE} older runs"),
-                Binding("left_square_bracket", "newer", "Newer runs", key_display="[", show=False,
+                Binding("left_square_bracket", "newer", N_("Newer runs"), key_display="[", show=False,
                         tooltip=f"the {PAGE} newer runs")]
     start = 0  # the first run on the page (0: the newest)
     total = 0
@@ -86,7 +87,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(classes="mode-body"):
-            yield Static(f"Run records in {runs_root()}", id="runs-root")
+            yield Static(_("Run records in {path}").format(path=runs_root()), id="runs-root")
             yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield ModeFooter()
 
@@ -125,8 +126,8 @@ class RunsScreen(Screen):
             table.add_row(short_id(row[0]), *row[1:], key=row[0])
         root_line = self.query_one("#runs-root", Static)
         if not rows:
-            root_line.update(f"No runs yet in {runs_root()}. Start one from Monitor (m) or with "
-                             "`mgtutor run -- SCRIPT`.")
+            root_line.update(_("No runs yet in {path}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.").format(
+                path=runs_root()))
         else:
             root_line.update(page_line(start, len(rows), total))
 
@@ -137,11 +138,11 @@ class RunsScreen(Screen):
     def action_open_run(self) -> None:
         table = self.query_one(DataTable)
         if table.row_count:
-            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+            row_key, _column = table.coordinate_to_cell_key(table.cursor_coordinate)
             self.post_message(OpenRun(str(row_key.value)))
 
     def action_report(self) -> None:
         table = self.query_one(DataTable)
         if table.row_count:
-            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+            row_key, _column = table.coordinate_to_cell_key(table.cursor_coordinate)
             report_in_background(self.app, RunRecord(runs_root() / str(row_key.value)))

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file, findings_for_symptom
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
@@ -35,12 +36,12 @@ _MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[dim]·[/]"}
 
 
 def card_markup(index: int, finding: Finding) -> str:
-    who = "all ranks / rank unknown" if finding.rank is None else f"rank {finding.rank}"
+    who = _("all ranks / rank unknown") if finding.rank is None else f"rank {finding.rank}"
     detail = f" ({escape(finding.detail)})" if finding.detail else ""
     lines = [f"[b]{index}. {finding.kind}[/b]{detail} — {who}", escape(finding.summary),
-             f"[b]Fix:[/b] {escape(finding.fix)}"]
+             f"[b]{_('Fix:')}[/b] {escape(finding.fix)}"]
     lines += [f"[dim]{escape(ev['file'])}:{ev['line']}[/dim] {escape(clean(str(ev['text']))[:200])}" for ev in finding.evidence]
-    lines.append(f"[b]Lesson:[/b] {finding.lesson}  (press l for Lessons)")
+    lines.append(f"[b]{_('Lesson:')}[/b] {finding.lesson}  {_('(press l for Lessons)')}")
     return "\n".join(lines)
 
 
@@ -66,19 +67,19 @@ def last_run_script(scan: int = 20) -> Path | None:
 
 
 class TroubleshootScreen(OomActions, OffersPatch, Screen):
-    TITLE = "Troubleshoot"
+    TITLE = N_("Troubleshoot")
     BINDINGS = [
-        Binding("c", "checks", "Checks", tooltip="run the checks that tell this symptom's causes apart"),
-        Binding("x", "demo", "Demo", tooltip="reproduce the symptom for real with a demo"),
-        Binding("v", "next_demo", "Other", tooltip="another demo of this symptom"),
-        Binding("g", "latest", "Last run", tooltip="diagnose the newest run"),
-        Binding("o", "open_input", "Log/run", tooltip="diagnose a log file or a run id"),
-        Binding("s", "open_script", "Script", tooltip="read your training script for the mistakes behind this symptom"),
-        Binding("F", "show_patch", "Fixes", key_display="F", show=False,
-                tooltip="the fixes mgtutor check --fix would write into your script, as a diff (a: apply)"),
-        Binding("b", "find_batch", "Batch", show=False, tooltip="out of memory: find the largest batch that fits"),
-        Binding("w", "memory_rerun", "--memory", show=False,
-                tooltip="out of memory: run the newest run's script again with --memory"),
+        Binding("c", "checks", N_("Checks"), tooltip=N_("run the checks that tell this symptom's causes apart")),
+        Binding("x", "demo", N_("Demo"), tooltip=N_("reproduce the symptom for real with a demo")),
+        Binding("v", "next_demo", N_("Other"), tooltip=N_("another demo of this symptom")),
+        Binding("g", "latest", N_("Last run"), tooltip=N_("diagnose the newest run")),
+        Binding("o", "open_input", N_("Log/run"), tooltip=N_("diagnose a log file or a run id")),
+        Binding("s", "open_script", N_("Script"), tooltip=N_("read your training script for the mistakes behind this symptom")),
+        Binding("F", "show_patch", N_("Fixes"), key_display="F", show=False,
+                tooltip=N_("the fixes mgtutor check --fix would write into your script, as a diff (a: apply)")),
+        Binding("b", "find_batch", N_("Batch"), show=False, tooltip=N_("out of memory: find the largest batch that fits")),
+        Binding("w", "memory_rerun", N_("--memory"), show=False,
+                tooltip=N_("out of memory: run the newest run's script again with --memory")),
     ]
 
     def __init__(self) -> None:
@@ -93,17 +94,17 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(classes="mode-body"):
-            options = [Option(s.title, id=s.key) for s in SYMPTOMS]
-            options.append(Option("Diagnose a log / a past run", id=LOG_OPTION))
+            options = [Option(_(s.title), id=s.key) for s in SYMPTOMS]
+            options.append(Option(_("Diagnose a log / a past run"), id=LOG_OPTION))
             yield OptionList(*options, id="ts-symptoms")
             with VerticalScroll(id="ts-body"):
-                yield Static("Pick a symptom on the left (Enter).", id="ts-about")
+                yield Static(_("Pick a symptom on the left (Enter)."), id="ts-about")
                 yield Static("", id="ts-checks")
-                yield Input(placeholder="your training script (path) — Enter reads it for the mistakes behind "
-                            "this symptom", id="ts-script")
+                yield Input(placeholder=_("your training script (path) — Enter reads it for the mistakes behind "
+                                          "this symptom"), id="ts-script")
                 yield ScriptFindings(id="ts-script-findings")
                 yield Static("", id="ts-status")
-                yield Input(placeholder="run id or log file(s) — Enter diagnoses", id="ts-input")
+                yield Input(placeholder=_("run id or log file(s) — Enter diagnoses"), id="ts-input")
                 yield Log(max_lines=400, id="ts-log", classes="ts-log")
                 yield Vertical(id="ts-findings")
         yield ModeFooter()
@@ -139,7 +140,8 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         self.symptom = next(s for s in SYMPTOMS if s.key == event.option.id)
         self.demo_index = 0
         self.query_one("#ts-about", Static).update(
-            f"[b]{escape(self.symptom.title)}[/b]\nUsual causes: {escape(self.symptom.causes)}.")
+            f"[b]{escape(_(self.symptom.title))}[/b]\n" + _("Usual causes: {causes}.").format(
+                causes=escape(_(self.symptom.causes))))
         self._show_demo_hint()
         self.action_checks()
         self.refresh_script_findings()
@@ -181,7 +183,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         box = self.query_one("#ts-script-findings", ScriptFindings)
         wanted = self.symptom.script_symptom if self.symptom else None
         if wanted is None:
-            applies = ", ".join(s.title.lower() for s in SYMPTOMS if s.script_symptom)
+            applies = ", ".join(_(s.title).lower() for s in SYMPTOMS if s.script_symptom)
             box.show(f"[dim]Script checks explain: {escape(applies)}.[/dim]") if self.script else box.clear()
             self.script_findings = []
         elif self.script is None:

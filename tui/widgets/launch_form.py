@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
 from textual.widgets._select import SelectOverlay
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.launcher import BACKENDS, LaunchSpec
 from mgtutor.tui.options.flags import OptionError
 from mgtutor.tui.options.launch import LaunchOptions
@@ -117,8 +118,8 @@ class LaunchForm(VerticalScroll):
     field for the form itself, where the mode keys (h, l, d…) work again."""
 
     BINDINGS = [
-        Binding("enter", "launch", "Launch", priority=True),  # before a Select opens its list or an Input submits
-        Binding("escape", "leave_field", "Leave field", show=False),
+        Binding("enter", "launch", N_("Launch"), priority=True),  # before a Select opens its list or an Input submits
+        Binding("escape", "leave_field", N_("Leave field"), show=False),
     ]
 
     class Submitted(Message):
