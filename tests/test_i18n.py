@@ -162,3 +162,19 @@ def test_a_gpu_skip_says_nvidia_gpu_in_every_language(language):
     reasons = [skip_reason(gpu_step, gpus=0), skip_reason(gpu_step, backend="gloo", gpus=2)]
     assert all(reason and GPU_SKIP in reason for reason in reasons), reasons
     assert passed_without_gpus([{"status": "passed"}, {"status": "skipped", "reason": reasons[0]}])
+
+
+def test_the_hang_report_reads_in_chinese_and_is_kept_in_english():
+    """The report a reader sees follows the language; what is saved with the stacks (to_dict) and
+    printed by --json stays the English contract."""
+    from mgtutor.diagnostics.failures.hang import analyse_capture
+
+    capture = REPO / "tests/data/hang/slow-loader-auto"
+    english = analyse_capture(capture, world_size=2)
+    set_language("zh")
+    chinese = analyse_capture(capture, world_size=2)
+    text = chinese.text()
+    assert text.startswith("卡住报告 (rank_outside_collective)：") or "卡住报告 (rank_outside_collective)" in text
+    assert "在其他 rank 加入之前，等待的 rank 无法继续" in text and "解决：找出" in text
+    assert chinese.to_dict() == english.to_dict()
+    assert "the waiting ranks cannot go on" in chinese.to_dict()["summary"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
@@ -78,21 +79,24 @@ class HangReport:
     missing: list[str] = field(default_factory=list)
     flight: list[str] = field(default_factory=list)  # Flight Recorder lines (NCCL), when read
     places: tuple[Any, ...] = ()  # where every rank was by its stack alone (hang_watch compares two looks)
+    # summary and fix in the language in force, for the reader; the fields above stay English (to_dict
+    # is saved with the run's stacks and printed by --json)
+    said: dict[str, str] = field(default_factory=dict)
 
     def text(self, prefix: str = "") -> str:
-        head = f"hang report ({self.kind or 'no known cause'})"
-        lines = [f"{prefix}{head}: {self.summary}"]
+        head = _("hang report ({kind})").format(kind=self.kind or _("no known cause"))
+        lines = [f"{prefix}{head}: {self.said.get('summary') or self.summary}"]
         for rank, where in sorted(self.where.items()):
             mark = "*" if rank in self.ranks else " "
             lines.append(f"{prefix} {mark} rank {rank}: {where.describe()}")
             if where.where.source:
                 lines.append(f"{prefix}      {where.where.source[:100]}")
-        lines += [f"{prefix}  flight recorder: {line}" for line in self.flight]
+        lines += [f"{prefix}  " + _("flight recorder: {line}").format(line=line) for line in self.flight]
         if self.fix:
-            lines.append(f"{prefix}  fix: {self.fix}")
+            lines.append(f"{prefix}  " + _("fix: {fix}").format(fix=self.said.get("fix") or self.fix))
         if self.capture:
-            lines.append(f"{prefix}  stacks: {self.capture}")
-        lines += [f"{prefix}  missing: {m}" for m in self.missing]
+            lines.append(f"{prefix}  " + _("stacks: {path}").format(path=self.capture))
+        lines += [f"{prefix}  " + _("missing: {what}").format(what=m) for m in self.missing]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,7 +112,8 @@ class HangReport:
                      "line": w.where.frame.line if w.where.frame else 0, "text": f"rank {r}: {w.describe()}"}
                     for r, w in sorted(self.where.items())][:4]
         return HangFinding(kind=self.kind, rank=self.ranks[0] if len(self.ranks) == 1 else None,
-                           summary=self.summary, fix=self.fix, evidence=evidence, lesson=self.lesson,
+                           summary=self.said.get("summary") or self.summary, fix=self.said.get("fix") or self.fix,
+                           evidence=evidence, lesson=self.lesson,
                            ranks=list(self.ranks), report=self)
 
 
@@ -178,6 +183,8 @@ def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
         divergence = first_divergence(flight)
         if divergence is not None and report.kind in ("collective_mismatch", "rank_outside_collective"):
             report.summary += f" Flight Recorder: {divergence.text()}."
+            if report.said.get("summary"):
+                report.said["summary"] += f" Flight Recorder: {divergence.text()}."
     return report
 
 
@@ -191,6 +198,11 @@ def _apply_flight(wheres: dict[int, RankWhere], flight: dict[int, FlightRank]) -
         site = f", called at {entry.where}" if entry.where else ""
         w = where.where
         where.where = Where("collective", f"{entry.op} #{entry.seq}{site}", w.frame, w.source, w.args, w.inner)
+
+
+def _said(summary: str, fix: str, fields: dict[str, Any]) -> dict[str, str]:
+    """A catalogue kind's summary and fix in the language in force (HangReport.said)."""
+    return {"summary": render(_(summary), fields), "fix": render(_(fix), fields)}
 
 
 def _ranks_text(ranks: list[int]) -> str:
@@ -226,7 +238,7 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
                                   f"at {', '.join(places)}",
                   "outside_ranks": _ranks_text(outside), "outside_hint": " ".join(h[1] for h in hints)}
         return HangReport("rank_outside_collective", render(spec.summary, fields), render(spec.fix, fields),
-                          spec.lesson, outside, dict(wheres))
+                          spec.lesson, outside, dict(wheres), said=_said(spec.summary, spec.fix, fields))
     if waiting and len({(seen[r].where.op, seen[r].where.place()) for r in waiting}) > 1:
         spec = catalogue["collective_mismatch"]
         groups: dict[tuple[str | None, str], list[int]] = {}
@@ -237,7 +249,8 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         text = ", ".join(f"{_ranks_text(ranks)} {_verb(ranks, 'waits', 'wait')} in {op} at {place}"
                          for (op, place), ranks in ordered)
         summary = render(spec.summary, {"mismatch_text": f": {text}"})
-        return HangReport("collective_mismatch", summary, render(spec.fix, {}), spec.lesson, odd, dict(wheres))
+        return HangReport("collective_mismatch", summary, render(spec.fix, {}), spec.lesson, odd, dict(wheres),
+                          said=_said(spec.summary, spec.fix, {"mismatch_text": f": {text}"}))
     places = sorted({w.where.place() for w in seen.values()})
     if waiting and all(seen[r].where.category == "gpu" for r in waiting):
         summary = (f"every rank waits for the GPU at {', '.join(places)}: long kernels, or an NCCL collective that "
@@ -296,9 +309,11 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
         fields = {"started": started, "expected": expected[-1] if expected else f"more than {launched}",
                   "waits_in": waits_in, "where": ", ".join(where)}
         summary = render(spec.summary, fields)
+        said = _said(spec.summary, spec.fix, fields)
         if env_sizes:
             summary += f" (torchrun gave them WORLD_SIZE={env_sizes[0]})"
-        return HangReport("world_size_mismatch", summary, spec.fix, spec.lesson, sorted(seen), dict(seen))
+            said["summary"] += f" (WORLD_SIZE={env_sizes[0]})"
+        return HangReport("world_size_mismatch", summary, spec.fix, spec.lesson, sorted(seen), dict(seen), said=said)
     if setup_op:
         summary = (f"every rank waits in {waits_in} at {', '.join(where)}: a rank of another node has not reached "
                    "this call, or NCCL cannot connect the nodes.")

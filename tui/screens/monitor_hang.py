@@ -34,7 +34,7 @@ class HangHook:
                     stacks[rank] = handle.read()
             except OSError as exc:
                 stacks[rank] = f"(cannot read {path}: {exc.strerror})"
-        self.app.call_from_thread(self.show_hang, record.run_id, report.to_dict(), stacks)  # type: ignore[attr-defined]
+        self.app.call_from_thread(self.show_hang, record.run_id, {**report.to_dict(), **report.said}, stacks)  # type: ignore[attr-defined]
 
     def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str]) -> None:
         if self.record is not None and self.record.run_id == run_id:

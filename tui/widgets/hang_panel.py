@@ -13,6 +13,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
+from mgtutor.training.runs.i18n import _
+
 
 def where_text(report: dict[str, Any]) -> Text:
     """The summary, one line per rank (the ranks the report points at marked), the fix."""
@@ -28,7 +30,7 @@ def where_text(report: dict[str, Any]) -> Text:
     for line in report.get("flight_recorder") or []:
         text.append(f"\nflight recorder: {line}", "cyan")
     if report.get("fix"):
-        text.append("\nfix: ", "bold green")
+        text.append("\n" + _("fix: "), "bold green")
         text.append(str(report["fix"]))
     for line in report.get("missing") or []:
         text.append(f"\nmissing: {line}", "yellow")
