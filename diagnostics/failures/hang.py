@@ -13,11 +13,12 @@ where each rank waits, with no kind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
@@ -231,14 +232,18 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         spec = catalogue["rank_outside_collective"]
         ops = sorted({seen[r].where.op or "?" for r in waiting})
         places = sorted({seen[r].where.place() for r in waiting})
-        hints = [_outside_hint(r, seen.get(r), exited.get(r)) for r in outside]
-        first = "; ".join(h[0] for h in hints)
-        fields = {"outside_text": first[:1].upper() + first[1:],
-                  "waiting_text": f"{_ranks_text(waiting)} {_verb(waiting, 'waits', 'wait')} in {', '.join(ops)} "
-                                  f"at {', '.join(places)}",
-                  "outside_ranks": _ranks_text(outside), "outside_hint": " ".join(h[1] for h in hints)}
+        def outside_fields(say: Callable[[str], str]) -> dict[str, str]:
+            hints = [_outside_hint(r, seen.get(r), exited.get(r), say) for r in outside]
+            first = "; ".join(h[0] for h in hints)
+            waits = say(N_("{ranks} waits in {ops} at {places}") if len(waiting) == 1 else
+                        N_("{ranks} wait in {ops} at {places}"))
+            return {"outside_text": first[:1].upper() + first[1:],
+                    "waiting_text": waits.format(ranks=_ranks_text(waiting), ops=", ".join(ops), places=", ".join(places)),
+                    "outside_ranks": _ranks_text(outside), "outside_hint": " ".join(h[1] for h in hints)}
+
+        fields = outside_fields(_as_is)
         return HangReport("rank_outside_collective", render(spec.summary, fields), render(spec.fix, fields),
-                          spec.lesson, outside, dict(wheres), said=_said(spec.summary, spec.fix, fields))
+                          spec.lesson, outside, dict(wheres), said=_said(spec.summary, spec.fix, outside_fields(_)))
     if waiting and len({(seen[r].where.op, seen[r].where.place()) for r in waiting}) > 1:
         spec = catalogue["collective_mismatch"]
         groups: dict[tuple[str | None, str], list[int]] = {}
@@ -263,30 +268,39 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
     return HangReport(None, summary, "", "14-when-it-goes-wrong", [], dict(wheres))
 
 
-def _outside_hint(rank: int, where: RankWhere | None, exit_how: str | None = None) -> tuple[str, str]:
+def _as_is(text: str) -> str:
+    return text
+
+
+def _outside_hint(rank: int, where: RankWhere | None, exit_how: str | None = None,
+                  say: Callable[[str], str] = _as_is) -> tuple[str, str]:
+    """(where the rank is, what to do about it), said by `say` (English as is, or `_`)."""
     if where is None:
         if exit_how == "exit code 0":
-            return (f"rank {rank} has finished (exit code 0)",
-                    f"rank {rank} ran out of work before the others: uneven batch counts per rank (use "
-                    "DistributedSampler with drop_last=True, or DDP's join()), or a loop that ends early on one rank.")
-        return (f"rank {rank} has exited ({exit_how or 'no exit recorded'})",
-                f"rank {rank} exited before the others: read its log (mgtutor runs show).")
+            return (say(N_("rank {rank} has finished (exit code 0)")).format(rank=rank),
+                    say(N_("rank {rank} ran out of work before the others: uneven batch counts per rank (use "
+                           "DistributedSampler with drop_last=True, or DDP's join()), or a loop that ends early on one "
+                           "rank.")).format(rank=rank))
+        return (say(N_("rank {rank} has exited ({how})")).format(rank=rank, how=exit_how or say(N_("no exit recorded"))),
+                say(N_("rank {rank} exited before the others: read its log (mgtutor runs show).")).format(rank=rank))
     w = where.where
     at = w.place()
     if w.category == "data":
-        inner = where.worker.place() if where.worker is not None else "its worker processes"
-        return (f"rank {rank} is in its data loading (DataLoader at {at}; a worker is in {inner})",
-                f"rank {rank}'s DataLoader is stuck: a worker waits in {inner}. Check the dataset's I/O "
-                "(a network disk, a lock, a download), give reads a timeout, and try num_workers=0 to see "
-                "the same wait in the main process.")
+        inner = where.worker.place() if where.worker is not None else say(N_("its worker processes"))
+        return (say(N_("rank {rank} is in its data loading (DataLoader at {at}; a worker is in {inner})")).format(
+                    rank=rank, at=at, inner=inner),
+                say(N_("rank {rank}'s DataLoader is stuck: a worker waits in {inner}. Check the dataset's I/O "
+                       "(a network disk, a lock, a download), give reads a timeout, and try num_workers=0 to see "
+                       "the same wait in the main process.")).format(rank=rank, inner=inner))
     if w.category == "sleep":
-        return f"rank {rank} sleeps at {at}", f"rank {rank} sleeps at {at}: remove the wait, or do it on every rank."
+        return (say(N_("rank {rank} sleeps at {at}")).format(rank=rank, at=at),
+                say(N_("rank {rank} sleeps at {at}: remove the wait, or do it on every rank.")).format(rank=rank, at=at))
     if w.category == "init":
-        return (f"rank {rank} is still in init_process_group at {at}",
-                f"rank {rank} never finished init_process_group: read its log.")
-    return (f"rank {rank} runs its own code at {at}",
-            f"rank {rank} is busy at {at} (a loop, or work only that rank does) and skipped or has not yet reached "
-            "the collective.")
+        return (say(N_("rank {rank} is still in init_process_group at {at}")).format(rank=rank, at=at),
+                say(N_("rank {rank} never finished init_process_group: read its log.")).format(rank=rank))
+    return (say(N_("rank {rank} runs its own code at {at}")).format(rank=rank, at=at),
+            say(N_("rank {rank} is busy at {at} (a loop, or work only that rank does) and skipped or has not yet "
+                   "reached the collective.")).format(rank=rank, at=at))
 
 
 def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_size: int,
