@@ -43,7 +43,7 @@ class FixReport:
     before: str
     after: str
     applied: list[AppliedFix] = field(default_factory=list)
-    by_hand: list[CheckFinding] = field(default_factory=list)   # findings left: no rewrite, or unsafe not asked for
+    by_hand: list[CheckFinding] = field(default_factory=list)   # findings left in the fixed text
 
     @property
     def changed(self) -> bool:
@@ -85,9 +85,9 @@ def fix_source(text: str, filename: str = "<script>", unsafe: bool = False,
             break
         current, done = step
         applied.append(done)
-    left = [f for f in check_source(current, filename, project)
-            if f.fix_safety != "safe" or (only is not None and f.rule not in only)]
-    return FixReport(filename, text, current, applied, [f for f in left if not unsafe or f.fix_safety == ""])
+    # what is left: findings with no rewrite, unsafe ones not asked for, and rewrites that did not apply
+    left = [f for f in check_source(current, filename, project) if only is None or f.rule in only]
+    return FixReport(filename, text, current, applied, left)
 
 
 def _model(text: str, filename: str, project: Project | None) -> ScriptModel:

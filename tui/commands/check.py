@@ -201,9 +201,9 @@ def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = N
               + ", ".join(f"{a.rule} (line {a.line}, {a.safety})" for a in report.applied), file=out)
     else:
         print(f"{name}: nothing to fix automatically", file=out)
-    hidden = [f for f in report.by_hand if f.fix_safety == "unsafe"]
-    by_hand = [f for f in report.by_hand if f.fix_safety != "unsafe"]
-    if hidden and not unsafe:
+    hidden = [f for f in report.by_hand if f.fix_safety == "unsafe" and not unsafe]
+    by_hand = [f for f in report.by_hand if f not in hidden]
+    if hidden:
         print(f"  {len(hidden)} more with --unsafe-fixes: "
               + ", ".join(f"{f.rule} (line {f.line})" for f in hidden), file=out)
     for f in by_hand:
