@@ -126,3 +126,22 @@ def test_check_in_chinese_and_its_json_in_english(capsys):
     assert main(["--lang", "zh", "check", script, "--json"]) == 1
     assert capsys.readouterr().out == english
     assert "init_process_group without a timeout" in english
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_run_prints_its_hang_report_in_chinese_and_diagnose_json_stays_english():
+    from tests.test_hang_cli import HANG, Cli, diagnose_json
+
+    cli = Cli("--lang", "zh", "run", "--nproc", "2", "--backend", "gloo", "--", HANG, "--mode", "slow-loader")
+    try:
+        cli.wait_for("卡住报告 (rank_outside_collective)", after="[rank 0]")
+        cli.wait_for("解决：找出 rank 1 为什么没有走到这次集合通信")
+        err = cli.interrupt()
+    finally:
+        cli.kill()
+    assert cli.proc.returncode == 130, err[-2000:]
+    assert "rank 1 的 DataLoader 卡住了" in err
+    data = diagnose_json(cli.record())
+    assert data["findings"][0]["kind"] == "rank_outside_collective"
+    assert "the waiting ranks cannot go on" in data["findings"][0]["summary"]  # the record keeps the English
