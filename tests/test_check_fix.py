@@ -238,6 +238,38 @@ CASES = {
             timeout=datetime.timedelta(minutes=5),
         )
         ''')),
+    "sampler-and-shuffle": ({"sampler-with-shuffle"}, d('''
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=32, sampler=sampler, shuffle=True)  # the pair raises
+        '''), d('''
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=32, sampler=sampler)  # the pair raises
+        ''')),
+    "distributed-sampler": ({"ddp-no-sampler", "sampler-no-set-epoch"}, d('''
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+
+        dist.init_process_group("gloo")
+        loader = DataLoader(dataset, batch_size=32, shuffle=True)
+        for epoch in range(3):
+            for x, y in loader:
+                step(x, y)
+        '''), d('''
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        dist.init_process_group("gloo")
+        loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset, shuffle=True))
+        for epoch in range(3):
+            loader.sampler.set_epoch(epoch)
+            for x, y in loader:
+                step(x, y)
+        ''')),
     "world-from-torchrun": ({"world-set-by-script"}, d('''
         import os
 
@@ -275,7 +307,7 @@ def test_every_rewrite_has_a_case_and_unsafe_ones_wait_for_the_flag():
     covered = set().union(*(rules for rules, _, _ in CASES.values()))
     assert {r.id for r in RULES if r.rewrite is not None} <= covered
     assert {r.id for r in RULES if r.safety == "unsafe"} == {"init-no-timeout", "download-every-rank",
-                                                              "world-set-by-script"}
+                                                              "world-set-by-script", "ddp-no-sampler"}
     _, before, _ = CASES["timeout"]
     report = fix_source(before, "t.py")
     assert not report.changed and [f.rule for f in report.by_hand] == ["init-no-timeout"]

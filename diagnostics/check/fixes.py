@@ -12,7 +12,7 @@ import ast
 from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.model import (
-    DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, keyword, walk_local,
+    DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, has_star_kwargs, keyword, walk_local,
 )
 
 Edits = list[Edit] | None
@@ -221,3 +221,32 @@ def download_on_local_rank_zero(node: ast.AST, m: ScriptModel) -> Edits:
             f"if {dist}.is_initialized():\n    {dist}.barrier()")
     return [*edits, Edit("before", where(stmt, m.lines), code),
             Edit("keyword", where(node, m.lines), "False", "download")]
+
+
+def drop_shuffle(node: ast.AST, m: ScriptModel) -> Edits:
+    """DataLoader(sampler=…, shuffle=True) raises; the sampler does the shuffling."""
+    return [Edit("drop_keyword", where(node, m.lines), name="shuffle")] if isinstance(node, ast.Call) else None
+
+
+def distributed_sampler(node: ast.AST, m: ScriptModel) -> Edits:
+    """The DataLoader reads this rank's shard: sampler=DistributedSampler(data, shuffle=<its shuffle>)
+    and shuffle= gone (unsafe: each rank now trains on other samples than before)."""
+    if not isinstance(node, ast.Call) or has_star_kwargs(node) or \
+            m.calls_to("torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"):
+        return None  # a sampler made elsewhere belongs to this loader: which one is the user's call
+    dataset = node.args[0] if node.args else keyword(node, "dataset")
+    if not isinstance(dataset, (ast.Name, ast.Attribute)):
+        return None
+    edits: list[Edit] = []
+    name = next((n for n, full in m.aliases.items() if full.endswith(".DistributedSampler")), None)
+    if name is None:
+        if "DistributedSampler" in _bound_names(m):
+            return None
+        name = "DistributedSampler"
+        edits.append(Edit("import", code="from torch.utils.data.distributed import DistributedSampler"))
+    shuffle = keyword(node, "shuffle")
+    at = where(node, m.lines)
+    if shuffle is not None:
+        edits.append(Edit("drop_keyword", at, name="shuffle"))
+    value = f"{name}({text(m, dataset)}, shuffle={text(m, shuffle) if shuffle is not None else 'False'})"
+    return [*edits, Edit("keyword", at, value, "sampler")]
