@@ -1,5 +1,6 @@
-"""Home, Lessons, Help and Troubleshoot in Simplified Chinese at 80×24: each CJK character takes two cells, and
-nothing is cut — the footer keys, the way-forward grid, the lesson list and text, the help window."""
+"""Home, Lessons, Help, Troubleshoot and the Monitor's launch form in Simplified Chinese at 80×24: each
+CJK character takes two cells, and nothing is cut — the footer keys, the way-forward grid, the lesson
+list and text, the help window, the symptom list, the form's labels."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,8 @@ async def wait_settled(pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("keys", [["h"], ["l"], ["h", "question_mark"], ["t"]], ids=["home", "lessons", "help", "troubleshoot"])
+@pytest.mark.parametrize("keys", [["h"], ["l"], ["h", "question_mark"], ["t"], ["m"]],
+                         ids=["home", "lessons", "help", "troubleshoot", "monitor-launch-form"])
 def test_screen_in_chinese_at_80x24(snap_compare, keys, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     set_language("zh")

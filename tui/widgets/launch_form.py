@@ -145,34 +145,34 @@ class LaunchForm(VerticalScroll):
         self.initial = values or FormValues()
 
     def _row(self, label: str, widget: Select[str] | Input, group: str = "") -> Horizontal:
-        return Horizontal(Label(label), widget, classes=f"form-row {group}".strip())
+        return Horizontal(Label(_(label)), widget, classes=f"form-row {group}".strip())
 
     def compose(self) -> ComposeResult:
         v = self.initial
-        yield Static("[b]Launch a run[/b]  enter: launch · tab: next field · space: open a list\n"
-                     "[dim]esc leaves a field; then h l d t r switch modes[/dim]", id="form-title")
-        yield self._row("what", _select([("built-in trainer", "builtin"), ("my own script", "script")], v.kind, "f-kind"))
-        yield self._row("model", _select(MODELS, v.model, "f-model"), "builtin-only")
-        yield self._row("data", _select(DATASETS, v.data, "f-data"), "builtin-only")
-        yield self._row("data folder", Input(v.data_dir, placeholder="only for cifar10/imagefolder", compact=True, id="f-data-dir"), "builtin-only")
-        yield self._row("batch size", Input(v.batch_size, compact=True, id="f-batch-size"), "builtin-only")
-        yield self._row("steps", Input(v.steps, compact=True, id="f-steps"), "builtin-only")
-        yield self._row("log every", Input(v.log_every, compact=True, id="f-log-every"), "builtin-only")
-        yield self._row("AMP", _select(AMP_MODES, v.amp, "f-amp"), "builtin-only")
-        yield self._row("compile", _select(COMPILE_MODES, v.compile, "f-compile"), "builtin-only")
-        yield self._row("failure drill", _select(("none", *INJECT_MODES), v.inject, "f-inject"), "builtin-only")
-        yield self._row("… on rank", Input(v.inject_rank, compact=True, id="f-inject-rank"), "builtin-only")
-        yield self._row("script", Input(v.script, placeholder="path/to/train.py", compact=True, id="f-script"), "script-only")
-        yield self._row("arguments", Input(v.script_args, placeholder="--epochs 1", compact=True, id="f-script-args"), "script-only")
-        yield self._row("ranks", Input(v.nproc, placeholder="blank: one per GPU", compact=True, id="f-nproc"))
-        yield self._row("backend", _select(BACKENDS, v.backend, "f-backend"))
-        yield self._row("nodes", Input(v.nnodes, placeholder="1: this machine only", compact=True, id="f-nnodes"))
-        yield self._row("node rank", Input(v.node_rank, compact=True, id="f-node-rank"), "multinode-only")
-        yield self._row("rdzv endpoint", Input(v.rdzv_endpoint, placeholder="node 0's HOST:PORT", compact=True,
+        yield Static(_("[b]Launch a run[/b]  enter: launch · tab: next field · space: open a list") + "\n[dim]"
+                     + _("esc leaves a field; then h l d t r switch modes") + "[/dim]", id="form-title")
+        yield self._row(N_("what"), _select([(_("built-in trainer"), "builtin"), (_("my own script"), "script")], v.kind, "f-kind"))
+        yield self._row(N_("model"), _select(MODELS, v.model, "f-model"), "builtin-only")
+        yield self._row(N_("data"), _select(DATASETS, v.data, "f-data"), "builtin-only")
+        yield self._row(N_("data folder"), Input(v.data_dir, placeholder=_("only for cifar10/imagefolder"), compact=True, id="f-data-dir"), "builtin-only")
+        yield self._row(N_("batch size"), Input(v.batch_size, compact=True, id="f-batch-size"), "builtin-only")
+        yield self._row(N_("steps"), Input(v.steps, compact=True, id="f-steps"), "builtin-only")
+        yield self._row(N_("log every"), Input(v.log_every, compact=True, id="f-log-every"), "builtin-only")
+        yield self._row(N_("AMP"), _select(AMP_MODES, v.amp, "f-amp"), "builtin-only")
+        yield self._row(N_("compile"), _select(COMPILE_MODES, v.compile, "f-compile"), "builtin-only")
+        yield self._row(N_("failure drill"), _select(("none", *INJECT_MODES), v.inject, "f-inject"), "builtin-only")
+        yield self._row(N_("… on rank"), Input(v.inject_rank, compact=True, id="f-inject-rank"), "builtin-only")
+        yield self._row(N_("script"), Input(v.script, placeholder="path/to/train.py", compact=True, id="f-script"), "script-only")
+        yield self._row(N_("arguments"), Input(v.script_args, placeholder="--epochs 1", compact=True, id="f-script-args"), "script-only")
+        yield self._row(N_("ranks"), Input(v.nproc, placeholder=_("blank: one per GPU"), compact=True, id="f-nproc"))
+        yield self._row(N_("backend"), _select(BACKENDS, v.backend, "f-backend"))
+        yield self._row(N_("nodes"), Input(v.nnodes, placeholder=_("1: this machine only"), compact=True, id="f-nnodes"))
+        yield self._row(N_("node rank"), Input(v.node_rank, compact=True, id="f-node-rank"), "multinode-only")
+        yield self._row(N_("rdzv endpoint"), Input(v.rdzv_endpoint, placeholder=_("node 0's HOST:PORT"), compact=True,
                                                id="f-rdzv-endpoint"), "multinode-only")
         yield Static("", id="form-message")
         yield Static("", id="form-command")
-        yield Button("Launch (enter)", id="form-launch", variant="success", compact=True)
+        yield Button(_("Launch (enter)"), id="form-launch", variant="success", compact=True)
 
     def on_mount(self) -> None:
         self.refresh_command()
@@ -219,7 +219,7 @@ class LaunchForm(VerticalScroll):
             self.query_one("#form-command", Static).update("")
             return None
         self.show_message("")
-        self.query_one("#form-command", Static).update(f"same as: {command}")
+        self.query_one("#form-command", Static).update(_("same as: {command}").format(command=command))
         return spec, command
 
     def show_message(self, message: str) -> None:
