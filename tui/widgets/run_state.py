@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.training.runs.multinode import NodeState
 from mgtutor.training.runs.runstate import RunState, describe_failure
@@ -12,6 +13,9 @@ from mgtutor.training.runs.watch import Alert
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 
 PHASES = ("starting", "rendezvous", "training")
+PHASE_WORDS = {"starting": N_("starting"), "rendezvous": N_("rendezvous"), "training": N_("training"),
+               "running": N_("running"), "finished": N_("finished"), "failed": N_("failed"), "stopped": N_("stopped"),
+               "lost": N_("lost")}
 PHASE_STYLE = {"starting": "yellow", "rendezvous": "yellow", "training": "green", "running": "green",
                "finished": "bold green", "failed": "bold red", "stopped": "bold yellow", "lost": "bold red"}
 
@@ -31,31 +35,34 @@ def state_text(state: RunState, now: float) -> Text:
     for index, phase in enumerate(path):
         if index:
             text.append(" → ", "dim")
-        text.append(phase, PHASE_STYLE.get(phase, "") if phase == state.phase else "dim")
+        text.append(_(PHASE_WORDS.get(phase, phase)), PHASE_STYLE.get(phase, "") if phase == state.phase else "dim")
     steps = [r.last_step for r in state.ranks.values() if r.last_step is not None]
     text.append(f"   {clock(state.elapsed(now))}", "bold")
-    text.append(f"  {state.world_size} rank{'s' if state.world_size != 1 else ''} {state.backend}")
+    text.append("  " + (_("{n} rank {backend}") if state.world_size == 1 else _("{n} ranks {backend}")).format(
+        n=state.world_size, backend=state.backend))
     if steps:
-        text.append(f"  step {max(steps)}")
+        text.append("  " + _("step {step}").format(step=max(steps)))
     text.append(f"  {state.run_id}", "dim")
     text.append("\n")
     for rank, rank_state in sorted(state.ranks.items()):
         colour = RANK_COLOURS[rank % len(RANK_COLOURS)]
         text.append(f"r{rank} ", f"bold {colour}")
         if state.done:
-            outcome = ("ok" if rank_state.exit_code == 0 else
+            ok = rank_state.exit_code == 0
+            outcome = (_("ok") if ok else
                        f"signal {rank_state.signal}" if rank_state.signal else
-                       f"exit {rank_state.exit_code}" if rank_state.exit_code is not None else "no exit recorded")
-            text.append(outcome, "green" if outcome == "ok" else "red")
+                       f"exit {rank_state.exit_code}" if rank_state.exit_code is not None else _("no exit recorded"))
+            text.append(outcome, "green" if ok else "red")
         elif rank_state.started is None:
-            text.append("not started", "dim")
+            text.append(_("not started"), "dim")
         elif rank_state.joined is not None:
             waited = rank_state.waited(now) or 0.0
-            text.append(f"joined ({waited:.1f}s)" if rank_state.last_step is None else "training", "green")
+            text.append(_("joined ({seconds:.1f}s)").format(seconds=waited) if rank_state.last_step is None
+                        else _("training"), "green")
         elif state.has_events:
-            text.append(f"waiting {rank_state.waited(now) or 0:.0f}s", "yellow")
+            text.append(_("waiting {seconds:.0f}s").format(seconds=rank_state.waited(now) or 0), "yellow")
         else:
-            text.append("running", "green")
+            text.append(_("running"), "green")
         text.append("  ")
     return text
 
@@ -98,14 +105,14 @@ class FailureBanner(Static):
         text.append(headline, "bold")
         self.lesson = None
         if finding:
-            text.append(f"\n{finding.kind or 'diagnosis'}: ", "bold")
+            text.append(f"\n{finding.kind or _('diagnosis')}: ", "bold")
             text.append(finding.summary or "")
             if finding.fix:
-                text.append("\nfix: ", "bold")
+                text.append("\n" + _("fix: "), "bold")
                 text.append(finding.fix)
             self.lesson = finding.lesson or None
             if self.lesson:
-                text.append(f"  (o: open lesson {self.lesson})", "dim")
+                text.append("  " + _("(o: open lesson {lesson})").format(lesson=self.lesson), "dim")
         self.plain = text.plain
         self.update(text)
 
