@@ -73,6 +73,9 @@ def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
     return rest if len(rest) <= width else rest[:width - 1] + "…"
 
 
+RUN_COLUMNS = (N_("run"), N_("status"), N_("ranks"), N_("backend"), N_("started"), N_("failed"))
+
+
 class RunsScreen(Screen):
     TITLE = N_("Runs")
     BINDINGS = [Binding("g", "refresh", N_("Refresh")), Binding("enter", "open_run", N_("Open")),
@@ -93,7 +96,7 @@ class RunsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("run", "status", "ranks", "backend", "started", "failed")
+        table.add_columns(*(_(column) for column in RUN_COLUMNS))
         self.action_refresh()
 
     def on_screen_resume(self) -> None:

@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Static, Tab, Tabs
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.widgets.follow_log import FollowLog
 
 MERGED = "all"
@@ -98,7 +99,7 @@ class PreparedLines:
 def prepare_lines(batch: list[tuple[int | None, str, str]]) -> PreparedLines:
     per_tab: dict[str, list[str]] = {}
     merged = []
-    for rank, _, text in batch:
+    for rank, _stream, text in batch:
         merged.append(prefix(rank) + text)
         per_tab.setdefault(tab_id(rank), []).append(text)
     return PreparedLines(merged, per_tab)
@@ -142,8 +143,8 @@ class RankLogs(Vertical):
         log = FollowLog(max_lines=self.max_lines, highlight=True, id="rank-log")
         log.highlighter = RankHighlighter()
         yield log
-        yield Static("paused: new lines are kept but not shown — p or End follows the log again", id="log-paused")
-        yield Input(placeholder="search this tab (enter: find, escape: close)", id="log-search")
+        yield Static(_("paused: new lines are kept but not shown — p or End follows the log again"), id="log-paused")
+        yield Input(placeholder=_("search this tab (enter: find, escape: close)"), id="log-search")
 
     @property
     def log_view(self) -> FollowLog:
@@ -242,21 +243,22 @@ class RankLogs(Vertical):
         """Scroll to the next match of the search text; says what happened."""
         buffer = self.buffers.get(self.active)
         if not self.search_text or buffer is None:
-            return "nothing to search for: press / first"
+            return _("nothing to search for: press / first")
         found = buffer.find(self.search_text, -1 if self._match is None else self._match)
         if found is None:
-            return f"{self.search_text!r} is not in the last {len(buffer.lines)} lines of this tab"
+            return _("{text} is not in the last {count} lines of this tab").format(text=repr(self.search_text),
+                                                                                    count=len(buffer.lines))
         self._match = found
         self._jump(found)
-        return f"{self.search_text!r}: line {buffer.dropped + found + 1}"
+        return _("{text}: line {line}").format(text=repr(self.search_text), line=buffer.dropped + found + 1)
 
     def first_error(self) -> str:
         buffer = self.buffers.get(self.active)
         if buffer is None or buffer.first_error is None:
-            return "no error line in this tab yet"
+            return _("no error line in this tab yet")
         index = buffer.first_error - buffer.dropped
         if index < 0:
-            return (f"the first error (line {buffer.first_error + 1}) has scrolled out of the on-screen tail; "
-                    f"press f for the full log: {buffer.first_error_text[:80]}")
+            return _("the first error (line {line}) has scrolled out of the on-screen tail; press f for the full "
+                     "log: {text}").format(line=buffer.first_error + 1, text=buffer.first_error_text[:80])
         self._jump(index)
-        return f"first error at line {buffer.first_error + 1}"
+        return _("first error at line {line}").format(line=buffer.first_error + 1)

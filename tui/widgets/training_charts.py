@@ -11,6 +11,7 @@ import math
 from rich.text import Text
 from textual.widget import Widget
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.tui.widgets.blocks import sparkline
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
@@ -53,8 +54,8 @@ class TrainingCharts(Widget):
         label_w, value_w = 7, 16
         spark_w = max(8, width - label_w - value_w - 2)
         if not any(r.throughput or r.loss for r in state.ranks.values()):
-            waiting = "no step events: a script of your own reports none (logs and meters still work)" \
-                if state.phase in ("running", "finished") and not state.has_events else "waiting for the first step…"
+            waiting = _("no step events: a script of your own reports none (logs and meters still work)") \
+                if state.phase in ("running", "finished") and not state.has_events else _("waiting for the first step...")
             text.append(f"{'charts':<{label_w}}", "bold")
             text.append(waiting, "dim")
             return text
@@ -81,6 +82,6 @@ class TrainingCharts(Widget):
             text.append(f" @{step}", "dim")
         stragglers = state.stragglers()
         if stragglers:
-            text.append(f"\nstraggler: rank {', '.join(map(str, stragglers))} >20% slower than the others "
-                        "(shared or throttled GPU, slow data loading?)", "bold red")
+            text.append("\n" + _("straggler: rank {ranks} >{share} slower than the others (shared or throttled GPU, slow "
+                                "data loading?)").format(ranks=", ".join(map(str, stragglers)), share="20%"), "bold red")
         return text
