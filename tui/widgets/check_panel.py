@@ -11,6 +11,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
+from mgtutor.training.runs.i18n import _
+
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "advice": "bold cyan"}
 
 
@@ -19,7 +21,7 @@ def summary(findings: list[dict[str, Any]]) -> str:
     for finding in findings:
         counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
     parts = [f"{n} {sev}{'s' if n > 1 and sev != 'advice' else ''}" for sev, n in counts.items()]
-    return ", ".join(parts) if parts else "no finding"
+    return ", ".join(parts) if parts else _("no finding")
 
 
 def findings_text(findings: list[dict[str, Any]]) -> Text:
@@ -37,7 +39,7 @@ def findings_text(findings: list[dict[str, Any]]) -> Text:
             text.append("\n        fix: ", "bold green")
             text.append(str(finding["fix"]))
         if finding.get("lesson"):
-            text.append(f"  (lesson {finding['lesson']})", "dim")
+            text.append("  " + _("(lesson {lesson})").format(lesson=finding["lesson"]), "dim")
         if finding.get("fix_safety"):
             text.append(f"  [{finding['fix_safety']} fix: F shows it]", "dim")
     return text
@@ -77,18 +79,18 @@ class CheckPanel(Collapsible):
     def checking(self, script: str) -> None:
         self.reset()
         self.script = script
-        self.title = f"check {script}: reading…"
+        self.title = _("check {script}: reading...").format(script=script)
         self.set_class(True, "-visible")
 
     def show(self, script: str, findings: list[dict[str, Any]], error: str | None = None) -> None:
         self.findings, self.error, self.script = findings, error, script
         name = script.rsplit("/", 1)[-1]
         if error:
-            self.title = f"check {name}: could not check it (k)"
+            self.title = _("check {script}: could not check it (k)").format(script=name)
             body = Text(error, "yellow")
         else:
-            self.title = f"check {name}: {summary(findings)}" + (" (k: show)" if findings else "")
-            body = findings_text(findings) if findings else Text("nothing found", "green")
+            self.title = f"check {name}: {summary(findings)}" + (" " + _("(k: show)") if findings else "")
+            body = findings_text(findings) if findings else Text(_("nothing found"), "green")
         self.plain = f"{self.title}\n{body.plain}"
         self._body().update(body)
         self.set_class(True, "-visible")

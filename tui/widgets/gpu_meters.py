@@ -10,6 +10,7 @@ from collections import deque
 from rich.text import Text
 from textual.widget import Widget
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.gpu import GpuSample, GpuSnapshot, HostSnapshot
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 from mgtutor.tui.widgets.blocks import sparkline
@@ -74,13 +75,13 @@ class GpuMeters(Widget):
         text = Text(no_wrap=True, overflow="ellipsis")
         self.rows = {}
         if gpus is None and host is None:
-            text.append("meters: sampling…", "dim")
+            text.append(_("meters: sampling..."), "dim")
         if gpus is not None and gpus.gpus:
             for gpu in gpus.gpus:
                 self._gpu_row(text, gpu, pid_rank, width)
         if host is not None and (backend != "nccl" or gpus is None or not gpus.gpus):
             if gpus is not None and not gpus.gpus and gpus.error:
-                text.append(f"no GPU meters ({gpus.error}): CPU ranks shown\n", "dim")
+                text.append(_("no GPU meters ({why}): CPU ranks shown").format(why=gpus.error) + "\n", "dim")
             for pid, rank in sorted(pid_rank.items(), key=lambda item: item[1]):
                 self._cpu_row(text, rank, pid, host, width)
             cores = host.cpu_percent_per_core
@@ -119,7 +120,7 @@ class GpuMeters(Widget):
         stats = host.processes.get(pid)
         head = f"rank{rank} pid {pid} "
         if stats is None:
-            body = "(process ended)"
+            body = _("(process ended)")
             spark_w = 0
         else:
             body = f"cpu {bar(min(stats.cpu_percent, 100.0), 8)} {stats.cpu_percent:4.0f}%  rss {stats.rss_mib:6.0f} MiB "

@@ -8,6 +8,7 @@ from rich.markup import escape
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.check.script import CheckFinding
 from mgtutor.diagnostics.failures.logparse import clean
 
@@ -22,10 +23,10 @@ def script_card_markup(finding: CheckFinding) -> str:
              escape(finding.message)]
     if finding.why:
         lines.append(f"[dim]{escape(finding.why)}[/dim]")
-    lines.append(f"[b]Fix:[/b] {escape(finding.fix)}")
+    lines.append(f"[b]{_('Fix:')}[/b] {escape(finding.fix)}")
     if finding.fix_after:
-        lines.append("[dim]like this:[/dim] " + escape(" ⏎ ".join(finding.fix_after.splitlines())))
-    lines.append(f"[b]Lesson:[/b] {escape(finding.lesson)}  (press l for Lessons)")
+        lines.append(f"[dim]{_('like this:')}[/dim] " + escape(" ⏎ ".join(finding.fix_after.splitlines())))
+    lines.append(f"[b]{_('Lesson:')}[/b] {escape(finding.lesson)}  {_('(press l for Lessons)')}")
     return "\n".join(lines)
 
 
