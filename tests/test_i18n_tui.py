@@ -18,6 +18,13 @@ from tests.test_keys_80x24 import footer_bindings, shown_keys
 SLEEPS = "import time\ntime.sleep(600)\n"
 
 
+@pytest.fixture
+def in_chinese(monkeypatch):
+    """No GPU, said the same way every time, and the app in Simplified Chinese from its start."""
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    set_language("zh")
+
+
 def static_text(screen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
@@ -34,9 +41,7 @@ def footer_uncut(screen) -> dict[str, str]:
     return keys
 
 
-async def test_the_app_starts_in_chinese_and_every_footer_key_fits(monkeypatch):
-    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
-    set_language("zh")
+async def test_the_app_starts_in_chinese_and_every_footer_key_fits(in_chinese):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for_app(pilot, lambda: "正在查找" not in static_text(app.screen, "#machine"), 30,
@@ -111,9 +116,7 @@ async def test_switching_language_leaves_a_running_run_alone(monkeypatch, write_
 
 
 @pytest.mark.integration
-async def test_diagnostics_in_chinese_then_english_without_running_the_doctor_again(monkeypatch):
-    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
-    set_language("zh")
+async def test_diagnostics_in_chinese_then_english_without_running_the_doctor_again(in_chinese):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("d")
@@ -136,13 +139,11 @@ async def test_diagnostics_in_chinese_then_english_without_running_the_doctor_ag
 
 
 @pytest.mark.integration
-async def test_a_lesson_and_its_run_in_chinese_at_80x24(monkeypatch):
+async def test_a_lesson_and_its_run_in_chinese_at_80x24(in_chinese):
     from textual.widgets import RichLog
 
     from tests.test_lessons_tui import text_of, wait_idle
 
-    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
-    set_language("zh")
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("l")
@@ -161,12 +162,10 @@ async def test_a_lesson_and_its_run_in_chinese_at_80x24(monkeypatch):
 
 
 @pytest.mark.integration
-async def test_a_failed_run_in_the_monitor_in_chinese_at_80x24(monkeypatch):
+async def test_a_failed_run_in_the_monitor_in_chinese_at_80x24(in_chinese):
     from tests.monitor_helpers import make_app
     from tests.test_monitor_live import launch_from_form, open_form
 
-    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
-    set_language("zh")
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
