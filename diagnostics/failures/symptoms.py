@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from mgtutor.training.runs.i18n import N_
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.nvml import inventory
 
 DEFAULT_PORT = 29500
@@ -54,8 +54,9 @@ def check_addr_resolves() -> Check:
     try:
         infos = {str(i[4][0]) for i in socket.getaddrinfo(addr, None, proto=socket.IPPROTO_TCP)}
     except (OSError, UnicodeError) as exc:
-        return Check("MASTER_ADDR resolves", False, f"{addr!r} does not resolve ({exc}); use node 0's IP address")
-    return Check("MASTER_ADDR resolves", True, f"{addr} → {', '.join(sorted(infos))}")
+        return Check(_("MASTER_ADDR resolves"), False,
+                     _("{addr} does not resolve ({why}); use node 0's IP address").format(addr=repr(addr), why=exc))
+    return Check(_("MASTER_ADDR resolves"), True, f"{addr} → {', '.join(sorted(infos))}")
 
 
 def check_port() -> Check:
@@ -64,12 +65,15 @@ def check_port() -> Check:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("0.0.0.0", port))
-            return Check(f"port {port} free", True, f"port {port} is free on this machine")
+            return Check(_("port {port} free").format(port=port), True,
+                         _("port {port} is free on this machine").format(port=port))
         except OSError:
             pass
     holder = _port_holder(port)
-    return Check(f"port {port} free", False, f"port {port} is in use{' by ' + holder if holder else ''}; "
-                 f"end it or pass another --master-port")
+    used = (_("port {port} is in use by {holder}") if holder else _("port {port} is in use")).format(port=port,
+                                                                                                     holder=holder)
+    return Check(_("port {port} free").format(port=port), False,
+                 used + _("; end it or pass another --master-port"))
 
 
 def _port_holder(port: int) -> str | None:
@@ -87,10 +91,11 @@ def check_port_reachable() -> Check:
     addr, port = _addr(), _port()
     try:
         with socket.create_connection((addr, port), timeout=2):
-            return Check("store reachable", True, f"{addr}:{port} accepts connections")
+            return Check(_("store reachable"), True, _("{addr}:{port} accepts connections").format(addr=addr, port=port))
     except OSError as exc:
-        return Check("store reachable", None, f"{addr}:{port} does not answer ({exc.strerror or exc}): fine before a "
-                     "job starts; during a hang it means the store host is down, wrong, or firewalled")
+        return Check(_("store reachable"), None, _("{addr}:{port} does not answer ({why}): fine before a job starts; "
+                     "during a hang it means the store host is down, wrong, or firewalled").format(
+                         addr=addr, port=port, why=exc.strerror or exc))
 
 
 def check_interfaces() -> Check:
@@ -99,15 +104,16 @@ def check_interfaces() -> Check:
     bad = [f"{var}={value}" for var, value in wanted
            if not any(n.startswith(v.lstrip("^=")) for v in value.split(",") for n in names)]
     if bad:
-        return Check("network interfaces", False, f"{', '.join(bad)} names no interface here (have: {', '.join(names)})")
-    return Check("network interfaces", None, f"interfaces: {', '.join(names)}" +
+        return Check(_("network interfaces"), False, _("{names} names no interface here (have: {have})").format(
+            names=", ".join(bad), have=", ".join(names)))
+    return Check(_("network interfaces"), None, _("interfaces: {names}").format(names=", ".join(names)) +
                  (f"; set {', '.join(f'{k}={v}' for k, v in wanted)}" if wanted else ""))
 
 
 def check_gpus() -> Check:
     inv = inventory()
     if not inv.gpus:
-        return Check("GPUs", None, f"no NVIDIA GPU usable ({inv.error}): ranks run on the CPU with gloo")
+        return Check("GPUs", None, _("no NVIDIA GPU usable ({why}): ranks run on the CPU with gloo").format(why=inv.error))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return Check("GPUs", True, inv.summary + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""))
 
@@ -115,36 +121,38 @@ def check_gpus() -> Check:
 def check_gpu_memory() -> Check:
     inv = inventory()
     if not inv.gpus:
-        return Check("GPU memory", None, "no GPU: an OOM here is host memory (MemoryError or the OOM killer)")
-    return Check("GPU memory", None, ", ".join(f"GPU {g.index}: {g.memory_total_mib:,.0f} MiB" for g in inv.gpus))
+        return Check(_("GPU memory"), None, _("no GPU: an OOM here is host memory (MemoryError or the OOM killer)"))
+    return Check(_("GPU memory"), None, ", ".join(f"GPU {g.index}: {g.memory_total_mib:,.0f} MiB" for g in inv.gpus))
 
 
 def check_host_memory() -> Check:
     mem = psutil.virtual_memory()
     low = mem.available < 2 << 30
-    return Check("host memory", not low, f"{mem.available / 2**30:.1f} GiB free of {mem.total / 2**30:.1f} GiB")
+    return Check(_("host memory"), not low, _("{free:.1f} GiB free of {total:.1f} GiB").format(
+        free=mem.available / 2**30, total=mem.total / 2**30))
 
 
 def check_shm() -> Check:
     try:
         usage = shutil.disk_usage("/dev/shm")
     except OSError:
-        return Check("/dev/shm", None, "no /dev/shm here")
+        return Check("/dev/shm", None, _("no /dev/shm here"))
     small = usage.total < 1 << 30
-    return Check("/dev/shm", not small, f"{usage.free / 2**20:,.0f} MiB free of {usage.total / 2**20:,.0f} MiB" +
-                 ("; too small for DataLoader workers and NCCL: --shm-size=16g or --ipc=host" if small else ""))
+    return Check("/dev/shm", not small, _("{free:,.0f} MiB free of {total:,.0f} MiB").format(
+        free=usage.free / 2**20, total=usage.total / 2**20) +
+                 (_("; too small for DataLoader workers and NCCL: --shm-size=16g or --ipc=host") if small else ""))
 
 
 def check_debug_env() -> Check:
     value = os.environ.get("TORCH_DISTRIBUTED_DEBUG")
-    return Check("TORCH_DISTRIBUTED_DEBUG", None, f"set to {value}" if value else
-                 "unset: set TORCH_DISTRIBUTED_DEBUG=DETAIL to name the first collective that differs")
+    return Check("TORCH_DISTRIBUTED_DEBUG", None, _("set to {value}").format(value=value) if value else
+                 _("unset: set TORCH_DISTRIBUTED_DEBUG=DETAIL to name the first collective that differs"))
 
 
 def check_nccl_env() -> Check:
     found = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-    return Check("NCCL environment", None, ", ".join(f"{k}={v}" for k, v in sorted(found.items())) or
-                 "no NCCL_* variable set; NCCL_DEBUG=INFO prints what NCCL chooses and why it fails")
+    return Check(_("NCCL environment"), None, ", ".join(f"{k}={v}" for k, v in sorted(found.items())) or
+                 _("no NCCL_* variable set; NCCL_DEBUG=INFO prints what NCCL chooses and why it fails"))
 
 
 SYMPTOMS: tuple[Symptom, ...] = (
@@ -180,5 +188,5 @@ def run_checks(symptom: Symptom) -> list[Check]:
         try:
             out.append(check())
         except Exception as exc:  # a check that cannot run says so and never stops the others
-            out.append(Check(getattr(check, "__name__", "check"), None, f"could not check: {exc}"))
+            out.append(Check(getattr(check, "__name__", "check"), None, _("could not check: {why}").format(why=exc)))
     return out
