@@ -150,9 +150,10 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         if self.symptom is None:
             return
         demo = SCENARIOS[self.symptom.demos[self.demo_index % len(self.symptom.demos)]]
-        others = " (v: another)" if len(self.symptom.demos) > 1 else ""
-        oom = f"\n{OOM_HINT}" if self.symptom.key == OOM_SYMPTOM else ""
-        self.set_status(f"x: reproduce it for real — demo [b]{demo.name}[/b]: {escape(demo.what_happens)}{others}{oom}")
+        others = " " + _("(v: another)") if len(self.symptom.demos) > 1 else ""
+        oom = f"\n{_(OOM_HINT)}" if self.symptom.key == OOM_SYMPTOM else ""
+        self.set_status(_("x: reproduce it for real — demo [b]{name}[/b]: {what}").format(
+            name=demo.name, what=escape(demo.what_happens)) + others + oom)
 
     def set_status(self, text: str) -> None:
         self.query_one("#ts-status", Static).update(text)
@@ -160,13 +161,13 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
     # checks
     def action_checks(self) -> None:
         if self.symptom is not None:
-            self.query_one("#ts-checks", Static).update("[dim]checking…[/dim]")
+            self.query_one("#ts-checks", Static).update("[dim]" + _("checking...") + "[/dim]")
             self.run_symptom_checks(self.symptom)
 
     @work(thread=True, exclusive=True, group="ts-checks")
     def run_symptom_checks(self, symptom: Symptom) -> None:
         checks = run_checks(symptom)
-        text = checks_markup(checks) or "[dim]No machine check tells this one apart: the cause is in the script.[/dim]"
+        text = checks_markup(checks) or _("[dim]No machine check tells this one apart: the cause is in the script.[/dim]")
         self.app.call_from_thread(self.query_one("#ts-checks", Static).update, text)
 
     # the user's script, read by mgtutor check
@@ -184,13 +185,15 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         wanted = self.symptom.script_symptom if self.symptom else None
         if wanted is None:
             applies = ", ".join(_(s.title).lower() for s in SYMPTOMS if s.script_symptom)
-            box.show(f"[dim]Script checks explain: {escape(applies)}.[/dim]") if self.script else box.clear()
+            box.show("[dim]" + _("Script checks explain: {symptoms}.").format(symptoms=escape(applies)) + "[/dim]") \
+                if self.script else box.clear()
             self.script_findings = []
         elif self.script is None:
-            box.show("[dim]s: give your training script, and its mistakes behind this symptom are shown here.[/dim]")
+            box.show("[dim]" + _("s: give your training script, and its mistakes behind this symptom are shown here.")
+                     + "[/dim]")
             self.script_findings = []
         else:
-            box.show(f"[dim]reading {escape(str(self.script))}…[/dim]")
+            box.show("[dim]" + _("reading {path}...").format(path=escape(str(self.script))) + "[/dim]")
             self.check_script_worker(self.script, wanted)
 
     @work(thread=True, exclusive=True, group="ts-script")
@@ -198,17 +201,20 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         try:
             found = check_file(script)
         except CheckError as exc:
-            self.app.call_from_thread(self._script_checked, wanted, f"[red]cannot check the script: {escape(str(exc))}[/]", [])
+            self.app.call_from_thread(self._script_checked, wanted,
+                                      "[red]" + _("cannot check the script: {why}").format(why=escape(str(exc))) + "[/]", [])
             return
         relevant = findings_for_symptom(found, wanted)
         name = escape(script.name)
         if relevant:
-            heading = f"[b]In {name}:[/b] {len(relevant)} finding(s) that explain this symptom"
+            heading = _("[b]In {name}:[/b] {count} finding(s) that explain this symptom").format(name=name,
+                                                                                                  count=len(relevant))
         else:
-            heading = f"[green]✓[/] nothing in {name} explains this symptom"
+            heading = "[green]✓[/] " + _("nothing in {name} explains this symptom").format(name=name)
         others = len(found) - len(relevant)
         if others:
-            heading += f" [dim]({others} other finding(s): mgtutor check {escape(str(script))})[/dim]"
+            heading += " [dim]" + _("({count} other finding(s): {command})").format(
+                count=others, command=f"mgtutor check {escape(str(script))}") + "[/dim]"
         self.app.call_from_thread(self._script_checked, wanted, heading, relevant)
 
     def _script_checked(self, wanted: str, heading: str, findings: list[CheckFinding]) -> None:
@@ -216,7 +222,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
             return  # the user moved on to another symptom while the script was read
         self.script_findings = findings
         if any(f.fix_safety == "safe" for f in findings):
-            heading += " [dim](F: the fixes as a diff)[/dim]"
+            heading += " [dim]" + _("(F: the fixes as a diff)") + "[/dim]"
         self.query_one("#ts-script-findings", ScriptFindings).show(heading, findings)
 
     def action_show_patch(self) -> None:
@@ -224,7 +230,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         framed = next((f.script_frame["file"] for f in self.findings if f.script_frame), None)
         script = self.script or (Path(framed) if framed else None)
         if script is None:
-            self.notify("s: give your training script first")
+            self.notify(_("s: give your training script first"))
         else:
             self.show_patch_of(script)
 
@@ -245,7 +251,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         self.query_one("#ts-log", Log).clear()
         self.query_one("#ts-log", Log).display = True  # shown once there is something to show
         self.show_findings([])
-        self.set_status(f"demo [b]{name}[/b] running: real ranks, real failure…")
+        self.set_status(_("demo [b]{name}[/b] running: real ranks, real failure...").format(name=name))
         self.run_demo_worker(name)
 
     @work(thread=True, exclusive=True, group="ts-demo")
@@ -267,12 +273,13 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         try:
             outcome = run_demo(name, on_line=on_line, on_start=on_start)
         except Exception as exc:  # a launch that cannot start says why on screen
-            self.app.call_from_thread(self._demo_done, f"[red]demo {name} could not start: {escape(str(exc))}[/]", [])
+            self.app.call_from_thread(self._demo_done, "[red]" + _("demo {name} could not start: {why}").format(
+                name=name, why=escape(str(exc))) + "[/]", [])
             return
         self.app.call_from_thread(self._write_lines, pending[:])
-        verdict = "diagnosed" if outcome.diagnosed else "NOT diagnosed as expected"
-        self.app.call_from_thread(self._demo_done, f"demo [b]{name}[/b] finished ({verdict}); run "
-                                  f"{outcome.run.record.run_id}", outcome.findings)
+        verdict = _("diagnosed") if outcome.diagnosed else _("NOT diagnosed as expected")
+        self.app.call_from_thread(self._demo_done, _("demo [b]{name}[/b] finished ({verdict}); run {run_id}").format(
+            name=name, verdict=verdict, run_id=outcome.run.record.run_id), outcome.findings)
 
     def _write_lines(self, lines: list[str]) -> None:
         if lines:
@@ -302,17 +309,19 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
             if not words:
                 record = next(iter(list_runs()), None)
                 if record is None:
-                    raise ValueError("no runs yet")
+                    raise ValueError(_("no runs yet"))
                 findings, source = diagnose_with_hangs(record), record.run_id
             elif len(words) == 1 and (record := find_run(words[0])) is not None:
                 findings, source = diagnose_with_hangs(record), record.run_id
             else:
                 findings, source = diagnose_files(words), ", ".join(words)
         except (OSError, ValueError) as exc:
-            self.app.call_from_thread(self.set_status, f"[red]cannot diagnose: {escape(str(exc))}[/]")
+            self.app.call_from_thread(self.set_status, "[red]" + _("cannot diagnose: {why}").format(
+                why=escape(str(exc))) + "[/]")
             return
-        found = f"{len(findings)} finding(s) below" if findings else "no sign of a failure"
-        self.app.call_from_thread(self.set_status, f"diagnosis of {escape(source)}: {found}")
+        found = _("{count} finding(s) below").format(count=len(findings)) if findings else _("no sign of a failure")
+        self.app.call_from_thread(self.set_status, _("diagnosis of {source}: {found}").format(source=escape(source),
+                                                                                             found=found))
         self.app.call_from_thread(self.show_findings, findings)
 
     def show_findings(self, findings: list[Finding]) -> None:
@@ -322,7 +331,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         if findings:
             box.mount_all(Static(card_markup(i, f), classes="fix-card") for i, f in enumerate(findings, 1))
             if any(f.script_frame for f in findings):
-                box.mount(Static("[dim]F: the patch mgtutor check --fix would write into your script[/dim]"))
+                box.mount(Static("[dim]" + _("F: the patch mgtutor check --fix would write into your script") + "[/dim]"))
         # the answer goes where the user looks: at 80×24 it is drawn below the fold otherwise
         self.call_after_refresh(self._reveal, "#ts-status")
 

@@ -12,6 +12,7 @@ from typing import Any
 from rich.markup import escape
 from textual import work
 
+from mgtutor.training.runs.i18n import N_
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, run_finder
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
@@ -22,8 +23,8 @@ from mgtutor.tui.messages import RunStarted
 
 OOM_SYMPTOM = "oom"
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary
-OOM_HINT = ("b: find the largest batch that fits (built-in trainer) · w: run the newest run's script again "
-            "with --memory (what filled the GPU)")
+OOM_HINT = N_("b: find the largest batch that fits (built-in trainer) · w: run the newest run's script again "
+               "with --memory (what filled the GPU)")
 
 
 def last_trainer_model(scan: int = 20) -> tuple[str, int]:
