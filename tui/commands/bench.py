@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from mgtutor.training.runs.i18n import _
+
 BENCH_MODULES: list[str] = ["allreduce", "scaling", "maxbatch"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="measure: all-reduce bandwidth, multi-GPU scaling, the largest batch",
+    parser = sub.add_parser("bench", help=_("measure: all-reduce bandwidth, multi-GPU scaling, the largest batch"),
                             description="Benchmarks that run for real on this machine.")
     kinds = parser.add_subparsers(dest="bench_kind", metavar="KIND")
     for name in BENCH_MODULES:

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.allreduce_bench import (
     HEADER,
@@ -32,7 +33,7 @@ comparable with the link's bandwidth whatever the rank count."""
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser("allreduce", help="all-reduce bandwidth per message size (like nccl-tests)",
+    p = kinds.add_parser("allreduce", help=_("all-reduce bandwidth per message size (like nccl-tests)"),
                          description="Sweep message sizes, time out-of-place and in-place all-reduce on N "
                                      "ranks, and relate the bus bandwidth to the GPU link.",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

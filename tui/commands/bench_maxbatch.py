@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, answer, start
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.nvml import inventory
@@ -30,7 +31,7 @@ there and counts as "does not fit", so no rank is ever left waiting. The chosen 
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser("maxbatch", help="the largest batch that trains on every rank's GPU, found in ~10 trials",
+    p = kinds.add_parser("maxbatch", help=_("the largest batch that trains on every rank's GPU, found in ~10 trials"),
                          description="Find the largest per-rank batch of the built-in trainer that fits on every "
                                      "rank's GPU, with the memory it takes: fixed bytes (weights, gradients, "
                                      "optimizer state) and bytes per sample. Each trial is printed as it ends.",

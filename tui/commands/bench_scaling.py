@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
@@ -17,7 +18,7 @@ _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow
 
 def register(kinds: argparse._SubParsersAction) -> None:
     parser = kinds.add_parser(
-        "scaling", help="training throughput on 1…N devices: speed-up and scaling efficiency",
+        "scaling", help=_("training throughput on 1…N devices: speed-up and scaling efficiency"),
         description="Train the same model on 1 device without DDP (the baseline), then with DDP on 2…N "
                     "devices, and report samples/s, speed-up, efficiency = throughput_N / (N × baseline) "
                     "and where a step's time went (data wait vs compute + communication).",

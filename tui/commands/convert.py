@@ -6,13 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.tui.commands.check import printable, printable_diff
 from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "convert", help="turn a one-GPU training script into a DDP script for torchrun (shows a diff)",
+        "convert", help=_("turn a one-GPU training script into a DDP script for torchrun (shows a diff)"),
         description="Read SCRIPT (never run it) and rewrite it for DDP under torchrun: the process group from "
                     "torchrun's environment (NCCL and this rank's GPU where there are GPUs, gloo on the CPU "
                     "otherwise), the model wrapped in DDP, a DistributedSampler for the training DataLoader (its "

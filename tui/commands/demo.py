@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.tui.commands.diagnose import format_finding
@@ -13,7 +14,7 @@ from mgtutor.tui.errors import CliError
 def register(sub: argparse._SubParsersAction) -> None:
     names = ", ".join(SCENARIOS)
     parser = sub.add_parser(
-        "demo", help="reproduce a multi-GPU failure for real and diagnose it",
+        "demo", help=_("reproduce a multi-GPU failure for real and diagnose it"),
         description=f"Start real ranks that fail in a known way, stream their logs, then show the diagnosis. "
                     f"Scenarios: {names}. Without GPUs the ranks run on the CPU (gloo).",
         epilog="examples:\n  mgtutor demo                  list the scenarios\n  mgtutor demo never-joins\n"

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.cluster.common import ClusterJobError, after_dashdash
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_job import APIS, DEFAULT_RUNTIME, DEFAULT_SHM, K8sJob
@@ -24,7 +25,7 @@ collect the pods' logs for `mgtutor diagnose`."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("k8s", help="write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job",
+    parser = sub.add_parser("k8s", help=_("write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job"),
                             description="Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with "
                                         "torchrun, every non-obvious field explained in a comment. Kubernetes is "
                                         "only needed to run it.",

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
 from mgtutor.tui.errors import CliError
 
@@ -23,7 +24,7 @@ last `mgtutor doctor`; none: leave it out)."""
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "report", help="one HTML file (or a GitHub issue body) with everything about a run",
+        "report", help=_("one HTML file (or a GitHub issue body) with everything about a run"),
         description="Write a run's report: its command and ranks, the diagnosis with evidence and fix, the hang "
                     "report (every rank's stack and Flight Recorder entries), charts over time per rank and per "
                     "GPU, the doctor report, the environment, and each rank's last lines with the first error "

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
@@ -28,7 +29,7 @@ from mgtutor.tui.errors import CliError
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "run", help="run a training script distributed (torchrun), keep a run record",
+        "run", help=_("run a training script distributed (torchrun), keep a run record"),
         description="Run SCRIPT on N ranks with torchrun. Each rank writes its own log files in the run "
                     "record; this command prints them prefixed [rank R] and exits with the first failing "
                     "rank's exit code. Ctrl+C (or SIGTERM: kill, timeout, CI) stops every rank; when the "

@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.runs.secrets import redact_env
 from mgtutor.tui.commands.runs_control import (
@@ -21,7 +22,7 @@ from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("runs", help="list past runs (newest first), show one, stop or follow a running one",
+    parser = sub.add_parser("runs", help=_("list past runs (newest first), show one, stop or follow a running one"),
                             description="Runs are kept in $XDG_STATE_HOME/mgtutor/runs/. A run whose command is "
                                         "gone (terminal closed) goes on and is listed 'running, detached': "
                                         "`runs attach ID` follows it again, `runs stop ID` stops it.",

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.tui.errors import CliError
 
 EPILOG = """examples:
@@ -41,7 +42,7 @@ COOKIE = "mgtutor_token_{port}"  # one per port: two servers on one host keep th
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "serve", help="the app in a web browser (textual-serve), behind a token",
+        "serve", help=_("the app in a web browser (textual-serve), behind a token"),
         description="Serve the mgtutor app to a web browser. Each browser tab gets its own app process. "
                     "The printed URL carries a random token; a request without it is refused.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
 from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags, write_job_file
@@ -21,7 +22,7 @@ c10d rendezvous, and the job id is the rendezvous id. Check a written script wit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("slurm", help="write an sbatch script for a multi-node torchrun job (--submit: sbatch it)",
+    parser = sub.add_parser("slurm", help=_("write an sbatch script for a multi-node torchrun job (--submit: sbatch it)"),
                             description="Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with "
                                         "torchrun's c10d rendezvous, each line explained in a comment. Slurm is "
                                         "only needed to run it.",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.event_types import Event, StepEvent
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.nvml import inventory
@@ -39,7 +40,7 @@ FAKE_MEMORY_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "train", help="train a CNN with DDP on N ranks (synthetic data by default), with live progress",
+        "train", help=_("train a CNN with DDP on N ranks (synthetic data by default), with live progress"),
         description="Run mgtutor's own DDP trainer through torchrun. Rank 0 prints its progress, every rank "
                     "reports events; the run ends with a per-rank summary table and its run record.",
         epilog="examples:\n  mgtutor train --steps 50\n"
