@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.safe_io import read_regular
 
 _SIZE = r"([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -120,49 +121,53 @@ class OomExplanation:
 
     def summary(self) -> str:
         n = self.numbers
-        held = [f"{gib(n.capacity)} in all"] if n.capacity is not None else []
-        held += [f"{gib(n.free)} free"] if n.free is not None else []
-        parts = [f"GPU {n.gpu if n.gpu is not None else '?'}: {', '.join(held) or 'sizes not in the message'}"]
+        held = [_("{size} in all").format(size=gib(n.capacity))] if n.capacity is not None else []
+        held += [_("{size} free").format(size=gib(n.free))] if n.free is not None else []
+        parts = ["GPU {gpu}: {held}".format(gpu=n.gpu if n.gpu is not None else "?",
+                                            held=", ".join(held) or _("sizes not in the message"))]
         if n.allocated is not None:
-            parts.append(f"PyTorch held {gib(n.allocated)} in tensors")
+            parts.append(_("PyTorch held {size} in tensors").format(size=gib(n.allocated)))
         if n.reserved_unallocated is not None:
-            parts.append(f"{gib(n.reserved_unallocated)} reserved but unallocated (fragmentation)")
+            parts.append(_("{size} reserved but unallocated (fragmentation)").format(size=gib(n.reserved_unallocated)))
         if n.outside_pytorch is not None:
-            parts.append(f"{gib(n.outside_pytorch)} outside PyTorch (CUDA context, libraries, NCCL)")
+            parts.append(_("{size} outside PyTorch (CUDA context, libraries, NCCL)").format(size=gib(n.outside_pytorch)))
         for pid, size in n.others:
-            who = f"rank {self.other_ranks[pid]}" if pid in self.other_ranks else "not a rank of this run"
-            parts.append(f"process {pid} ({who}) {gib(size)}")
+            who = f"rank {self.other_ranks[pid]}" if pid in self.other_ranks else _("not a rank of this run")
+            parts.append(_("process {pid} ({who}) {size}").format(pid=pid, who=who, size=gib(size)))
         if n.must_free is not None and n.tried is not None and n.free is not None:
-            parts.append(f"at least {gib(n.must_free)} must be freed for the {gib(n.tried)} asked" +
-                         (f" ({gib(n.free)} showed free but could not be used)" if n.free >= n.tried else ""))
+            parts.append(_("at least {need} must be freed for the {asked} asked").format(
+                need=gib(n.must_free), asked=gib(n.tried)) +
+                (_(" ({size} showed free but could not be used)").format(size=gib(n.free)) if n.free >= n.tried else ""))
         return "; ".join(parts) + "."
 
     def fix(self) -> str:
         n, steps = self.numbers, []
-        sharers = sorted({self.other_ranks[pid] for pid, _ in n.others if pid in self.other_ranks})
+        sharers = sorted({self.other_ranks[pid] for pid, _size in n.others if pid in self.other_ranks})
         if sharers:
             shared = sum(size for pid, size in n.others if pid in self.other_ranks)
-            steps.append(f"{'ranks' if len(sharers) > 1 else 'rank'} {', '.join(map(str, sharers))} also "
-                         f"{'use' if len(sharers) > 1 else 'uses'} this "
-                         f"GPU ({gib(shared)}): give each rank its own GPU with "
-                         "`torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))` before any CUDA work")
+            also = (_("ranks {ranks} also use this GPU ({size})") if len(sharers) > 1 else
+                    _("rank {ranks} also uses this GPU ({size})")).format(ranks=", ".join(map(str, sharers)),
+                                                                         size=gib(shared))
+            steps.append(also + _(": give each rank its own GPU with "
+                                  "`torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))` before any CUDA work"))
         if n.reserved_unallocated and n.tried and n.reserved_unallocated >= n.tried:
-            steps.append(f"{gib(n.reserved_unallocated)} is reserved but cut in pieces too small for {gib(n.tried)}: "
-                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator join them")
+            steps.append(_("{size} is reserved but cut in pieces too small for {asked}: "
+                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator join them").format(
+                size=gib(n.reserved_unallocated), asked=gib(n.tried)))
         pct = self.lower_batch_pct()
         if pct is not None:
             activations = (self.memory or {}).get("by_kind", {}).get("activations")
-            basis = (f"over the {gib(activations)} of activations" if activations else
-                     f"over the {gib(n.allocated)} PyTorch held: a lower bound, more when weights and optimizer "
-                     "state are much of it")
-            steps.append(f"lower the per-GPU batch by at least {pct} % (the {gib(n.must_free)} short {basis}), "
-                         "keeping the global batch with gradient accumulation; `mgtutor bench maxbatch` finds the "
-                         "largest batch that fits for the built-in models")
+            basis = (_("over the {size} of activations").format(size=gib(activations)) if activations else
+                     _("over the {size} PyTorch held: a lower bound, more when weights and optimizer "
+                       "state are much of it").format(size=gib(n.allocated)))
+            steps.append(_("lower the per-GPU batch by at least {pct} (the {need} short {basis}), keeping the global "
+                           "batch with gradient accumulation; `mgtutor bench maxbatch` finds the largest batch that "
+                           "fits for the built-in models").format(pct=f"{pct} %", need=gib(n.must_free), basis=basis))
         if self.memory is None:
-            steps.append("to see what filled the memory, run again with `mgtutor run --memory -- SCRIPT`: it "
-                         "records the allocator's history and says which of your lines allocated most")
-        steps.append("other ways down: mixed precision (`torch.autocast(\"cuda\", dtype=torch.bfloat16)`), "
-                     "activation checkpointing, or sharding the model with FSDP")
+            steps.append(_("to see what filled the memory, run again with `mgtutor run --memory -- SCRIPT`: it "
+                           "records the allocator's history and says which of your lines allocated most"))
+        steps.append(_("other ways down: mixed precision (`torch.autocast(\"cuda\", dtype=torch.bfloat16)`), "
+                       "activation checkpointing, or sharding the model with FSDP"))
         text = "; ".join(steps)
         return text[:1].upper() + text[1:] + "."
 
