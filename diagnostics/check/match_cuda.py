@@ -76,8 +76,8 @@ def _mentions_cuda(test: ast.AST) -> bool:
 
 
 def cuda_required(m: ScriptModel) -> Hits:
-    if not (manual_ddp(m) or follow.spawn_targets(m)) or _nccl_hard_coded(m):
-        return  # with "nccl" hard-coded, nccl-no-fallback speaks first; its fix lets this rule speak next
+    if not (manual_ddp(m) or follow.spawn_targets(m)):
+        return
     if follow.unread_setup_calls(m):
         return  # the setup happens in code not read, which may well pick the device
     sites = cuda_sites(m)
@@ -85,11 +85,6 @@ def cuda_required(m: ScriptModel) -> Hits:
         shown = ", ".join(f"{label} (line {n.lineno})" for n, label in sites[:4])  # type: ignore[attr-defined]
         more = f" and {len(sites) - 4} more" if len(sites) > 4 else ""
         yield sites[0][0], f"the script needs CUDA with no CPU fallback: {shown}{more}"
-
-
-def _nccl_hard_coded(m: ScriptModel) -> bool:
-    backends = [keyword(c, "backend") or (c.args[0] if c.args else None) for c in m.calls_to(*INIT)]
-    return bool(backends) and all(str(constant(b, "")).lower() == "nccl" for b in backends)
 
 
 def cuda_fallback(node: ast.AST, m: ScriptModel) -> Edits:
