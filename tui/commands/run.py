@@ -158,18 +158,19 @@ def print_failure_diagnosis(run: Run, final: Update, err: TextIO | None = None) 
 
 def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
     who = "" if finding.rank is None else f" (rank {finding.rank})"
-    lines = [f"diagnosis: {finding.kind}{who}: {finding.summary}", f"  fix: {finding.fix}"]
+    lines = [_("diagnosis: {kind}{who}: {summary}").format(kind=finding.kind, who=who, summary=finding.summary),
+             "  " + _("fix: {fix}").format(fix=finding.fix)]
     for ev in finding.evidence[:2]:
         text = "".join(ch if ch.isprintable() else "?" for ch in str(ev.get("text", "")).strip())[:160]
-        lines.append(f"  evidence: {ev.get('file')}:{ev.get('line')}  {text}")
+        lines.append("  " + _("evidence: {file}:{line}  {text}").format(file=ev.get("file"), line=ev.get("line"), text=text))
     lines += patch_lines(finding)
     memory = (finding.numbers or {}).get("memory")
     if isinstance(memory, dict):
         lines += ["  " + line for line in memory_lines(memory)]
     if finding.lesson:
-        lines.append(f"  lesson: {finding.lesson}")
-    rest = f" ({more} more finding{'s' if more != 1 else ''})" if more > 0 else ""
-    lines.append(f"  details{rest}: mgtutor diagnose {run_id}")
+        lines.append("  " + _("lesson: {lesson}").format(lesson=finding.lesson))
+    rest = (_(" ({count} more finding)") if more == 1 else _(" ({count} more findings)")).format(count=more) if more > 0 else ""
+    lines.append("  " + _("details{more}: {command}").format(more=rest, command=f"mgtutor diagnose {run_id}"))
     return "\n".join(lines)
 
 
@@ -267,8 +268,8 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
     if on_update is not None:
         on_update(final)
     stop = final.result.stop if final.result else None
-    left = "no process left" if stop is None or stop.clean else f"processes left: {stop.survivors}"
-    say(f"mgtutor: stopped; {left}")
+    left = _("no process left") if stop is None or stop.clean else _("processes left: {pids}").format(pids=stop.survivors)
+    say("mgtutor: " + _("stopped; {left}").format(left=left))
     return final
 
 
@@ -297,7 +298,8 @@ def main(args: argparse.Namespace) -> int:
         except LaunchError as exc:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
-        say(f"mgtutor: {meta.world_size} rank(s), backend {meta.backend} — {meta.device_note}")
+        say("mgtutor: " + _("{ranks} rank(s), backend {backend} — {device}").format(
+            ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
         if meta.nnodes > 1:
             say(f"mgtutor: node {meta.node_rank} of {meta.nnodes}, rendezvous {meta.rdzv_endpoint} "
                 f"id {meta.rdzv_id}, this node's address {meta.local_addr} on {meta.iface}")
