@@ -85,7 +85,7 @@ async def test_z_on_home_switches_every_mode_and_keeps_the_choice(monkeypatch):
         assert lessons.title == "课程"
         assert "检查 GPU 和 CUDA" in str(lessons.query(".lesson-title").first().render())
         tabs = lessons.query_one("#lesson-tabs", TabbedContent)
-        assert [str(tabs.get_tab(pane).label) for pane in ("tab-text", "tab-checks")] == ["讲解", "检查项"]
+        assert [str(tabs.get_tab(pane).label) for pane in ("tab-text", "tab-checks")] == ["课程", "检查项"]
         markdown = lessons.query_one("#lesson-markdown", Markdown)
         assert "第 1 课" in markdown.source and "## 要看什么" in markdown.source
         await pilot.press("h", "z")  # and back
