@@ -69,7 +69,10 @@ def test_compile_values_reach_the_worker_and_clash_with_graphs_only_where_they_m
 
 
 def test_inductor_cache_lives_in_mgtutors_cache_folder(xdg_homes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    # setenv first, so that the undo also removes what use_mgtutor_cache() writes (a bare delenv of an
+    # unset variable records nothing, and the folder of this test would leak into later runs' children)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "set by this test")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     root = use_mgtutor_cache()
     assert root == xdg_homes / "xdg_cache_home" / "mgtutor" / "inductor" and root.is_dir()
     import os
@@ -142,8 +145,10 @@ def test_lesson_11_tells_the_choice_auto_makes() -> None:
 
 
 @pytest.mark.integration
-def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xdg_homes: Path) -> None:
+def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xdg_homes: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Real inductor (C++ on the CPU) under torchrun, twice: the first run builds, the second reuses."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # as a user starts: nobody chose a folder
     from mgtutor.training.runs.events import read_events
     from mgtutor.training.runs.launcher import LaunchSpec, launch
 
