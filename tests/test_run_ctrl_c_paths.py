@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 
-import psutil
 import pytest
 
 from mgtutor.training.runs import supervise
@@ -132,35 +132,38 @@ def test_a_closed_pipe_does_not_end_the_follow_and_ctrl_c_still_stops(write_scri
     assert_every_rank_stopped()
 
 
-def children_of_this_process() -> list[psutil.Process]:
-    return psutil.Process().children()
-
-
 def test_a_stop_before_torchrun_starts_means_no_torchrun():
     assert supervise.start_unless_stopped([sys.executable, "-c", "pass"], lambda: True) is None
+
+
+# Run in a process of its own, single-threaded like the supervisor: the mask is per thread, and a
+# thread left in pytest's process by an earlier test would take the signal before the fork.
+_STOP_DURING_START = """
+import os, signal, sys
+import psutil
+from mgtutor.training.runs import supervise
+seen = []
+signal.signal(signal.SIGTERM, lambda *_: seen.append(len(psutil.Process().children())))
+def not_yet():
+    os.kill(os.getpid(), signal.SIGTERM)
+    return False
+child = supervise.start_unless_stopped([sys.executable, "-c", "import time; time.sleep(30)"], not_yet)
+try:
+    print(child is not None, seen, flush=True)
+finally:
+    child.kill()
+    child.wait()
+"""
 
 
 @pytest.mark.integration
 def test_a_stop_during_the_start_arrives_once_torchrun_exists():
     """The signal comes between the check and the fork: it is held until the child is there, so a
     stop sent to the group reaches it (here: the handler runs only after the child exists)."""
-    seen: list[int] = []
-    old = signal.signal(signal.SIGTERM, lambda *_: seen.append(len(children_of_this_process())))
-
-    def not_yet() -> bool:
-        os.kill(os.getpid(), signal.SIGTERM)
-        return False
-
-    try:
-        child = supervise.start_unless_stopped([sys.executable, "-c", "import time; time.sleep(30)"], not_yet)
-        assert child is not None
-        try:
-            assert seen == [1]  # delivered after the fork, not before it
-        finally:
-            child.kill()
-            child.wait()
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    done = subprocess.run([sys.executable, "-c", _STOP_DURING_START], capture_output=True, text=True,
+                          timeout=60, start_new_session=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True [1]"  # delivered after the fork, not before it
 
 
 @pytest.mark.integration

@@ -33,7 +33,8 @@ def start_unless_stopped(argv: list[str], stopped: Callable[[], bool]) -> subpro
     """torchrun, unless a stop came first. A stop reaches torchrun through this process group, so one
     that came before torchrun existed would never reach it: the ranks would run on, unstopped. With
     the stop signals held back from the check to the fork, a stop is either seen here (no torchrun)
-    or arrives once torchrun is in the group (the child lets them through again before it execs)."""
+    or arrives once torchrun is in the group (the child lets them through again before it execs).
+    The mask holds for the calling thread only: this holds because the supervisor has no other thread."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         if stopped():
