@@ -51,6 +51,16 @@ def statement_of(m: ScriptModel, node: ast.AST) -> ast.stmt | None:
     return current
 
 
+def inside(m: ScriptModel, node: ast.AST, ancestor: ast.AST) -> bool:
+    """Whether `ancestor` encloses `node` in the tree."""
+    current = m.parent.get(node)
+    while current is not None:
+        if current is ancestor:
+            return True
+        current = m.parent.get(current)
+    return False
+
+
 def alone_on_its_statement(m: ScriptModel, node: ast.AST) -> ast.stmt | None:
     """`print(x)` or `torch.save(...)` as a statement of its own (not inside a larger expression)."""
     stmt = statement_of(m, node)

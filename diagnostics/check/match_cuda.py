@@ -14,7 +14,7 @@ from typing import Iterator
 
 from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.edits import Edit, where
-from mgtutor.diagnostics.check.fixes import Edits, cuda_available, module_name, statement_of, text
+from mgtutor.diagnostics.check.fixes import Edits, cuda_available, inside, module_name, statement_of, text
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
 from mgtutor.diagnostics.check.model import ScriptModel, constant, keyword, last_name
 
@@ -97,22 +97,13 @@ def cuda_fallback(node: ast.AST, m: ScriptModel) -> Edits:
         return None
     placed: list[ast.AST] = []
     for site, label in cuda_sites(m):
-        if any(site is not p and _inside(m, site, p) for p in placed):
+        if any(site is not p and inside(m, site, p) for p in placed):
             continue
         edit = _site_edit(m, site, label, avail, torch)
         if edit is not None:
             edits.append(edit)
             placed.append(site)
     return edits if placed else None
-
-
-def _inside(m: ScriptModel, node: ast.AST, outer: ast.AST) -> bool:
-    current = m.parent.get(node)
-    while current is not None:
-        if current is outer:
-            return True
-        current = m.parent.get(current)
-    return False
 
 
 def _site_edit(m: ScriptModel, site: ast.AST, label: str, avail: str, torch: str) -> Edit | None:

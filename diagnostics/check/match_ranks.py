@@ -107,7 +107,7 @@ def collective_in_rank_branch(m: ScriptModel) -> Hits:
 def _other_condition(m: ScriptModel, call: ast.AST, guard: GuardNode) -> str | None:
     """`if not fsdp_eval and not is_rank0: return` — an early exit that also needs a condition
     unrelated to the rank: the names in that condition, or None for a plain rank guard."""
-    if not isinstance(guard, ast.If) or _inside(m, call, guard) or not isinstance(guard.test, ast.BoolOp) \
+    if not isinstance(guard, ast.If) or fixes.inside(m, call, guard) or not isinstance(guard.test, ast.BoolOp) \
             or not isinstance(guard.test.op, ast.And):
         return None
     others = [v for v in guard.test.values if not m.is_rank_test(v)]
@@ -123,15 +123,6 @@ def _under_same_condition(m: ScriptModel, call: ast.AST, condition: str) -> bool
     while current is not None and not isinstance(current, DEF_NODES):
         if isinstance(current, (ast.If, ast.While)) and wanted & {n.id for n in ast.walk(current.test)
                                                                    if isinstance(n, ast.Name)}:
-            return True
-        current = m.parent.get(current)
-    return False
-
-
-def _inside(m: ScriptModel, node: ast.AST, ancestor: ast.AST) -> bool:
-    current = m.parent.get(node)
-    while current is not None:
-        if current is ancestor:
             return True
         current = m.parent.get(current)
     return False
