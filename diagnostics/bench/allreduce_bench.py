@@ -15,6 +15,7 @@ from mgtutor.training.runs.event_types import BenchResultEvent, BenchRowsEvent
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch, plan
 from mgtutor.training.runs.records import RunStatus
 from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.i18n import N_, _
 
 GOOD_SHARE, LOW_SHARE = 0.6, 0.3  # busbw / nominal one-way link rate
 PEAK_MIN_BYTES = 64 << 20         # below this even NVLink does not reach its peak
@@ -74,20 +75,34 @@ def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = N
     meta = run.record.meta()
     backend, world = meta.backend, meta.world_size
     topo = topology if topology is not None else (read_topology() if backend == "nccl" else Topology())
-    text, link = verdict(backend, world, rows, topo)
-    error = None
-    if result.status != RunStatus.FINISHED or not rows:
+    failed = result.status != RunStatus.FINISHED or not rows
+
+    def said(say: Callable[[str], str]) -> tuple[str, str | None, str | None]:
+        text, link = verdict(backend, world, rows, topo, say)
+        if not failed:
+            return text, link, None
         first = result.first_failure
-        error = f"the bench did not finish (status {result.status}" + \
-                (f", rank {first.rank} failed first" if first else "") + f"); logs: {run.record.path}"
-        text = error if not rows else f"{error}. {text}"
+        error = say(N_("the bench did not finish (status {status}{first}); logs: {path}")).format(
+            status=result.status, path=run.record.path,
+            first=say(N_(", rank {rank} failed first")).format(rank=first.rank) if first else "")
+        return (error if not rows else f"{error}. {text}"), link, error
+
+    text, link, error = said(str)
     busbws = [r["busbw_gbps"] for r in rows]
     device = info.device if info and info.device else meta.device_note
-    return {"backend": backend, "world_size": world, "device": device,
-            "dtype": rows[0]["dtype"] if rows else None, "graph": info.graph if info else None,
-            "oop_method": info.oop_method if info else None, "rows": rows, "link": link,
-            "avg_busbw_gbps": round(sum(busbws) / len(busbws), 2) if busbws else None,
-            "verdict": text, "run_id": run.record.run_id, "error": error}
+    report = BenchReport({"backend": backend, "world_size": world, "device": device,
+                          "dtype": rows[0]["dtype"] if rows else None, "graph": info.graph if info else None,
+                          "oop_method": info.oop_method if info else None, "rows": rows, "link": link,
+                          "avg_busbw_gbps": round(sum(busbws) / len(busbws), 2) if busbws else None,
+                          "verdict": text, "run_id": run.record.run_id, "error": error})
+    report.said = said(_)[0]
+    return report
+
+
+class BenchReport(dict[str, Any]):
+    """The report (printed by --json, saved): English; `said` is its verdict in the language in force."""
+
+    said: str
 
 
 def _used_gpu_indices(world: int) -> list[int]:
@@ -97,40 +112,47 @@ def _used_gpu_indices(world: int) -> list[int]:
     return nvml._visible(sorted(uuids), uuids)[:world]
 
 
-def verdict(backend: str, world: int, rows: list[dict[str, Any]], topo: Topology) -> tuple[str, str | None]:
-    """One paragraph relating the large-message busbw to the link; and the link in words."""
+def verdict(backend: str, world: int, rows: list[dict[str, Any]], topo: Topology,
+            say: Callable[[str], str] = str) -> tuple[str, str | None]:
+    """One paragraph relating the large-message busbw to the link; and the link in words. In English
+    (the report's record) unless `say` translates; the link stays English (a JSON value)."""
     if not rows:
-        return "no result rows", None
+        return say(N_("no result rows")), None
     largest = max(r["bytes"] for r in rows)
     best = max(r["busbw_gbps"] for r in rows if r["bytes"] == largest)
-    at = f"{best:.1f} GB/s busbw at {format_size(largest)}"
+    at = say(N_("{gbps:.1f} GB/s busbw at {size}")).format(gbps=best, size=format_size(largest))
     wrong = sum(r["wrong"] or 0 for r in rows)
-    notes = [f"VALIDATION FAILED: {wrong} wrong element(s): these results cannot be trusted"] if wrong else []
+    notes = [say(N_("VALIDATION FAILED: {wrong} wrong element(s): these results cannot be trusted")).format(
+        wrong=wrong)] if wrong else []
     if world < 2:
-        return " ".join(notes + ["one rank: nothing crosses a link, so busbw is 0 by definition; use --nproc 2 or more"]), None
+        return " ".join(notes + [say(N_("one rank: nothing crosses a link, so busbw is 0 by definition; use --nproc 2 "
+                                        "or more"))]), None
     if backend != "nccl":
-        return " ".join(notes + [f"gloo on CPU: {at} through shared memory / loopback TCP — a CPU baseline, "
-                                 "not a GPU link measurement"]), "CPU (gloo)"
+        return " ".join(notes + [say(N_("gloo on CPU: {at} through shared memory / loopback TCP — a CPU baseline, "
+                                        "not a GPU link measurement")).format(at=at)]), "CPU (gloo)"
     pair = topo.weakest_link(_used_gpu_indices(world) or None)
     if pair is None:
-        return " ".join(notes + [f"NCCL: {at}; the GPU link is unknown (NVML gave no topology)"]), None
+        return " ".join(notes + [say(N_("NCCL: {at}; the GPU link is unknown (NVML gave no topology)")).format(
+            at=at)]), None
     link, nominal = describe_link(topo, pair), link_gbps(topo, pair)
+    shown = describe_link(topo, pair, say)
     if largest < PEAK_MIN_BYTES:
-        notes.append(f"the largest message ({format_size(largest)}) is too small to reach peak bandwidth: "
-                     "add -e 1G or more")
+        notes.append(say(N_("the largest message ({size}) is too small to reach peak bandwidth: add -e 1G or "
+                            "more")).format(size=format_size(largest)))
     if not nominal:
-        return " ".join(notes + [f"{link}: {at}"]), link
+        return " ".join(notes + [f"{shown}: {at}"]), link
     share = best / nominal
-    head = f"{link}: {at} = {share:.0%} of the link's one-way rate"
+    head = say(N_("{link}: {at} = {share:.0%} of the link's one-way rate")).format(link=shown, at=at, share=share)
     if share >= GOOD_SHARE:
-        body = "in line with what NCCL reaches on this link"
+        body = say(N_("in line with what NCCL reaches on this link"))
     elif share >= LOW_SHARE:
-        body = ("below what this link usually gives: check that nothing else uses these GPUs, that no "
-                "NCCL_ALGO/NCCL_PROTO/NCCL_P2P_* variable is set, and that the sweep reaches 1G or more")
+        body = say(N_("below what this link usually gives: check that nothing else uses these GPUs, that no "
+                      "NCCL_ALGO/NCCL_PROTO/NCCL_P2P_* variable is set, and that the sweep reaches 1G or more"))
     else:
-        body = ("far below the link: NCCL is probably not using it — look for NCCL_P2P_DISABLE, blocked P2P "
-                "(PCIe ACS/IOMMU), or run with NCCL_DEBUG=INFO and read which transport it picks (P2P/IPC, SHM, NET)")
-    return " ".join(notes + [f"{head} — {body}."]), link
+        body = say(N_("far below the link: NCCL is probably not using it — look for NCCL_P2P_DISABLE, blocked P2P "
+                      "(PCIe ACS/IOMMU), or run with NCCL_DEBUG=INFO and read which transport it picks (P2P/IPC, "
+                      "SHM, NET)"))
+    return " ".join(notes + [say(N_("{head} — {body}.")).format(head=head, body=body)]), link
 
 
 HEADER = ("#                                               out-of-place                       in-place\n"

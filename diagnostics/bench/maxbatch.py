@@ -5,6 +5,7 @@ itself runs in the ranks (mgtutor.training.worker.maxbatch), never in this proce
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.session import RunSession, follow_to_end
+from mgtutor.training.runs.i18n import N_, _
 
 WORKER = ["-m", "mgtutor.training.worker.maxbatch"]
 GIB = 1 << 30
@@ -83,24 +85,40 @@ class FinderAnswer:
         return out
 
     def summary_lines(self) -> list[str]:
+        """The finder's answer, one labelled line per fact, in the language in force."""
         r = self.result
         if r is None:
-            return ["batch finder: no answer" + (f" ({self.errors[0]})" if self.errors else "")]
-        lines = [f"chosen batch      {r.chosen_batch} per rank ({r.margin_pct:g} % of the GPU memory kept free)",
-                 f"measured maximum  {r.measured_max} (predicted from the memory line: {r.predicted})",
-                 f"per sample        {r.per_sample_bytes / (1 << 20):,.2f} MiB (activations and the input)",
-                 f"fixed             {r.fixed_bytes / GIB:,.2f} GiB (weights, gradients, optimizer state)",
-                 f"usable per rank   {r.budget_bytes / GIB:,.1f} GiB (the smallest over {r.world_size or 1} rank(s))",
-                 f"search            {len(r.extra.get('trials', []))} trials in {r.seconds:.1f} s"]
+            return [_("batch finder: no answer") + (f" ({self.errors[0]})" if self.errors else "")]
+        facts = [
+            (N_("chosen batch"), _("{batch} per rank ({margin} of the GPU memory kept free)").format(
+                batch=r.chosen_batch, margin=f"{r.margin_pct:g} %")),
+            (N_("measured maximum"), _("{batch} (predicted from the memory line: {predicted})").format(
+                batch=r.measured_max, predicted=r.predicted)),
+            (N_("per sample"), _("{mib:,.2f} MiB (activations and the input)").format(mib=r.per_sample_bytes / (1 << 20))),
+            (N_("fixed"), _("{gib:,.2f} GiB (weights, gradients, optimizer state)").format(gib=r.fixed_bytes / GIB)),
+            (N_("usable per rank"), _("{gib:,.1f} GiB (the smallest over {ranks} rank(s))").format(
+                gib=r.budget_bytes / GIB, ranks=r.world_size or 1)),
+            (N_("search"), _("{count} trials in {seconds:.1f} s").format(count=len(r.extra.get("trials", [])),
+                                                                       seconds=r.seconds))]
         if r.proved_steps:
-            lines.append(f"proof             {r.proved_steps} steps at batch {r.chosen_batch}: "
-                         f"{'trained' if r.proved else 'OUT OF MEMORY'}")
+            facts.append((N_("proof"), _("{steps} steps at batch {batch}: {outcome}").format(
+                steps=r.proved_steps, batch=r.chosen_batch, outcome=_("trained") if r.proved else _("OUT OF MEMORY"))))
         split = r.extra.get("split")
         if isinstance(split, dict):
-            lines.append(f"global batch      {split['global_batch']} = {split['per_rank']} per rank × "
-                         f"{split['accumulation']} accumulation × {split['world_size']} rank(s)  "
-                         f"(--batch-size {split['per_rank']} --grad-accum {split['accumulation']})")
-        return lines
+            facts.append((N_("global batch"), _("{total} = {per_rank} per rank × {accumulation} accumulation × {ranks} "
+                                                "rank(s)  (--batch-size {per_rank} --grad-accum {accumulation})").format(
+                total=split["global_batch"], per_rank=split["per_rank"], accumulation=split["accumulation"],
+                ranks=split["world_size"])))
+        return [padded(_(label), LABEL_CELLS) + value for label, value in facts]
+
+
+LABEL_CELLS = 18  # the labels' column, in terminal cells
+
+
+def padded(text: str, cells: int) -> str:
+    """`text` and spaces to fill `cells` terminal cells (a CJK character takes two)."""
+    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return text + " " * max(1, cells - used)
 
 
 def _trial_json(trial: BatchTrialEvent) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunStatus
 from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.summary import summarize
+from mgtutor.training.runs.i18n import _
 
 WORKER = ["-m", "mgtutor.training.worker.train"]
 
@@ -73,8 +74,8 @@ def measure(train_argv: list[str], world_size: int, strategy: str, backend: str,
     summary = summarize(events, world_size)
     if final.result.status != RunStatus.FINISHED or not summary.complete or summary.samples_per_s is None:
         errors = "; ".join(f"rank {r.rank}: {r.error}" for r in summary.ranks if r.error)
-        raise ScalingError(f"the {world_size}-rank {strategy} run failed ({errors or final.result.status}); "
-                           f"see its record: {run.record.path}")
+        raise ScalingError(_("the {ranks}-rank {strategy} run failed ({why}); see its record: {path}").format(
+            ranks=world_size, strategy=strategy, why=errors or final.result.status, path=run.record.path))
     first = next((e.extra for e in events if e.type == EventType.RESULT and e.rank == 0), {})
     return Point(world_size, strategy, summary.samples_per_s, summary.mean("step_s"), summary.mean("data_wait_s"),
                  summary.mean("compute_s"), str(run.record.path), compile=first.get("compile"),
@@ -94,9 +95,9 @@ def shared_cores_note(backend: str, max_devices: int, cpus: int | None = None) -
         return None
     cpus = cpus or os.cpu_count() or 1
     threads = max(1, cpus // max_devices)
-    return (f"the CPU ranks share this machine's {cpus} core(s) ({threads} thread(s) per rank in every run): "
-            f"{max_devices} ranks add no hardware, so the speed-up shows DDP's cost on shared cores, "
-            "not what more GPUs would give")
+    return _("the CPU ranks share this machine's {cpus} core(s) ({threads} thread(s) per rank in every run): "
+             "{ranks} ranks add no hardware, so the speed-up shows DDP's cost on shared cores, not what more GPUs "
+             "would give").format(cpus=cpus, threads=threads, ranks=max_devices)
 
 
 def scaling_report(train_argv: list[str], max_devices: int, backend: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.check.project import MAX_FILES, Project, entry_scripts
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file
 
@@ -28,10 +29,11 @@ def check_folder(folder: str | Path) -> FolderReport:
     file that cannot be read is listed in `skipped` and the others are checked."""
     given = Path(folder)
     if not given.is_dir():
-        raise CheckError(f"no such folder: {given}" if not given.exists() else f"{given} is not a folder")
+        raise CheckError((_("no such folder: {path}") if not given.exists() else _("{path} is not a folder"))
+                         .format(path=given))
     scripts = entry_scripts(given)
     if not scripts:
-        raise CheckError(f"{given}: no Python script in this folder (mgtutor check reads *.py files)")
+        raise CheckError(_("{path}: no Python script in this folder (mgtutor check reads *.py files)").format(path=given))
     project = Project(given)
     report = FolderReport(folder=str(given))
     for path in project.closure(scripts, given)[:MAX_FILES]:
@@ -44,7 +46,7 @@ def check_folder(folder: str | Path) -> FolderReport:
         report.files.append(str(shown))
         report.findings.extend(findings)
     if not report.files:
-        raise CheckError(f"{given}: no file could be checked ({report.skipped[0][1]})")
+        raise CheckError(_("{path}: no file could be checked ({why})").format(path=given, why=report.skipped[0][1]))
     return report
 
 

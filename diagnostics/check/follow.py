@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from typing import Callable, Sequence, TypeVar
 
+from mgtutor.training.runs.i18n import _
+
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, RANK_ENV_VARS, FunctionNode, ScriptModel, constant, dotted, identifier_parts, keyword, last_name,
 )
@@ -166,8 +168,8 @@ def unread_setup_calls(m: ScriptModel) -> list[ast.Call]:
 
 
 def describe_call(m: ScriptModel, call: ast.Call) -> str:
-    full = m.resolve(call.func) or dotted(call.func) or "a helper"
-    return f"{full}() (line {call.lineno})"
+    full = m.resolve(call.func) or dotted(call.func) or _("a helper")
+    return _("{name}() (line {line})").format(name=full, line=call.lineno)
 
 
 # -- mp.spawn: what runs in the launching process only --------------------------------------------

@@ -8,6 +8,7 @@ import re
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from mgtutor.diagnostics.check import follow
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name, walk_local,
 )
@@ -132,8 +133,8 @@ def no_distributed_sampler(m: ScriptModel) -> Hits:
     created = m.calls_to(*DIST_SAMPLER)
     for call in loaders:
         if created:
-            yield call, (f"a DistributedSampler is created (line {created[0].lineno}) but this DataLoader does not "
-                         "get it: every rank still reads the whole dataset")
+            yield call, _("a DistributedSampler is created (line {line}) but this DataLoader does not get it: "
+                          "every rank still reads the whole dataset").format(line=created[0].lineno)
         else:
             yield call, None
 
@@ -172,8 +173,9 @@ def sampler_without_set_epoch(m: ScriptModel) -> Hits:
         fn = m.enclosing(call, DEF_NODES)
         if fn is not None and any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)) \
                 and not follow.called_in_files_read(m, getattr(fn, "name", "")):
-            yield call, None, (f"{getattr(fn, 'name', 'this function')}() hands what it builds to its caller, which "
-                               "may call set_epoch; no caller that does was found in the files read")
+            yield call, None, _("{function}() hands what it builds to its caller, which may call set_epoch; no "
+                                "caller that does was found in the files read").format(
+                                    function=getattr(fn, "name", None) or _("this function"))
         else:
             yield call, None
 
@@ -256,9 +258,9 @@ def local_rank_argument(m: ScriptModel) -> Hits:
     unread = follow.unread_setup_calls(m)
     for call in arguments:
         if unread:
-            yield call, None, (f"the distributed setup happens in {follow.describe_call(m, unread[0])}, which was not "
-                               "read; helpers like it often read LOCAL_RANK from the environment, and then the "
-                               "argument is only a fallback")
+            yield call, None, _("the distributed setup happens in {call}, which was not read; helpers like it often "
+                                "read LOCAL_RANK from the environment, and then the argument is only a "
+                                "fallback").format(call=follow.describe_call(m, unread[0]))
         else:
             yield call, None
 

@@ -17,6 +17,7 @@ from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.fixes import Edits, cuda_available, inside, module_name, statement_of, text
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
 from mgtutor.diagnostics.check.model import ScriptModel, constant, keyword, last_name
+from mgtutor.training.runs.i18n import _
 
 WORLD_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
 
@@ -82,9 +83,10 @@ def cuda_required(m: ScriptModel) -> Hits:
         return  # the setup happens in code not read, which may well pick the device
     sites = cuda_sites(m)
     if sites:
-        shown = ", ".join(f"{label} (line {n.lineno})" for n, label in sites[:4])  # type: ignore[attr-defined]
-        more = f" and {len(sites) - 4} more" if len(sites) > 4 else ""
-        yield sites[0][0], f"the script needs CUDA with no CPU fallback: {shown}{more}"
+        shown = ", ".join(_("{code} (line {line})").format(code=label, line=n.lineno)  # type: ignore[attr-defined]
+                          for n, label in sites[:4])
+        more = _(" and {count} more").format(count=len(sites) - 4) if len(sites) > 4 else ""
+        yield sites[0][0], _("the script needs CUDA with no CPU fallback: {sites}{more}").format(sites=shown, more=more)
 
 
 def cuda_fallback(node: ast.AST, m: ScriptModel) -> Edits:
@@ -136,8 +138,8 @@ def world_set_by_script(m: ScriptModel) -> Hits:
     if follow.spawn_targets(m) or any(last_name(c.func) == "Process" for c in m.calls):
         return  # processes started by the script itself: it has to say who is who
     for node, var in _environ_writes(m):
-        yield node, (f"the script sets {var} itself: under torchrun this overrides the value torchrun gave each "
-                     "rank, so the ranks disagree about the job and wait for peers that never come")
+        yield node, _("the script sets {var} itself: under torchrun this overrides the value torchrun gave each "
+                      "rank, so the ranks disagree about the job and wait for peers that never come").format(var=var)
     for call in m.calls_to(*INIT):
         method = constant(keyword(call, "init_method"))
         if keyword(call, "store") is not None or (isinstance(method, str) and not method.startswith("env://")):
@@ -145,8 +147,9 @@ def world_set_by_script(m: ScriptModel) -> Hits:
         given = [kw for kw in ("world_size", "rank") if keyword(call, kw) is not None
                  and not _from_environment(m, keyword(call, kw))]  # type: ignore[arg-type]
         if given:
-            yield call, (f"init_process_group gets {' and '.join(f'{k}=' for k in given)} from the script: under "
-                         "torchrun they must be the launcher's (WORLD_SIZE/RANK), or the ranks wait for each other")
+            yield call, _("init_process_group gets {arguments} from the script: under torchrun they must be the "
+                          "launcher's (WORLD_SIZE/RANK), or the ranks wait for each other").format(
+                              arguments=_(" and ").join(f"{k}=" for k in given))
 
 
 def _environ_writes(m: ScriptModel) -> Iterator[tuple[ast.stmt, str]]:

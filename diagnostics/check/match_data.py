@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 from mgtutor.diagnostics.check import follow
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.check.match import Hits, distributed, in_single_process_branch, manual_ddp, uses_cuda
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, keyword, last_name, walk_local,
@@ -86,8 +87,9 @@ def download_every_rank(m: ScriptModel) -> Hits:
         if found and found[0] is not m and id(found[1]) not in helpers_seen:  # this file's own: found directly
             helpers_seen.add(id(found[1]))
             model, node = found
-            yield call, (f"{follow.describe_call(m, call)} downloads a data set with download=True "
-                         f"({Path(model.filename).name}, line {node.lineno}), and every rank calls it")
+            yield call, _("{call} downloads a data set with download=True ({file}, line {line}), and every rank "
+                          "calls it").format(call=follow.describe_call(m, call), file=Path(model.filename).name,
+                                             line=node.lineno)
 
 
 def _downloads_unguarded(model: ScriptModel, node: ast.AST) -> bool:
@@ -135,10 +137,11 @@ def load_without_map_location(m: ScriptModel) -> Hits:
                 or follow.per_rank_path(m, call.args[:1] + [k.value for k in call.keywords if k.arg == "f"]):
             continue
         if not (_on_gpus(m) and _saves_device_tensors(m)):
-            yield call, None, ("whether it matters depends on where the checkpoint's tensors were saved from: "
-                               "tensors saved from the CPU load on the CPU, and this file does not save it")
+            yield call, None, N_("whether it matters depends on where the checkpoint's tensors were saved from: "
+                                 "tensors saved from the CPU load on the CPU, and this file does not save it")
         elif m.runs_on_all_ranks(call) is None:
-            yield call, None, "could not tell whether every rank runs this load (it sits in code this file never calls)"
+            yield call, None, N_("could not tell whether every rank runs this load (it sits in code this file "
+                                 "never calls)")
         else:
             yield call, None
 

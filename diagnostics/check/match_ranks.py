@@ -9,6 +9,7 @@ from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
 from mgtutor.diagnostics.check.model import DEF_NODES, GuardNode, ScriptModel, dotted, keyword, last_name
+from mgtutor.training.runs.i18n import _
 
 
 def unguarded_checkpoint(m: ScriptModel) -> Hits:
@@ -52,12 +53,12 @@ def unguarded_print(m: ScriptModel) -> Hits:
     if not unguarded:
         return
     first = min(unguarded, key=lambda c: c.lineno)
-    more = f" (and {len(unguarded) - 1} more)" if len(unguarded) > 1 else ""
-    message = f"print/logging runs on every rank{more}: each line appears once per GPU"
+    more = _(" (and {count} more)").format(count=len(unguarded) - 1) if len(unguarded) > 1 else ""
+    message = _("print/logging runs on every rank{more}: each line appears once per GPU").format(more=more)
     unread = follow.unread_setup_calls(m)
     if unread:
-        yield first, message, (f"the distributed setup happens in {follow.describe_call(m, unread[0])}, which was not "
-                               "read; projects often silence print on every rank but 0 there")
+        yield first, message, _("the distributed setup happens in {call}, which was not read; projects often "
+                                "silence print on every rank but 0 there").format(call=follow.describe_call(m, unread[0]))
     else:
         yield first, message
 
@@ -94,14 +95,15 @@ def collective_in_rank_branch(m: ScriptModel) -> Hits:
         guarded = [(o, g) for o in same for g in [m.rank_guard(o)] if g is not None]
         if any(_branch(m, o, g) != _branch(m, call, guard) for o, g in guarded):
             continue  # "rank 0 first, then the others" on purpose: both sides meet at a barrier
-        message = f"{last_name(call.func)}() runs only on the ranks that pass line {guard.lineno}: " \
-                  "the other ranks never join it, so the job hangs"
+        message = _("{name}() runs only on the ranks that pass line {line}: the other ranks never join it, "
+                    "so the job hangs").format(name=last_name(call.func), line=guard.lineno)
         condition = _other_condition(m, call, guard)
         if condition is None:
             yield call, message
         elif not _under_same_condition(m, call, condition):
-            yield call, message, (f"the ranks leave at line {guard.lineno} only when {condition} also holds; if it "
-                                  "never does when this collective runs, every rank joins it")
+            yield call, message, _("the ranks leave at line {line} only when {condition} also holds; if it never "
+                                   "does when this collective runs, every rank joins it").format(
+                                       line=guard.lineno, condition=condition)
 
 
 def _other_condition(m: ScriptModel, call: ast.AST, guard: GuardNode) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, Hits, uses_accelerate, uses_cuda
 from mgtutor.diagnostics.check.match_data import dataset_source, reads_from_disk
 from mgtutor.diagnostics.check.model import (
@@ -36,7 +37,8 @@ def fp16_without_scaler(m: ScriptModel) -> Hits:
             return
     for call in m.method_calls("half"):
         if not call.args:
-            yield call, "the model trains in float16 (.half()) with no GradScaler: small gradients underflow to zero"
+            yield call, N_("the model trains in float16 (.half()) with no GradScaler: small gradients underflow "
+                           "to zero")
             return
 
 
@@ -74,7 +76,7 @@ def sync_every_step(m: ScriptModel) -> Hits:
                 break
             if dotted(node.func) == "print" and any(dotted(n) in losses for n in ast.walk(node)
                                                     if isinstance(n, (ast.Name, ast.Attribute))):
-                yield node, "print() of the loss on every step waits for the GPU (a sync per step)"
+                yield node, N_("print() of the loss on every step waits for the GPU (a sync per step)")
                 break
 
 
@@ -99,8 +101,9 @@ def slow_dataloader(m: ScriptModel) -> Hits:
         if not missing:
             continue
         if source == "disk":
-            yield call, f"this DataLoader reads files from disk without {' and '.join(missing)}: " \
-                        "the GPU waits on one process decoding data"
+            yield call, _("this DataLoader reads files from disk without {missing}: the GPU waits on one process "
+                          "decoding data").format(missing=_(" and ").join(missing))
         else:
-            yield call, f"this DataLoader has no {' and '.join(missing)}, and this script reads data from disk", \
-                "could not trace this loader's data set; if it is held in memory, num_workers=0 is the right choice"
+            yield call, _("this DataLoader has no {missing}, and this script reads data from disk").format(
+                missing=_(" and ").join(missing)), \
+                N_("could not trace this loader's data set; if it is held in memory, num_workers=0 is the right choice")

@@ -68,36 +68,39 @@ def read_script(path: Path) -> bytes:
     """The script's bytes, or CheckError with one line that says why not (check, --fix and convert)."""
     try:
         if path.is_dir():
-            raise CheckError(f"{path} is a directory, not a Python script")
+            raise CheckError(_("{path} is a directory, not a Python script").format(path=path))
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise CheckError(f"{path} is {size / 1e6:.1f} MB; mgtutor check reads scripts up to "
-                             f"{MAX_BYTES // 1_000_000} MB")
+            raise CheckError(too_big(str(path), size))
         data = read_regular(path)  # a FIFO or device is refused, never waited on
     except CheckError:
         raise
     except FileNotFoundError:
-        raise CheckError(f"no such file: {path}") from None
+        raise CheckError(_("no such file: {path}").format(path=path)) from None
     except PermissionError:
-        raise CheckError(f"cannot read {path}: permission denied") from None
+        raise CheckError(_("cannot read {path}: permission denied").format(path=path)) from None
     except NotARegularFile as exc:
-        raise CheckError(f"cannot read {path}: {exc.strerror}") from None
+        raise CheckError(_("cannot read {path}: {why}").format(path=path, why=exc.strerror)) from None
     except OSError as exc:
-        raise CheckError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise CheckError(_("cannot read {path}: {why}").format(path=path, why=exc.strerror or exc)) from None
     return data
+
+
+def too_big(filename: str, size: int) -> str:
+    return _("{file} is {mb:.1f} MB; mgtutor check reads scripts up to {limit} MB").format(
+        file=filename, mb=size / 1e6, limit=MAX_BYTES // 1_000_000)
 
 
 def check_bytes(data: bytes, filename: str = "<script>", project: Project | None = None) -> list[CheckFinding]:
     if len(data) > MAX_BYTES:
-        raise CheckError(f"{filename} is {len(data) / 1e6:.1f} MB; mgtutor check reads scripts up to "
-                         f"{MAX_BYTES // 1_000_000} MB")
+        raise CheckError(too_big(filename, len(data)))
     return check_source(decode_source(data, filename), filename, project)
 
 
 def decode_source(data: bytes, filename: str = "<script>") -> str:
     """Bytes to text the way Python would read them (a coding cookie, else UTF-8)."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _first_lines = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         if "unknown encoding" in str(exc):
             raise CheckError(f"{filename}: {exc.msg}") from None
@@ -105,15 +108,17 @@ def decode_source(data: bytes, filename: str = "<script>") -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise CheckError(f"{filename}: not {encoding} text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                         "is this a Python script?") from None
+        raise CheckError(_("{file}: not {encoding} text (byte 0x{byte:02x} at offset {offset}); is this a Python "
+                           "script?").format(file=filename, encoding=encoding, byte=data[exc.start],
+                                             offset=exc.start)) from None
     except LookupError:
-        raise CheckError(f"{filename}: unknown source encoding {encoding!r}") from None
+        raise CheckError(_("{file}: unknown source encoding {encoding!r}").format(file=filename,
+                                                                                  encoding=encoding)) from None
 
 
 def check_source(text: str, filename: str = "<script>", project: Project | None = None) -> list[CheckFinding]:
     if len(text) > MAX_BYTES:
-        raise CheckError(f"{filename} is too large to check ({len(text)} characters)")
+        raise CheckError(_("{file} is too large to check ({count} characters)").format(file=filename, count=len(text)))
     model = project.cached(Path(filename)) if project is not None else None
     if model is None or model.source != text:
         tree = parse(text, filename)
@@ -124,28 +129,30 @@ def check_source(text: str, filename: str = "<script>", project: Project | None 
                 project.remember(model, Path(filename))
         findings = [f for rule in RULES for f in run_rule(rule, model, filename)]
     except RecursionError:
-        raise CheckError(f"{filename}: nested too deeply to analyse") from None
+        raise CheckError(_("{file}: nested too deeply to analyse").format(file=filename)) from None
     order = {s: i for i, s in enumerate(SEVERITIES)}
     return sorted(findings, key=lambda f: (order[f.severity], f.line, f.rule))
 
 
 def parse(text: str, filename: str) -> ast.Module:
     if "\0" in text:
-        raise CheckError(f"{filename}: contains NUL bytes; not a Python script")
+        raise CheckError(_("{file}: contains NUL bytes; not a Python script").format(file=filename))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are the script's business
             return ast.parse(text, filename=filename)
     except SyntaxError as exc:
-        where = f"line {exc.lineno}: " if exc.lineno else ""
+        where = _("line {line}: ").format(line=exc.lineno) if exc.lineno else ""
         if looks_like_python2(text, exc):
-            raise CheckError(f"{filename}: {where}Python 2 syntax ({exc.msg}); mgtutor check reads Python 3 "
-                             "scripts") from None
-        raise CheckError(f"{filename}: {where}syntax error: {exc.msg}") from None
+            raise CheckError(_("{file}: {where}Python 2 syntax ({why}); mgtutor check reads Python 3 scripts").format(
+                file=filename, where=where, why=exc.msg)) from None
+        raise CheckError(_("{file}: {where}syntax error: {why}").format(file=filename, where=where,
+                                                                       why=exc.msg)) from None
     except (MemoryError, RecursionError):
-        raise CheckError(f"{filename}: nested too deeply for Python's parser; not a training script?") from None
+        raise CheckError(_("{file}: nested too deeply for Python's parser; not a training script?").format(
+            file=filename)) from None
     except ValueError as exc:
-        raise CheckError(f"{filename}: cannot be parsed ({str(exc)[:100]})") from None
+        raise CheckError(_("{file}: cannot be parsed ({why})").format(file=filename, why=str(exc)[:100])) from None
 
 
 PY2_LINE = re.compile(r"^\s*(print\s+[\"'\w]|exec\s+[\"'\w]|except\s+[\w.]+\s*,\s*\w+\s*:|raise\s+\w+\s*,)"

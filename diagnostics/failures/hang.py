@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.i18n import N_, _, ngettext
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
@@ -27,6 +27,11 @@ from mgtutor.training.runs.safe_io import entries, read_text_regular
 from mgtutor.training.runs.stacks import load_index
 
 WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
+
+
+DOING = {"init": N_("waits in {op}"), "collective": N_("waits in {op}"), "backward": N_("waits in {op}"),
+         "data": N_("waits for its DataLoader"), "gpu": N_("waits for the GPU"), "sleep": N_("sleeps"),
+         "user code": N_("runs its own code")}
 
 
 @dataclass
@@ -38,20 +43,20 @@ class RankWhere:
     worker_pid: int | None = None
     problem: str | None = None  # why there is no stack
 
-    def describe(self) -> str:
+    def describe(self, say: Callable[[str], str] = str) -> str:
+        """Where the rank is, in English (the record) unless `say` translates."""
         w = self.where
         if w.category == "no stack":
-            return f"no stack ({self.problem or 'unknown'})"
-        text = {"init": f"waits in {w.op}", "collective": f"waits in {w.op}", "backward": f"waits in {w.op}",
-                "data": "waits for its DataLoader", "gpu": "waits for the GPU", "sleep": "sleeps",
-                "user code": "runs its own code"}.get(w.category, w.category)
+            return say(N_("no stack ({why})")).format(why=self.problem or say(N_("unknown")))
+        doing = DOING.get(w.category)
+        text = say(doing).format(op=w.op) if doing else w.category
         if w.comm_setup:
-            text += " (NCCL sets up its communicator: every peer must join)"
-        text += f" at {w.place()}"
+            text += say(N_(" (NCCL sets up its communicator: every peer must join)"))
+        text += say(N_(" at {place}")).format(place=w.place(say))
         if self.worker is not None:
-            text += f"; worker {self.worker_pid} is in {self.worker.place()}"
+            text += say(N_("; worker {pid} is in {place}")).format(pid=self.worker_pid, place=self.worker.place(say))
             if self.worker.category == "sleep":
-                text += " (sleeping)"
+                text += say(N_(" (sleeping)"))
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +94,7 @@ class HangReport:
         lines = [f"{prefix}{head}: {self.said.get('summary') or self.summary}"]
         for rank, where in sorted(self.where.items()):
             mark = "*" if rank in self.ranks else " "
-            lines.append(f"{prefix} {mark} rank {rank}: {where.describe()}")
+            lines.append(f"{prefix} {mark} rank {rank}: {where.describe(_)}")
             if where.where.source:
                 lines.append(f"{prefix}      {where.where.source[:100]}")
         lines += [f"{prefix}  " + _("flight recorder: {line}").format(line=line) for line in self.flight]
@@ -110,7 +115,7 @@ class HangReport:
         if self.kind is None:
             return None
         evidence = [{"file": w.where.frame.file if w.where.frame else self.stacks.get(r, self.capture or "?"),
-                     "line": w.where.frame.line if w.where.frame else 0, "text": f"rank {r}: {w.describe()}"}
+                     "line": w.where.frame.line if w.where.frame else 0, "text": f"rank {r}: {w.describe(_)}"}
                     for r, w in sorted(self.where.items())][:4]
         return HangFinding(kind=self.kind, rank=self.ranks[0] if len(self.ranks) == 1 else None,
                            summary=self.said.get("summary") or self.summary, fix=self.said.get("fix") or self.fix,
@@ -206,12 +211,16 @@ def _said(summary: str, fix: str, fields: dict[str, Any]) -> dict[str, str]:
     return {"summary": render(_(summary), fields), "fix": render(_(fix), fields)}
 
 
-def _ranks_text(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, sorted(ranks)))
+def _ranks_text(ranks: list[int], say: Callable[[str], str] = str) -> str:
+    """'rank 1', 'ranks 0, 2': in English unless `say` is the translation."""
+    words = ngettext("rank {ranks}", "ranks {ranks}", len(ranks)) if say is _ else \
+        ("rank {ranks}" if len(ranks) == 1 else "ranks {ranks}")
+    return words.format(ranks=", ".join(map(str, sorted(ranks))))
 
 
-def _verb(ranks: list[int], one: str, many: str) -> str:
-    return one if len(ranks) == 1 else many
+def _both(make: Callable[[Callable[[str], str]], Any]) -> tuple[Any, Any]:
+    """What `make(say)` builds in English (the record) and in the language in force (the reader's)."""
+    return make(_as_is), make(_)
 
 
 def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str] | None = None,
@@ -231,15 +240,15 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
     if waiting and outside:
         spec = catalogue["rank_outside_collective"]
         ops = sorted({seen[r].where.op or "?" for r in waiting})
-        places = sorted({seen[r].where.place() for r in waiting})
         def outside_fields(say: Callable[[str], str]) -> dict[str, str]:
             hints = [_outside_hint(r, seen.get(r), exited.get(r), say) for r in outside]
             first = "; ".join(h[0] for h in hints)
             waits = say(N_("{ranks} waits in {ops} at {places}") if len(waiting) == 1 else
                         N_("{ranks} wait in {ops} at {places}"))
             return {"outside_text": first[:1].upper() + first[1:],
-                    "waiting_text": waits.format(ranks=_ranks_text(waiting), ops=", ".join(ops), places=", ".join(places)),
-                    "outside_ranks": _ranks_text(outside), "outside_hint": " ".join(h[1] for h in hints)}
+                    "waiting_text": waits.format(ranks=_ranks_text(waiting, say), ops=", ".join(ops),
+                                                 places=", ".join(sorted({seen[r].where.place(say) for r in waiting}))),
+                    "outside_ranks": _ranks_text(outside, say), "outside_hint": " ".join(h[1] for h in hints)}
 
         fields = outside_fields(_as_is)
         return HangReport("rank_outside_collective", render(spec.summary, fields), render(spec.fix, fields),
@@ -251,21 +260,32 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
             groups.setdefault((seen[r].where.op, seen[r].where.place()), []).append(r)
         ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[1]))
         odd = [r for _key, ranks in ordered[1:] for r in ranks]
-        text = ", ".join(f"{_ranks_text(ranks)} {_verb(ranks, 'waits', 'wait')} in {op} at {place}"
-                         for (op, place), ranks in ordered)
-        summary = render(spec.summary, {"mismatch_text": f": {text}"})
+        def mismatch_text(say: Callable[[str], str]) -> str:
+            return ": " + ", ".join(
+                say(N_("{ranks} waits in {op} at {place}") if len(ranks) == 1 else
+                    N_("{ranks} wait in {op} at {place}")).format(
+                        ranks=_ranks_text(ranks, say), op=op, place=seen[ranks[0]].where.place(say))
+                for (op, _place), ranks in ordered)
+
+        english, said = _both(mismatch_text)
+        summary = render(spec.summary, {"mismatch_text": english})
         return HangReport("collective_mismatch", summary, render(spec.fix, {}), spec.lesson, odd, dict(wheres),
-                          said=_said(spec.summary, spec.fix, {"mismatch_text": f": {text}"}))
-    places = sorted({w.where.place() for w in seen.values()})
-    if waiting and all(seen[r].where.category == "gpu" for r in waiting):
-        summary = (f"every rank waits for the GPU at {', '.join(places)}: long kernels, or an NCCL collective that "
-                   "does not finish (the Flight Recorder, where it ran, says whether one is pending).")
-    elif waiting:
-        summary = (f"every rank waits in {seen[waiting[0]].where.op} at {places[0]}: the same call on every rank, "
-                   "so the stacks show no culprit (a slow or broken network, or a rank of another node).")
-    else:
-        summary = "no rank is inside a collective; each rank's place is listed below."
-    return HangReport(None, summary, "", "14-when-it-goes-wrong", [], dict(wheres))
+                          said=_said(spec.summary, spec.fix, {"mismatch_text": said}))
+
+    def unknown_summary(say: Callable[[str], str]) -> str:
+        places = sorted({w.where.place(say) for w in seen.values()})
+        if waiting and all(seen[r].where.category == "gpu" for r in waiting):
+            return say(N_("every rank waits for the GPU at {places}: long kernels, or an NCCL collective that does not "
+                          "finish (the Flight Recorder, where it ran, says whether one is pending).")).format(
+                              places=", ".join(places))
+        if waiting:
+            return say(N_("every rank waits in {op} at {place}: the same call on every rank, so the stacks show no "
+                          "culprit (a slow or broken network, or a rank of another node).")).format(
+                              op=seen[waiting[0]].where.op, place=places[0])
+        return say(N_("no rank is inside a collective; each rank's place is listed below."))
+
+    summary, said_summary = _both(unknown_summary)
+    return HangReport(None, summary, "", "14-when-it-goes-wrong", [], dict(wheres), said={"summary": said_summary})
 
 
 def _as_is(text: str) -> str:
@@ -284,9 +304,9 @@ def _outside_hint(rank: int, where: RankWhere | None, exit_how: str | None = Non
         return (say(N_("rank {rank} has exited ({how})")).format(rank=rank, how=exit_how or say(N_("no exit recorded"))),
                 say(N_("rank {rank} exited before the others: read its log (mgtutor runs show).")).format(rank=rank))
     w = where.where
-    at = w.place()
+    at = w.place(say)
     if w.category == "data":
-        inner = where.worker.place() if where.worker is not None else say(N_("its worker processes"))
+        inner = where.worker.place(say) if where.worker is not None else say(N_("its worker processes"))
         return (say(N_("rank {rank} is in its data loading (DataLoader at {at}; a worker is in {inner})")).format(
                     rank=rank, at=at, inner=inner),
                 say(N_("rank {rank}'s DataLoader is stuck: a worker waits in {inner}. Check the dataset's I/O "
@@ -309,9 +329,14 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
                        if k in ("world_size", "group_size") and v.lstrip("-").isdigit() and int(v) > 0})
     env_sizes = sorted({int(e["WORLD_SIZE"]) for e in rank_env.values() if str(e.get("WORLD_SIZE", "")).isdigit()})
     launched = world_size or (env_sizes[0] if env_sizes else len(seen))
-    where = sorted({w.where.place() for w in seen.values()})
     setup_op = next((w.where.op for w in seen.values() if w.where.comm_setup), None)
-    waits_in = f"{setup_op}, where NCCL sets up its communicator" if setup_op else "init_process_group"
+
+    def places(say: Callable[[str], str]) -> str:
+        return ", ".join(sorted({w.where.place(say) for w in seen.values()}))
+
+    def waits_in(say: Callable[[str], str]) -> str:
+        return say(N_("{op}, where NCCL sets up its communicator")).format(op=setup_op) if setup_op \
+            else "init_process_group"
     # past the store, creating the process group: every peer the group expects must connect now
     in_pg = all(w.where.comm_setup
                 or w.where.inner in ("_new_process_group_helper", "_create_gloo_process_group", "_create_process_group_wrapper")
@@ -319,23 +344,30 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
                 for w in seen.values())
     if (expected and expected[-1] != launched) or (not expected and in_pg and len(seen) >= launched):
         spec = catalogue["world_size_mismatch"]
-        started = "1 rank started, it waits" if launched == 1 else f"{launched} ranks started, they wait"
-        fields = {"started": started, "expected": expected[-1] if expected else f"more than {launched}",
-                  "waits_in": waits_in, "where": ", ".join(where)}
-        summary = render(spec.summary, fields)
-        said = _said(spec.summary, spec.fix, fields)
+        def fields(say: Callable[[str], str]) -> dict[str, Any]:
+            started = say(N_("1 rank started, it waits")) if launched == 1 else \
+                say(N_("{count} ranks started, they wait")).format(count=launched)
+            return {"started": started,
+                    "expected": expected[-1] if expected else say(N_("more than {count}")).format(count=launched),
+                    "waits_in": waits_in(say), "where": places(say)}
+
+        english, theirs = _both(fields)
+        summary = render(spec.summary, english)
+        said = _said(spec.summary, spec.fix, theirs)
         if env_sizes:
             summary += f" (torchrun gave them WORLD_SIZE={env_sizes[0]})"
             said["summary"] += f" (WORLD_SIZE={env_sizes[0]})"
         return HangReport("world_size_mismatch", summary, spec.fix, spec.lesson, sorted(seen), dict(seen), said=said)
     if setup_op:
-        summary = (f"every rank waits in {waits_in} at {', '.join(where)}: a rank of another node has not reached "
-                   "this call, or NCCL cannot connect the nodes.")
-        fix = ("Check that every node was launched and reaches the same collective; if they do, set "
-               "NCCL_SOCKET_IFNAME to the network interface the nodes share (NCCL_DEBUG=INFO shows the one "
-               "NCCL picked).")
-        return HangReport(None, summary, fix, "14-when-it-goes-wrong", [], dict(seen))
-    summary = (f"every rank waits in init_process_group at {', '.join(where)}: the rendezvous store is not "
-               "reachable, or a rank of another node has not started.")
-    return HangReport(None, summary, "Check MASTER_ADDR/MASTER_PORT (let torchrun set them) and that every node "
-                      "was launched.", "14-when-it-goes-wrong", [], dict(seen))
+        summary = N_("every rank waits in {waits_in} at {where}: a rank of another node has not reached this call, "
+                     "or NCCL cannot connect the nodes.")
+        fix = N_("Check that every node was launched and reaches the same collective; if they do, set "
+                 "NCCL_SOCKET_IFNAME to the network interface the nodes share (NCCL_DEBUG=INFO shows the one "
+                 "NCCL picked).")
+    else:
+        summary = N_("every rank waits in init_process_group at {where}: the rendezvous store is not reachable, or a "
+                     "rank of another node has not started.")
+        fix = N_("Check MASTER_ADDR/MASTER_PORT (let torchrun set them) and that every node was launched.")
+    english, theirs = _both(lambda say: say(summary).format(waits_in=waits_in(say), where=places(say)))
+    return HangReport(None, english, fix, "14-when-it-goes-wrong", [], dict(seen),
+                      said={"summary": theirs, "fix": _(fix)})

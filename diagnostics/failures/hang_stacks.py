@@ -11,6 +11,9 @@ from __future__ import annotations
 import linecache
 import re
 from dataclasses import dataclass, field
+from typing import Callable
+
+from mgtutor.training.runs.i18n import N_
 
 from mgtutor.training.runs.pyspy_text import NATIVE
 
@@ -152,10 +155,12 @@ class Where:
     inner: str | None = None  # the innermost torch.distributed function (how far init got)
     comm_setup: bool = False  # in a collective, inside NCCL's communicator setup (native frames say so)
 
-    def place(self) -> str:
+    def place(self, say: Callable[[str], str] = str) -> str:
+        """'hang.py:48 in main': in English (the report's record) unless `say` translates."""
         if self.frame is None:
             return "?"
-        return f"{_short(self.frame.file)}:{self.frame.line} in {self.frame.short_name}"
+        return say(N_("{file}:{line} in {function}")).format(file=_short(self.frame.file), line=self.frame.line,
+                                                               function=self.frame.short_name)
 
 
 def locate(thread: Thread | None) -> Where:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from mgtutor.diagnostics.failures.logparse import LogLine
+from mgtutor.training.runs.i18n import _
 
 # a data line names its data with one of these (lowercase; the block prefilter looks for them too)
 SAME_DATA_TRIGGERS = ("indices", "_idx", "idx:", "idx=", "idx [", "sample id", "sample_id", "checksum", "first batch",
@@ -60,4 +61,5 @@ class SameData:
         self._reported.add(key)
         data = match.group()
         data = data if len(data) <= 60 else data[:57] + "…"
-        return first, line, f" (ranks {first.rank} and {line.rank} printed the same batch, `{data}`)"
+        return first, line, _(" (ranks {first} and {second} printed the same batch, `{data}`)").format(
+            first=first.rank, second=line.rank, data=data)

@@ -107,7 +107,7 @@ def check_interfaces() -> Check:
         return Check(_("network interfaces"), False, _("{names} names no interface here (have: {have})").format(
             names=", ".join(bad), have=", ".join(names)))
     return Check(_("network interfaces"), None, _("interfaces: {names}").format(names=", ".join(names)) +
-                 (f"; set {', '.join(f'{k}={v}' for k, v in wanted)}" if wanted else ""))
+                 (_("; set {variables}").format(variables=", ".join(f"{k}={v}" for k, v in wanted)) if wanted else ""))
 
 
 def check_gpus() -> Check:
