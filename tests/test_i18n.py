@@ -42,10 +42,20 @@ def placeholders(text: str) -> list[str]:
     return sorted(PLACEHOLDER.findall(text))
 
 
+def singular(message) -> str:
+    """The msgid of a message; for a plural one (ngettext), its singular, as extraction reports it."""
+    return message.id if isinstance(message.id, str) else message.id[0]
+
+
+def forms(message) -> tuple[str, ...]:
+    """The translation, as a tuple of its forms (one for a plain message; Chinese has one plural form)."""
+    return (message.string,) if isinstance(message.string, str) else tuple(message.string)
+
+
 def test_every_marked_string_is_in_the_catalogue_with_a_translation():
     """The switch that keeps the catalogue whole: a string wrapped in _() or N_() anywhere, or a
     user-facing field of lesson.json, fails here until its Chinese is in the .po."""
-    translated = {m.id: m.string for m in catalogue() if m.id and not m.fuzzy}
+    translated = {singular(m): all(forms(m)) for m in catalogue() if m.id and not m.fuzzy}
     missing = sorted(mid for mid in extracted_msgids() if not translated.get(mid))
     assert not missing, f"{len(missing)} message(s) without a zh translation (docs/architecture.md, " \
                         f"Translations): {missing[:10]}"
@@ -53,7 +63,7 @@ def test_every_marked_string_is_in_the_catalogue_with_a_translation():
 
 def test_no_translation_drops_or_adds_a_placeholder():
     broken = [(m.id, m.string) for m in catalogue()
-              if m.id and isinstance(m.id, str) and placeholders(m.id) != placeholders(m.string)]
+              if m.id and any(placeholders(singular(m)) != placeholders(form) for form in forms(m))]
     assert not broken, broken[:5]
 
 
@@ -67,8 +77,8 @@ def test_the_shipped_mo_says_what_the_po_says():
     """The .mo is compiled from the .po (pybabel compile) and committed: a .po edited without
     recompiling would ship the old words."""
     with MO.open("rb") as mo:
-        shipped = {m.id: m.string for m in read_mo(mo) if m.id}
-    source = {m.id: m.string for m in catalogue() if m.id and not m.fuzzy and m.string}
+        shipped = {singular(m): forms(m) for m in read_mo(mo) if m.id}
+    source = {singular(m): forms(m) for m in catalogue() if m.id and not m.fuzzy and all(forms(m))}
     assert shipped == source
 
 

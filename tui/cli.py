@@ -9,7 +9,7 @@ from mgtutor.lessons.progress import start_language
 from mgtutor.training.runs.i18n import LANGUAGES, N_, _, set_language
 from mgtutor.tui.commands import COMMAND_MODULES
 from mgtutor.tui.errors import CliError
-from mgtutor.tui.help_words import say_help_words
+from mgtutor.tui.help_words import speak_argparse
 
 LANG_HELP = N_("the language of what mgtutor prints and shows: zh (简体中文) or en; by default the one "
                "chosen in the app, else the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)")
@@ -38,6 +38,7 @@ def epilog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    speak_argparse()
     parser = argparse.ArgumentParser(
         prog="mgtutor",
         description=_("From one GPU to many: lessons that run for real, distributed launch, live meters, "
@@ -48,7 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"mgtutor.tui.commands.{name}").register(sub)
-    say_help_words(parser)
     return parser
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CliError as exc:
-        print(f"mgtutor {command_name(args)}: error: {exc}", file=sys.stderr)
+        print(_("mgtutor {command}: error: {message}").format(command=command_name(args), message=exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

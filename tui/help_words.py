@@ -1,41 +1,35 @@
-"""argparse's own words under `--help` ("usage:", "options", "show this help message and exit") in the
-language in force. argparse asks the stdlib's global gettext domain, which follows only the locale
-variables; mgtutor's choice (`--lang`, the kept setting) must win, so the parser tree is relabelled
-once it is built. Error messages keep argparse's English."""
+"""argparse's own words in the language in force: under `--help` ("usage:", "options", "show this help
+message and exit") and in its errors ("invalid choice", "the following arguments are required").
+argparse asks the stdlib's global gettext domain, which follows only the locale variables; mgtutor's
+choice (`--lang`, the kept setting) must win, so argparse's two lookups are pointed at mgtutor's
+catalogue. In English they give back argparse's own words, unchanged."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, cast
 
-from mgtutor.training.runs.i18n import N_, _, current_language
+from mgtutor.training.runs.i18n import N_, _
 
-USAGE, POSITIONALS, OPTIONALS, HELP = (N_("usage: "), N_("positional arguments"), N_("options"),
-                                       N_("show this help message and exit"))
+# argparse's msgids that a user of mgtutor can meet (Python 3.10 to 3.13), marked here for the catalogue.
+ARGPARSE_WORDS = (
+    N_("usage: "), N_("positional arguments"), N_("options"), N_("optional arguments"),
+    N_("show this help message and exit"), N_("subcommands"),
+    N_("%(prog)s: error: %(message)s\n"), N_("argument %(argument_name)s: %(message)s"),
+    N_("invalid choice: %(value)r (choose from %(choices)s)"), N_("invalid %(type)s value: %(value)r"),
+    N_("the following arguments are required: %s"), N_("one of the arguments %s is required"),
+    N_("unrecognized arguments: %s"), N_("not allowed with argument %s"), N_("ignored explicit argument %r"),
+    N_("expected one argument"), N_("expected at most one argument"), N_("expected at least one argument"),
+    N_("expected %s argument"), N_("expected %s arguments"),
+    N_("ambiguous option: %(option)s could match %(matches)s"), N_("unexpected option string: %s"),
+    N_("unknown parser %(parser_name)r (choices: %(choices)s)"), N_("can't open '%(filename)s': %(error)s"),
+)
 
 
-class _SaysUsage(argparse.HelpFormatter):
-    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None = None) -> None:
-        super().add_usage(usage, actions, groups, _(USAGE) if prefix is None else prefix)
+def _plural(singular: str, plural: str, count: int) -> str:
+    return _(singular if count == 1 else plural)  # Chinese has one form; each English form is its own message
 
 
-def say_help_words(parser: argparse.ArgumentParser) -> None:
-    """Relabel this parser and every subcommand's parser below it; nothing to do in English."""
-    if current_language() == "en":
-        return
-    seen: set[int] = set()
-    todo = [parser]
-    while todo:
-        each = todo.pop()
-        if id(each) in seen:
-            continue
-        seen.add(id(each))
-        formatter = each.formatter_class
-        if isinstance(formatter, type) and not issubclass(formatter, _SaysUsage):
-            each.formatter_class = cast(Any, type(formatter.__name__, (_SaysUsage, formatter), {}))
-        each._positionals.title = _(POSITIONALS)
-        each._optionals.title = _(OPTIONALS)
-        for action in each._actions:
-            if isinstance(action, argparse._HelpAction):
-                action.help = _(HELP)
-            elif isinstance(action, argparse._SubParsersAction):
-                todo.extend(action.choices.values())
+def speak_argparse() -> None:
+    """Send argparse's lookups to mgtutor's catalogue; call before a parser is built, since argparse
+    reads its group titles and the help flag's text then."""
+    argparse._ = _  # type: ignore[attr-defined]
+    argparse.ngettext = _plural  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ BENCH_MODULES: list[str] = ["allreduce", "scaling", "maxbatch"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("bench", help=_("measure: all-reduce bandwidth, multi-GPU scaling, the largest batch"),
-                            description="Benchmarks that run for real on this machine.")
+                            description=_("Benchmarks that run for real on this machine."))
     kinds = parser.add_subparsers(dest="bench_kind", metavar="KIND")
     for name in BENCH_MODULES:
         importlib.import_module(f"mgtutor.tui.commands.bench_{name}").register(kinds)

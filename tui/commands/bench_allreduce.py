@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.allreduce_bench import (
     HEADER,
@@ -22,23 +22,23 @@ from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
 from mgtutor.tui.options.flags import OptionError, add_flags
 
-EPILOG = """examples:
+EPILOG = N_("""examples:
   mgtutor bench allreduce                          8 B … 256 MiB on every GPU (4 MiB on CPU ranks)
   mgtutor bench allreduce -b 8 -e 4G -f 2 --check  the full sweep, results validated (#wrong)
   mgtutor bench allreduce -b 512M -e 2G --iters 50  large messages only: the link's peak
   mgtutor bench allreduce --nproc 2 --backend gloo --json
 
 Columns and formulas follow NVIDIA nccl-tests: algbw = bytes / time; busbw = algbw * 2(n-1)/n,
-comparable with the link's bandwidth whatever the rank count."""
+comparable with the link's bandwidth whatever the rank count.""")
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("allreduce", help=_("all-reduce bandwidth per message size (like nccl-tests)"),
-                         description="Sweep message sizes, time out-of-place and in-place all-reduce on N "
-                                     "ranks, and relate the bus bandwidth to the GPU link.",
-                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                         description=_("Sweep message sizes, time out-of-place and in-place all-reduce on N "
+                                       "ranks, and relate the bus bandwidth to the GPU link."),
+                         epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(p, BENCH_FLAGS, BenchOptions())
-    p.add_argument("--json", action="store_true", help="print one JSON object (schema: allreduce_schema.json)")
+    p.add_argument("--json", action="store_true", help=_("print one JSON object (schema: allreduce_schema.json)"))
     p.set_defaults(func=main)
 
 
@@ -57,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     meta = run.record.meta()
     if not args.json:
-        print(f"# mgtutor bench allreduce: {meta.world_size} rank(s), {meta.backend} — {meta.device_note}")
+        print("# mgtutor bench allreduce: " + _("{ranks} rank(s), {backend} — {device}").format(
+            ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
         if env_note():
             print(f"# {env_note()}")
         print(HEADER, flush=True)
@@ -66,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
         report = collect(run, on_rows)
     except KeyboardInterrupt:
         run.stop()
-        print("mgtutor: stopped", file=sys.stderr)
+        print("mgtutor: " + _("stopped"), file=sys.stderr)
         return 130
     saved.save("allreduce", report)
     if args.json:

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, answer, start
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.nvml import inventory
@@ -16,7 +16,8 @@ from mgtutor.tui.errors import EXIT_FAILED, CliError
 
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batchfind.py)
 
-EPILOG = """examples:
+# {percent} is "%", which gettext's tools would take for a format of their own
+EPILOG = N_("""examples:
   mgtutor bench maxbatch --model resnet50 --image-size 224
   mgtutor bench maxbatch --model vit_b_16 --amp off            (how much mixed precision buys)
   mgtutor bench maxbatch --model resnet50 --global-batch 8192  (per-rank batch x accumulation for 8192)
@@ -24,34 +25,34 @@ EPILOG = """examples:
 
 How it searches: trials at batches 8, 16, 32 and one a fourth of the way out measure the peak memory
 of the trainer's real step (2 steps each); a straight line through them (fixed bytes + bytes per
-sample) predicts the largest batch; trials next to the prediction confirm it to 0.5 %. Every rank
+sample) predicts the largest batch; trials next to the prediction confirm it to 0.5 {percent}. Every rank
 runs each trial and the ranks agree on the smallest answer; an out-of-memory on one rank is caught
 there and counts as "does not fit", so no rank is ever left waiting. The chosen batch keeps
---margin % of the memory free, and --prove-steps steps at it show that it holds."""
+--margin {percent} of the memory free, and --prove-steps steps at it show that it holds.""")
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("maxbatch", help=_("the largest batch that trains on every rank's GPU, found in ~10 trials"),
-                         description="Find the largest per-rank batch of the built-in trainer that fits on every "
-                                     "rank's GPU, with the memory it takes: fixed bytes (weights, gradients, "
-                                     "optimizer state) and bytes per sample. Each trial is printed as it ends.",
-                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="resnet50", choices=MODELS, help="network (default resnet50)")
-    p.add_argument("--image-size", type=int, default=224, metavar="PX", help="image side in pixels (default 224)")
-    p.add_argument("--nproc", type=int, default=None, metavar="N", help="ranks (default: one per GPU)")
-    p.add_argument("--amp", default="auto", choices=AMP_MODES, help="autocast as in training (auto = bf16 on GPU)")
-    p.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"), help="NHWC (auto = on GPU)")
+                         description=_("Find the largest per-rank batch of the built-in trainer that fits on every "
+                                       "rank's GPU, with the memory it takes: fixed bytes (weights, gradients, "
+                                       "optimizer state) and bytes per sample. Each trial is printed as it ends."),
+                         epilog=_(EPILOG).format(percent="%"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="resnet50", choices=MODELS, help=_("network (default resnet50)"))
+    p.add_argument("--image-size", type=int, default=224, metavar="PX", help=_("image side in pixels (default 224)"))
+    p.add_argument("--nproc", type=int, default=None, metavar="N", help=_("ranks (default: one per GPU)"))
+    p.add_argument("--amp", default="auto", choices=AMP_MODES, help=_("autocast as in training (auto = bf16 on GPU)"))
+    p.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"), help=_("NHWC (auto = on GPU)"))
     p.add_argument("--global-batch", type=int, default=None, metavar="G",
-                   help="also split G samples per optimizer step into per-rank batch × gradient accumulation")
+                   help=_("also split G samples per optimizer step into per-rank batch × gradient accumulation"))
     p.add_argument("--margin", type=float, default=5.0, metavar="PCT",
-                   help="GPU memory kept free below the measured maximum, in %% (default 5: the allocator's "
-                        "fragmentation over a long run, NCCL's buffers, DDP's buckets)")
-    p.add_argument("--max-batch", type=int, default=None, metavar="B", help="never try a batch above B")
+                   help=_("GPU memory kept free below the measured maximum, in %% (default 5: the allocator's "
+                          "fragmentation over a long run, NCCL's buffers, DDP's buckets)"))
+    p.add_argument("--max-batch", type=int, default=None, metavar="B", help=_("never try a batch above B"))
     p.add_argument("--prove-steps", type=int, default=20, metavar="N",
-                   help="steps trained at the chosen batch to prove it (default 20; 0 skips)")
+                   help=_("steps trained at the chosen batch to prove it (default 20; 0 skips)"))
     p.add_argument("--share-gpu", action="store_true",
-                   help="put every rank on GPU 0 (agreement over gloo): what a script without set_device does")
-    p.add_argument("--json", action="store_true", help="print one JSON object with the numbers and every trial")
+                   help=_("put every rank on GPU 0 (agreement over gloo): what a script without set_device does"))
+    p.add_argument("--json", action="store_true", help=_("print one JSON object with the numbers and every trial"))
     p.set_defaults(func=main)
 
 
@@ -64,8 +65,8 @@ def options_from(args: argparse.Namespace) -> FinderOptions:
     if problem:
         raise CliError(problem)
     if not os.environ.get(FAKE_ENV) and not inventory().gpus:
-        raise CliError("the batch finder measures GPU memory, and no NVIDIA GPU was found; on CPU ranks pick "
-                       "--batch-size yourself (host memory is not the limit it finds)")
+        raise CliError(_("the batch finder measures GPU memory, and no NVIDIA GPU was found; on CPU ranks pick "
+                         "--batch-size yourself (host memory is not the limit it finds)"))
     return options
 
 
@@ -76,8 +77,9 @@ def main(args: argparse.Namespace) -> int:
     except LaunchError as exc:
         raise CliError(str(exc)) from None
     meta = run.record.meta()
-    print(f"mgtutor: batch finder for {options.model} at {options.image_size}×{options.image_size} on "
-          f"{meta.world_size} rank(s) — {meta.device_note}", file=sys.stderr, flush=True)
+    print("mgtutor: " + _("batch finder for {model} at {size}×{size} on {ranks} rank(s) — {device}").format(
+        model=options.model, size=options.image_size, ranks=meta.world_size, device=meta.device_note),
+        file=sys.stderr, flush=True)
     try:
         final = stream_run(run, out=sys.stderr if args.json else sys.stdout)
     except FollowEnded as end:
@@ -92,5 +94,5 @@ def main(args: argparse.Namespace) -> int:
     if found.result is None or found.result.proved is False:
         print(describe_result(final.result), file=sys.stderr)
         print_failure_diagnosis(run, final)
-        raise CliError("the batch finder did not finish (above: the ranks' own output)", EXIT_FAILED)
+        raise CliError(_("the batch finder did not finish (above: the ranks' own output)"), EXIT_FAILED)
     return 0

@@ -8,7 +8,8 @@ import sys
 from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launcher import LaunchError
-from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.runs.train_options import check_train_options, worker_argv
+from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note
 from mgtutor.tui.errors import CliError, EXIT_FAILED
 
@@ -19,18 +20,18 @@ _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow
 def register(kinds: argparse._SubParsersAction) -> None:
     parser = kinds.add_parser(
         "scaling", help=_("training throughput on 1…N devices: speed-up and scaling efficiency"),
-        description="Train the same model on 1 device without DDP (the baseline), then with DDP on 2…N "
-                    "devices, and report samples/s, speed-up, efficiency = throughput_N / (N × baseline) "
-                    "and where a step's time went (data wait vs compute + communication).",
-        epilog="examples:\n  mgtutor bench scaling --model resnet18 --batch-size 512 --steps 300\n"
-               "  mgtutor bench scaling --model resnet50 --image-size 224 --batch-size 128 --json\n"
-               "  mgtutor bench scaling --backend gloo --max-gpus 2 --steps 20   (CPU ranks)",
+        description=_("Train the same model on 1 device without DDP (the baseline), then with DDP on 2…N "
+                      "devices, and report samples/s, speed-up, efficiency = throughput_N / (N × baseline) "
+                      "and where a step's time went (data wait vs compute + communication)."),
+        epilog=_("examples:\n  mgtutor bench scaling --model resnet18 --batch-size 512 --steps 300\n"
+                 "  mgtutor bench scaling --model resnet50 --image-size 224 --batch-size 128 --json\n"
+                 "  mgtutor bench scaling --backend gloo --max-gpus 2 --steps 20   (CPU ranks)"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-gpus", type=int, default=None, metavar="N",
-                        help="largest world size (default: every GPU, or 2 CPU ranks without GPUs)")
+                        help=_("largest world size (default: every GPU, or 2 CPU ranks without GPUs)"))
     parser.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    add_train_options(parser, skip=_NOT_HERE)
+    parser.add_argument("--json", action="store_true", help=_("print one JSON object instead of a table"))
+    add_train_options_said(parser, skip=_NOT_HERE)
     parser.set_defaults(func=main, steps=100, log_every=25)
 
 
@@ -53,26 +54,29 @@ def main(args: argparse.Namespace) -> int:
         setattr(args, flag, getattr(args, flag, None) if flag != "strategy" else "ddp")
     problem = check_train_options(args)
     if problem is None and args.max_gpus is not None and args.max_gpus < 1:
-        problem = "--max-gpus must be at least 1"
+        problem = _("--max-gpus must be at least 1")
     if problem:
         raise CliError(problem)
     gpus = inventory().gpus
     backend = args.backend if args.backend != "auto" else ("nccl" if gpus else "gloo")
     if args.cuda_graphs and backend == "gloo":
-        raise CliError("--cuda-graphs needs NVIDIA GPUs; none was found (or --backend gloo was given)")
+        raise CliError(_("--cuda-graphs needs NVIDIA GPUs; none was found (or --backend gloo was given)"))
     max_devices = args.max_gpus or (len(gpus) if backend == "nccl" else 2)
     train_argv = worker_argv(args, strategy="ddp")
+
+    def measured(point: Point) -> None:
+        print("  " + _("measured {ranks} rank(s): {speed:,.0f} samples/s (compile: {compile})").format(
+            ranks=point.world_size, speed=point.samples_per_s, compile=point.compile or "?"), file=sys.stderr, flush=True)
+
     if not args.json:
-        then = (f"then DDP on 2…{max_devices}" if max_devices > 1 else
-                "and nothing to scale to: one device (--backend gloo --max-gpus 2 compares CPU ranks)")
-        print(f"scaling of {args.model} ({args.image_size}×{args.image_size}, batch {args.batch_size}/rank, "
-              f"{args.steps} steps) on {backend}: 1 device without DDP, {then}", flush=True)
+        then = (_("then DDP on 2…{devices}").format(devices=max_devices) if max_devices > 1 else
+                _("and nothing to scale to: one device (--backend gloo --max-gpus 2 compares CPU ranks)"))
+        print(_("scaling of {model} ({size}×{size}, batch {batch}/rank, {steps} steps) on {backend}: 1 device "
+                "without DDP, {then}").format(model=args.model, size=args.image_size, batch=args.batch_size,
+                                              steps=args.steps, backend=backend, then=then), flush=True)
     try:
         points = scaling_report(train_argv, max_devices, backend,
-                                on_point=None if args.json else lambda p: print(f"  measured {p.world_size} "
-                                                                               f"rank(s): {p.samples_per_s:,.0f} samples/s"
-                                                                               f" (compile: {p.compile or '?'})",
-                                                                               file=sys.stderr, flush=True))
+                                on_point=None if args.json else measured)
     except (LaunchError, ScalingError) as exc:
         raise CliError(str(exc), EXIT_FAILED) from None  # a run that failed, not bad input
     if args.json:
@@ -84,8 +88,8 @@ def main(args: argparse.Namespace) -> int:
         print(HEADER)
         for point in points:
             print(describe_point(point))
-        print("efficiency = samples/s on N ranks ÷ (N × samples/s of 1 device without DDP)")
+        print(_("efficiency = samples/s on N ranks ÷ (N × samples/s of 1 device without DDP)"))
         note = shared_cores_note(backend, max_devices)
         if note:
-            print(f"note: {note}")
+            print(_("note: {note}").format(note=note))
     return 0

@@ -8,49 +8,47 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.i18n import N_, _, ngettext
 from mgtutor.tui.errors import CliError
 
 SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice"}
-# "1 error", "2 warnings", "3 advice" and the headings, in the language in force
-COUNT_WORDS = {("error", 1): N_("{n} error"), ("error", 2): N_("{n} errors"), ("warning", 1): N_("{n} warning"),
-               ("warning", 2): N_("{n} warnings"), ("advice", 1): N_("{n} advice"), ("advice", 2): N_("{n} advice")}
 HEADING_WORDS = {"error": N_("ERRORS"), "warning": N_("WARNINGS"), "advice": N_("ADVICE")}
+SEVERITY_LINE = {"error": N_("error: line {line}"), "warning": N_("warning: line {line}")}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "check", help=_("find classic multi-GPU mistakes in a training script or project folder (reads, never runs)"),
-        description="Read SCRIPT (Python's ast; the script is never run) and report the classic multi-GPU "
-                    "mistakes: no DistributedSampler, no set_epoch, every rank on GPU 0, checkpoints written by "
-                    "every rank, a barrier only rank 0 reaches, deprecated APIs, per-step syncs. Each finding "
-                    "names the line, why it matters, the fix and the lesson that teaches it. Calls into modules the script "
-                    "imports from its own folder are followed (a helper that reads LOCAL_RANK, a replaced print).\n\n"
-                    "Given a folder, every runnable script in it (a top-level .py file with a __main__ guard) and "
-                    "every module they import from the folder is checked, with the findings of each file.\n\n"
-                    "A finding marked 'may not apply' comes from code the checker could not follow; it is advice "
-                    "whatever the rule's usual severity.\n\n"
-                    "--diff shows, as a unified diff of your own lines, what --fix would write; --fix writes it. "
-                    "Only safe fixes (they keep what the script does where it already runs) are made unless "
-                    "--unsafe-fixes is given; every finding says which kind its fix is. A second --fix changes "
-                    "nothing.\n\n"
-                    "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed. "
-                    "With --diff or --fix: 0 when nothing is left to fix by hand, 1 otherwise.",
-        epilog="examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n  mgtutor check my_project/\n"
-               "  mgtutor check train.py --brief --min-severity warning\n"
-               "  mgtutor check train.py --diff\n  mgtutor check train.py --fix --unsafe-fixes",
+        description=_("Read SCRIPT (Python's ast; the script is never run) and report the classic multi-GPU "
+                      "mistakes: no DistributedSampler, no set_epoch, every rank on GPU 0, checkpoints written by "
+                      "every rank, a barrier only rank 0 reaches, deprecated APIs, per-step syncs. Each finding "
+                      "names the line, why it matters, the fix and the lesson that teaches it. Calls into modules the script "
+                      "imports from its own folder are followed (a helper that reads LOCAL_RANK, a replaced print).\n\n"
+                      "Given a folder, every runnable script in it (a top-level .py file with a __main__ guard) and "
+                      "every module they import from the folder is checked, with the findings of each file.\n\n"
+                      "A finding marked 'may not apply' comes from code the checker could not follow; it is advice "
+                      "whatever the rule's usual severity.\n\n"
+                      "--diff shows, as a unified diff of your own lines, what --fix would write; --fix writes it. "
+                      "Only safe fixes (they keep what the script does where it already runs) are made unless "
+                      "--unsafe-fixes is given; every finding says which kind its fix is. A second --fix changes "
+                      "nothing.\n\n"
+                      "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed. "
+                      "With --diff or --fix: 0 when nothing is left to fix by hand, 1 otherwise."),
+        epilog=_("examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n  mgtutor check my_project/\n"
+                 "  mgtutor check train.py --brief --min-severity warning\n"
+                 "  mgtutor check train.py --diff\n  mgtutor check train.py --fix --unsafe-fixes"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("script", metavar="SCRIPT|DIR", help="the Python training script, or a project folder, to read")
+    parser.add_argument("script", metavar="SCRIPT|DIR", help=_("the Python training script, or a project folder, to read"))
     parser.add_argument("--json", action="store_true",
-                        help='print {"findings": [{rule, severity, file, line, message, fix, lesson, …}]}')
-    parser.add_argument("--brief", action="store_true", help="one line per finding, no explanations")
+                        help=_('print {"findings": [{rule, severity, file, line, message, fix, lesson, …}]}'))
+    parser.add_argument("--brief", action="store_true", help=_("one line per finding, no explanations"))
     parser.add_argument("--min-severity", choices=["error", "warning", "advice"], default="advice",
-                        help="hide findings below this severity (default: show all)")
-    parser.add_argument("--diff", action="store_true", help="show the fixes as a unified diff; change nothing")
-    parser.add_argument("--fix", action="store_true", help="write the fixes into the script (or the folder's files)")
+                        help=_("hide findings below this severity (default: show all)"))
+    parser.add_argument("--diff", action="store_true", help=_("show the fixes as a unified diff; change nothing"))
+    parser.add_argument("--fix", action="store_true", help=_("write the fixes into the script (or the folder's files)"))
     parser.add_argument("--unsafe-fixes", action="store_true",
-                        help="with --diff/--fix, also the fixes that may change behaviour (timeouts, downloads "
-                             "behind a barrier, a removed world size)")
+                        help=_("with --diff/--fix, also the fixes that may change behaviour (timeouts, downloads "
+                               "behind a barrier, a removed world size)"))
     parser.set_defaults(func=main)
 
 
@@ -58,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     if args.diff or args.fix:
         return fix_main(args)
     if args.unsafe_fixes:
-        raise CliError("--unsafe-fixes goes with --diff or --fix")
+        raise CliError(_("--unsafe-fixes goes with --diff or --fix"))
     from mgtutor.diagnostics.check.folder import check_folder
     from mgtutor.diagnostics.check.script import CheckError, check_file, has_errors
 
@@ -85,14 +83,15 @@ def main(args: argparse.Namespace) -> int:
 
 def print_folder_report(report, shown, brief: bool = False, out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    print(f"{printable(report.folder)}: {len(report.files)} file(s) checked, {counts_line(shown)}", file=out)
+    print(f"{printable(report.folder)}: " + _("{count} file(s) checked, {findings}").format(
+        count=len(report.files), findings=counts_line(shown)), file=out)
     for name in report.files:
         group = [f for f in shown if f.file == name]
         if group or not brief:
             print("", file=out)
             print_report(name, group, brief=brief, out=out)
     for name, why in report.skipped:
-        print(f"\n{printable(name)}: not checked ({printable(why)})", file=out)
+        print(f"\n{printable(name)}: " + _("not checked ({why})").format(why=printable(why)), file=out)
 
 
 def _rank(severity: str) -> int:
@@ -104,8 +103,17 @@ def counts_line(findings) -> str:
     for severity in SEVERITY_HEADINGS:
         n = sum(1 for f in findings if f.severity == severity)
         if n:
-            parts.append(_(COUNT_WORDS[severity, min(n, 2)]).format(n=n))
+            parts.append(counted(severity, n))
     return ", ".join(parts) or _("no findings")
+
+
+def counted(severity: str, n: int) -> str:
+    """"1 error", "2 warnings", "3 advice" in the language in force."""
+    if severity == "error":
+        return ngettext("{n} error", "{n} errors", n).format(n=n)
+    if severity == "warning":
+        return ngettext("{n} warning", "{n} warnings", n).format(n=n)
+    return _("{n} advice").format(n=n)
 
 
 def printable(text: str) -> str:
@@ -153,15 +161,16 @@ def precheck(target: list[str], out: TextIO | None = None) -> None:
     except CheckError:
         return  # the launch itself reports a missing or broken script
     except Exception as exc:  # a checker bug must never stop a run
-        print(f"mgtutor check: skipped ({type(exc).__name__})", file=out)
+        print("mgtutor check: " + _("skipped ({error})").format(error=type(exc).__name__), file=out)
         return
     if not findings:
         return
-    print(f"mgtutor check: {counts_line(findings)} in {printable(target[0])} "
-          f"(details: mgtutor check {printable(target[0])})", file=out)
+    print("mgtutor check: " + _("{findings} in {script} (details: {command})").format(
+        findings=counts_line(findings), script=printable(target[0]), command=f"mgtutor check {printable(target[0])}"),
+        file=out)
     for f in findings:
         if f.severity != "advice":
-            print(f"  {f.severity}: line {f.line} [{f.rule}] {f.message}", file=out)
+            print("  " + _(SEVERITY_LINE[f.severity]).format(line=f.line) + f" [{f.rule}] {f.message}", file=out)
     out.flush()
 
 
@@ -181,7 +190,7 @@ def fix_main(args: argparse.Namespace) -> int:
     except CheckError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
-        raise CliError(f"cannot write the fixed script: {exc.strerror or exc}") from None
+        raise CliError(_("cannot write the fixed script: {error}").format(error=exc.strerror or exc)) from None
     if args.json:
         print(json.dumps({"written": bool(args.fix), "files": [r.to_json() for r in reports]}, indent=2))
     else:
@@ -196,18 +205,19 @@ def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = N
     if report.changed and not written:
         out.write(printable_diff(report.diff()))
     if report.applied:
-        verb = "fixed" if written else "would fix"
-        print(f"{name}: {verb} {len(report.applied)} finding(s): "
-              + ", ".join(f"{a.rule} (line {a.line}, {a.safety})" for a in report.applied), file=out)
+        verb = _("fixed {count} finding(s)") if written else _("would fix {count} finding(s)")
+        print(f"{name}: " + verb.format(count=len(report.applied)) + ": "
+              + ", ".join(f"{a.rule} (" + _("line {line}").format(line=a.line) + f", {a.safety})"
+                          for a in report.applied), file=out)
     else:
-        print(f"{name}: nothing to fix automatically", file=out)
+        print(f"{name}: " + _("nothing to fix automatically"), file=out)
     hidden = [f for f in report.by_hand if f.fix_safety == "unsafe" and not unsafe]
     by_hand = [f for f in report.by_hand if f not in hidden]
     if hidden:
-        print(f"  {len(hidden)} more with --unsafe-fixes: "
-              + ", ".join(f"{f.rule} (line {f.line})" for f in hidden), file=out)
+        print("  " + _("{count} more with --unsafe-fixes: ").format(count=len(hidden))
+              + ", ".join(f"{f.rule} (" + _("line {line}").format(line=f.line) + ")" for f in hidden), file=out)
     for f in by_hand:
-        print(f"  by hand: {printable(f.file)}:{f.line} [{f.rule}] {f.fix}", file=out)
+        print("  " + _("by hand:") + f" {printable(f.file)}:{f.line} [{f.rule}] {f.fix}", file=out)
 
 
 def printable_diff(diff: str) -> str:
@@ -223,4 +233,5 @@ def patch_lines(finding: Any) -> list[str]:
     if report is None:
         return []
     diff = ["    " + printable(line) for line in report.diff().splitlines()]
-    return [f"  patch (mgtutor check --fix {frame['file']} writes it):", *diff[:40]] if frame else []
+    return ["  " + _("patch ({command} writes it):").format(command=f"mgtutor check --fix {frame['file']}"),
+            *diff[:40]] if frame else []

@@ -7,25 +7,26 @@ import os
 import sys
 from pathlib import Path
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.tui.errors import CliError
 
 
 def add_shape_flags(parser: argparse.ArgumentParser, node_is: str) -> None:
-    parser.add_argument("--nodes", type=int, default=2, metavar="N", help=f"{node_is} (default 2)")
-    parser.add_argument("--gpus-per-node", type=int, default=1, metavar="G", help="GPUs = ranks per node (default 1)")
+    parser.add_argument("--nodes", type=int, default=2, metavar="N", help=_("{nodes} (default 2)").format(nodes=node_is))
+    parser.add_argument("--gpus-per-node", type=int, default=1, metavar="G", help=_("GPUs = ranks per node (default 1)"))
 
 
 def add_env_flags(parser: argparse.ArgumentParser, env_is: str) -> None:
-    parser.add_argument("--nccl-ifname", default=None, metavar="IF", help=f"{env_is} NCCL_SOCKET_IFNAME=IF")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help=f"{env_is} KEY=VALUE; repeatable")
+    parser.add_argument("--nccl-ifname", default=None, metavar="IF", help=_("{env_is} NCCL_SOCKET_IFNAME=IF").format(env_is=env_is))
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help=_("{env_is} KEY=VALUE; repeatable").format(env_is=env_is))
 
 
 def add_output_and_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE (default: stdout)")
+    parser.add_argument("-o", "--output", default=None, metavar="FILE", help=_("write to FILE (default: stdout)"))
     parser.add_argument("--force", action="store_true",
-                        help="replace FILE if it exists (without it an existing FILE is an error)")
+                        help=_("replace FILE if it exists (without it an existing FILE is an error)"))
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
-                        help="the script (or -m MODULE) and its arguments, after --")
+                        help=_("the script (or -m MODULE) and its arguments, after --"))
 
 
 def write_job_file(text: str, output: str | None, mode: int = 0o644, force: bool = False) -> Path | None:
@@ -45,15 +46,17 @@ def write_job_file(text: str, output: str | None, mode: int = 0o644, force: bool
             os.replace(target, path)
     except FileExistsError:
         if force:
-            raise CliError(f"cannot write {output}: {target.name} is in the way; remove it") from None
-        kind = "a symlink" if path.is_symlink() else "there"
-        raise CliError(f"{output} is {kind} already: give another -o FILE, or --force to replace it") from None
+            raise CliError(_("cannot write {file}: {other} is in the way; remove it").format(
+                file=output, other=target.name)) from None
+        there = (_("{file} is a symlink already: give another -o FILE, or --force to replace it") if path.is_symlink()
+                 else _("{file} is there already: give another -o FILE, or --force to replace it"))
+        raise CliError(there.format(file=output)) from None
     except OSError as exc:
         if force:
             try:
                 os.unlink(target)
             except OSError:
                 pass
-        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
-    print(f"wrote {path}", file=sys.stderr)
+        raise CliError(_("cannot write {file}: {error}").format(file=output, error=exc.strerror or exc)) from None
+    print(_("wrote {path}").format(path=path), file=sys.stderr)
     return path

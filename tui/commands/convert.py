@@ -14,26 +14,26 @@ from mgtutor.tui.errors import CliError
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "convert", help=_("turn a one-GPU training script into a DDP script for torchrun (shows a diff)"),
-        description="Read SCRIPT (never run it) and rewrite it for DDP under torchrun: the process group from "
-                    "torchrun's environment (NCCL and this rank's GPU where there are GPUs, gloo on the CPU "
-                    "otherwise), the model wrapped in DDP, a DistributedSampler for the training DataLoader (its "
-                    "shuffle moved into it) with set_epoch, prints and checkpoints on rank 0, .module where the "
-                    "model's state_dict is saved or loaded, and destroy_process_group at the end. Comments and "
-                    "layout of the lines it does not change stay as they are. What it cannot convert safely it "
-                    "leaves alone and lists, with the line and why.\n\n"
-                    "By default the change is shown as a unified diff and nothing is written; -o writes a new "
-                    "file (never over an existing one); --fix rewrites SCRIPT in place.\n\n"
-                    "Exit status: 0 converted, 1 converted with parts left to do by hand, 2 cannot be read "
-                    "or converted.",
-        epilog="examples:\n  mgtutor convert train.py\n  mgtutor convert train.py -o train_ddp.py\n"
-               "  mgtutor run --nproc 2 -- train_ddp.py",
+        description=_("Read SCRIPT (never run it) and rewrite it for DDP under torchrun: the process group from "
+                      "torchrun's environment (NCCL and this rank's GPU where there are GPUs, gloo on the CPU "
+                      "otherwise), the model wrapped in DDP, a DistributedSampler for the training DataLoader (its "
+                      "shuffle moved into it) with set_epoch, prints and checkpoints on rank 0, .module where the "
+                      "model's state_dict is saved or loaded, and destroy_process_group at the end. Comments and "
+                      "layout of the lines it does not change stay as they are. What it cannot convert safely it "
+                      "leaves alone and lists, with the line and why.\n\n"
+                      "By default the change is shown as a unified diff and nothing is written; -o writes a new "
+                      "file (never over an existing one); --fix rewrites SCRIPT in place.\n\n"
+                      "Exit status: 0 converted, 1 converted with parts left to do by hand, 2 cannot be read "
+                      "or converted."),
+        epilog=_("examples:\n  mgtutor convert train.py\n  mgtutor convert train.py -o train_ddp.py\n"
+                 "  mgtutor run --nproc 2 -- train_ddp.py"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("script", metavar="SCRIPT", help="the one-GPU training script to convert")
+    parser.add_argument("script", metavar="SCRIPT", help=_("the one-GPU training script to convert"))
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("-o", "--output", metavar="NEW.py", help="write the DDP script to this new file")
-    where.add_argument("--fix", action="store_true", help="rewrite SCRIPT in place")
+    where.add_argument("-o", "--output", metavar="NEW.py", help=_("write the DDP script to this new file"))
+    where.add_argument("--fix", action="store_true", help=_("rewrite SCRIPT in place"))
     parser.add_argument("--json", action="store_true",
-                        help='print {"file", "changed", "diff", "done": [...], "not_converted": [{line, why}]}')
+                        help=_('print {"file", "changed", "diff", "done": [...], "not_converted": [{line, why}]}'))
     parser.set_defaults(func=main)
 
 
@@ -45,7 +45,8 @@ def main(args: argparse.Namespace) -> int:
     path = Path(args.script)
     output = Path(args.output) if args.output else None
     if output is not None and output.exists():
-        raise CliError(f"{output} exists; convert never writes over a file (use --fix to rewrite {path} in place)")
+        raise CliError(_("{output} exists; convert never writes over a file (use --fix to rewrite {path} in place)").format(
+            output=output, path=path))
     try:
         data = read_script(path)
         report = convert_source(decode_source(data, str(path)), str(path))
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         elif output is not None:
             output.write_text(report.after, encoding="utf-8")
     except OSError as exc:
-        raise CliError(f"cannot write the converted script: {exc.strerror or exc}") from None
+        raise CliError(_("cannot write the converted script: {error}").format(error=exc.strerror or exc)) from None
     if args.json:
         print(json.dumps(report.to_json() | {"diff": diff, "written": str(output or (path if args.fix else ""))},
                          indent=2))
@@ -66,11 +67,11 @@ def main(args: argparse.Namespace) -> int:
     if not args.fix and output is None:
         print(printable_diff(diff), end="")
     target = output or (path if args.fix else None)
-    print(f"{printable(str(path))}: converted for DDP" + (f", written to {printable(str(target))}" if target else
-                                                          " (shown as a diff; -o NEW.py or --fix writes it)"))
+    print(f"{printable(str(path))}: " + (_("converted for DDP, written to {file}").format(file=printable(str(target)))
+                                         if target else _("converted for DDP (shown as a diff; -o NEW.py or --fix writes it)")))
     for line in report.done:
-        print(f"  done: {printable(line)}")
+        print("  " + _("done:") + f" {printable(line)}")
     for lineno, why in report.not_converted:
-        print(f"  by hand: line {lineno}: {printable(why)}")
-    print(f"  run it: mgtutor run --nproc 2 -- {printable(str(target or path))}")
+        print("  " + _("by hand: line {line}:").format(line=lineno) + f" {printable(why)}")
+    print("  " + _("run it:") + f" mgtutor run --nproc 2 -- {printable(str(target or path))}")
     return 1 if report.not_converted else 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from rich.cells import cell_len
+
 from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launcher import LaunchError
@@ -12,28 +14,33 @@ from mgtutor.tui.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    names = ", ".join(SCENARIOS)
+    names = _(", ").join(SCENARIOS)  # a list's separator: "、" in Chinese
     parser = sub.add_parser(
         "demo", help=_("reproduce a multi-GPU failure for real and diagnose it"),
-        description=f"Start real ranks that fail in a known way, stream their logs, then show the diagnosis. "
-                    f"Scenarios: {names}. Without GPUs the ranks run on the CPU (gloo).",
-        epilog="examples:\n  mgtutor demo                  list the scenarios\n  mgtutor demo never-joins\n"
-               "  mgtutor demo oom --backend nccl\n  mgtutor demo straggler --json",
+        description=_("Start real ranks that fail in a known way, stream their logs, then show the diagnosis. "
+                      "Scenarios: {names}. Without GPUs the ranks run on the CPU (gloo).").format(names=names),
+        epilog=_("examples:\n  mgtutor demo                  list the scenarios\n  mgtutor demo never-joins\n"
+                 "  mgtutor demo oom --backend nccl\n  mgtutor demo straggler --json"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", nargs="?", metavar="SCENARIO", help="which failure to reproduce")
-    parser.add_argument("--nproc", type=int, default=2, metavar="N", help="ranks to start (default 2)")
-    parser.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}", help="default: auto")
-    parser.add_argument("--json", action="store_true", help="print the outcome as JSON (no log lines)")
+    parser.add_argument("scenario", nargs="?", metavar="SCENARIO", help=_("which failure to reproduce"))
+    parser.add_argument("--nproc", type=int, default=2, metavar="N", help=_("ranks to start (default 2)"))
+    parser.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}", help=_("default: auto"))
+    parser.add_argument("--json", action="store_true", help=_("print the outcome as JSON (no log lines)"))
     parser.set_defaults(func=main)
 
 
 def scenario_table() -> str:
     """One row per scenario, the columns as wide as their longest entry (a title never runs into the
     symptom)."""
-    rows = [("scenario", "what it reproduces", "symptom")] + [(s.name, s.title, s.symptom) for s in SCENARIOS.values()]
-    name_w = max(len(name) for name, _, _ in rows)
-    title_w = max(len(title) for _, title, _ in rows)
-    return "\n".join(f"{name:<{name_w}}  {title:<{title_w}}  {symptom}".rstrip() for name, title, symptom in rows)
+    rows = [(_("scenario"), _("what it reproduces"), _("symptom"))] + [(s.name, s.title, s.symptom) for s in SCENARIOS.values()]
+    name_w = max(cell_len(row[0]) for row in rows)
+    title_w = max(cell_len(row[1]) for row in rows)
+    return "\n".join(f"{pad(name, name_w)}  {pad(title, title_w)}  {symptom}".rstrip() for name, title, symptom in rows)
+
+
+def pad(text: str, width: int) -> str:
+    """`text` filled to `width` terminal cells (a Chinese character takes two)."""
+    return text + " " * (width - cell_len(text))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -41,7 +48,8 @@ def main(args: argparse.Namespace) -> int:
         print(scenario_table())
         return 0
     if args.scenario not in SCENARIOS:
-        raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
+        raise CliError(_("unknown scenario {name!r}; choose from {names}").format(name=args.scenario,
+                                                                               names=", ".join(SCENARIOS)))
     scenario = SCENARIOS[args.scenario]
 
     def show(rank: int | None, _stream: str, line: str) -> None:
@@ -64,6 +72,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"\nrun record: {outcome.run.record.path}\n")
         for index, finding in enumerate(outcome.findings, 1):
             print(format_finding(index, finding) + "\n")
-        verdict = "named the cause" if outcome.diagnosed else f"did NOT name {expected} first"
-        print(f"diagnosis {verdict} (expected {expected}); again later with: mgtutor diagnose {outcome.run.record.run_id}")
+        verdict = (_("diagnosis named the cause (expected {expected})") if outcome.diagnosed
+                   else _("diagnosis did NOT name {expected} first (expected {expected})"))
+        print(verdict.format(expected=expected) + _("; again later with: {command}").format(
+            command=f"mgtutor diagnose {outcome.run.record.run_id}"))
     return 0 if outcome.diagnosed else 1

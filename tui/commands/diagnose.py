@@ -18,16 +18,16 @@ from mgtutor.tui.errors import CliError
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "diagnose", help=_("find why a run failed or hung: cause, evidence, fix, lesson"),
-        description="Read a run record (every rank's stdout and stderr, torchrun's output, exit codes, events) "
-                    "or any log files, and print the findings, most likely root cause first. Exit code 0 also "
-                    "when failures are found (it is a report); 2 when the input cannot be read.",
-        epilog="examples:\n  mgtutor diagnose                       the newest run\n"
-               "  mgtutor diagnose 20261130-1200         a run by id (or a unique part of it)\n"
-               "  mgtutor diagnose slurm-1234.out        any log file, ranks interleaved or not\n"
-               "  mgtutor diagnose rank0.log rank1.log --json",
+        description=_("Read a run record (every rank's stdout and stderr, torchrun's output, exit codes, events) "
+                      "or any log files, and print the findings, most likely root cause first. Exit code 0 also "
+                      "when failures are found (it is a report); 2 when the input cannot be read."),
+        epilog=_("examples:\n  mgtutor diagnose                       the newest run\n"
+                 "  mgtutor diagnose 20261130-1200         a run by id (or a unique part of it)\n"
+                 "  mgtutor diagnose slurm-1234.out        any log file, ranks interleaved or not\n"
+                 "  mgtutor diagnose rank0.log rank1.log --json"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("inputs", nargs="*", metavar="RUN_ID | LOGFILE", help="a run id or path, or log files")
-    parser.add_argument("--json", action="store_true", help='print {"findings": [...]} for scripts')
+    parser.add_argument("inputs", nargs="*", metavar="RUN_ID | LOGFILE", help=_("a run id or path, or log files"))
+    parser.add_argument("--json", action="store_true", help=_('print {"findings": [...]} for scripts'))
     parser.set_defaults(func=main)
 
 

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                           "NCCL, driver), GPUs, their topology (NVLink/PCIe), environment "
                                           "variables, shared memory and limits; each item ok / warn / fail with the "
                                           "fix."),
-                            epilog=_(EXAMPLES) + PEER_EXAMPLES + "\n\n" + _(EXIT_CODES),
+                            epilog=_(EXAMPLES) + "\n" + _(PEER_EXAMPLES) + "\n\n" + _(EXIT_CODES),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     add_report_options(parser)
     add_rendezvous_options(parser)

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.cluster.common import ClusterJobError, after_dashdash
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_job import APIS, DEFAULT_RUNTIME, DEFAULT_SHM, K8sJob
@@ -13,7 +13,7 @@ from mgtutor.diagnostics.cluster.k8s_names import check_env, check_label, parse_
 from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags, write_job_file
 from mgtutor.tui.errors import CliError
 
-EPILOG = """examples:
+EPILOG = N_("""examples:
   mgtutor k8s --nodes 2 --gpus-per-node 8 --image nvcr.io/nvidia/pytorch:24.12-py3 -- train.py --epochs 10
   mgtutor k8s --api pytorchjob --nodes 4 --gpus-per-node 8 --image IMG --pvc ckpt:/ckpt -o job.yaml -- train.py
   mgtutor k8s --nodes 2 --gpus-per-node 8 --image IMG --nccl-ifname eth0 --explain -- -m mypkg.train
@@ -21,30 +21,30 @@ EPILOG = """examples:
 trainjob (the default) is Kubeflow Trainer v2's TrainJob on a ClusterTrainingRuntime; pytorchjob is
 the Training Operator v1's PyTorchJob. Both run `torchrun SCRIPT ARGS` in one pod per node. Check the
 file against the cluster with `kubectl apply --dry-run=server -f FILE`; --explain tells how to
-collect the pods' logs for `mgtutor diagnose`."""
+collect the pods' logs for `mgtutor diagnose`.""")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("k8s", help=_("write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job"),
-                            description="Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with "
-                                        "torchrun, every non-obvious field explained in a comment. Kubernetes is "
-                                        "only needed to run it.",
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_shape_flags(parser, node_is="nodes = pods, one per node")
-    parser.add_argument("--image", required=True, metavar="IMAGE", help="the container image, with torch and the script")
-    parser.add_argument("--api", choices=APIS, default="trainjob", help="TrainJob (default) or PyTorchJob")
-    parser.add_argument("--name", default="mgtutor", metavar="NAME", help="the job's name (default mgtutor)")
-    parser.add_argument("--namespace", default=None, metavar="NS", help="the namespace (default: kubectl's)")
+                            description=_("Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with "
+                                          "torchrun, every non-obvious field explained in a comment. Kubernetes is "
+                                          "only needed to run it."),
+                            epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shape_flags(parser, node_is=_("nodes = pods, one per node"))
+    parser.add_argument("--image", required=True, metavar="IMAGE", help=_("the container image, with torch and the script"))
+    parser.add_argument("--api", choices=APIS, default="trainjob", help=_("TrainJob (default) or PyTorchJob"))
+    parser.add_argument("--name", default="mgtutor", metavar="NAME", help=_("the job's name (default mgtutor)"))
+    parser.add_argument("--namespace", default=None, metavar="NS", help=_("the namespace (default: kubectl's)"))
     parser.add_argument("--runtime", default=DEFAULT_RUNTIME, metavar="NAME",
-                        help=f"the ClusterTrainingRuntime of a TrainJob (default {DEFAULT_RUNTIME})")
+                        help=_("the ClusterTrainingRuntime of a TrainJob (default {runtime})").format(runtime=DEFAULT_RUNTIME))
     parser.add_argument("--shm", default=DEFAULT_SHM, metavar="SIZE",
-                        help=f"size of the memory-backed /dev/shm (default {DEFAULT_SHM})")
-    add_env_flags(parser, env_is="set in every pod:")
-    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a label on the job; repeatable")
+                        help=_("size of the memory-backed /dev/shm (default {size})").format(size=DEFAULT_SHM))
+    add_env_flags(parser, env_is=_("set in every pod:"))
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help=_("a label on the job; repeatable"))
     parser.add_argument("--pvc", action="append", default=[], metavar="CLAIM:PATH",
-                        help="mount a PersistentVolumeClaim at PATH (for checkpoints); repeatable")
-    parser.add_argument("--explain", action="store_true", help="also print a walk-through of the job (on stderr)")
-    parser.add_argument("--json", action="store_true", help="print the object as JSON instead of commented YAML")
+                        help=_("mount a PersistentVolumeClaim at PATH (for checkpoints); repeatable"))
+    parser.add_argument("--explain", action="store_true", help=_("also print a walk-through of the job (on stderr)"))
+    parser.add_argument("--json", action="store_true", help=_("print the object as JSON instead of commented YAML"))
     add_output_and_target(parser)
     parser.set_defaults(func=main)
 

@@ -30,74 +30,74 @@ from mgtutor.tui.errors import CliError
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "run", help=_("run a training script distributed (torchrun), keep a run record"),
-        description="Run SCRIPT on N ranks with torchrun. Each rank writes its own log files in the run "
-                    "record; this command prints them prefixed [rank R] and exits with the first failing "
-                    "rank's exit code. Ctrl+C (or SIGTERM: kill, timeout, CI) stops every rank; when the "
-                    "terminal goes away (SIGHUP) the run goes on: follow it again with `mgtutor runs attach ID`, "
-                    "stop it with `mgtutor runs stop ID`.",
-        epilog="examples:\n  mgtutor run -- train.py\n  mgtutor run --nproc 4 --backend gloo -- train.py --epochs 2\n"
-               "  mgtutor run -- -m mypackage.train --lr 0.1\n"
-               "  mgtutor run --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29400 -- train.py   # on 10.0.0.1\n"
-               "  mgtutor run --nnodes 2 --node-rank 1 --rdzv-endpoint 10.0.0.1:29400 -- train.py   # on the other node\n"
-               "  mgtutor run --rendezvous-warn 10 --silent-warn 60 -- train.py   # warn sooner about a hang\n\n"
-               "While the run goes, warnings on stderr name a rank missing at the rendezvous, a straggler, or a\n"
-               "run that went silent; when the ranks stop moving, a hang report says where each one waits and why\n"
-               "(--stop-on-hang ends the run there); a failed run ends with the likely cause and its fix\n"
-               "(mgtutor diagnose RUN_ID).\n\n"
-               "The script gets its arguments exactly as given ($ included): torchrun's ${local_rank} is not\n"
-               "filled in, read LOCAL_RANK from the environment instead.",
+        description=_("Run SCRIPT on N ranks with torchrun. Each rank writes its own log files in the run "
+                      "record; this command prints them prefixed [rank R] and exits with the first failing "
+                      "rank's exit code. Ctrl+C (or SIGTERM: kill, timeout, CI) stops every rank; when the "
+                      "terminal goes away (SIGHUP) the run goes on: follow it again with `mgtutor runs attach ID`, "
+                      "stop it with `mgtutor runs stop ID`."),
+        epilog=_("examples:\n  mgtutor run -- train.py\n  mgtutor run --nproc 4 --backend gloo -- train.py --epochs 2\n"
+                 "  mgtutor run -- -m mypackage.train --lr 0.1\n"
+                 "  mgtutor run --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29400 -- train.py   # on 10.0.0.1\n"
+                 "  mgtutor run --nnodes 2 --node-rank 1 --rdzv-endpoint 10.0.0.1:29400 -- train.py   # on the other node\n"
+                 "  mgtutor run --rendezvous-warn 10 --silent-warn 60 -- train.py   # warn sooner about a hang\n\n"
+                 "While the run goes, warnings on stderr name a rank missing at the rendezvous, a straggler, or a\n"
+                 "run that went silent; when the ranks stop moving, a hang report says where each one waits and why\n"
+                 "(--stop-on-hang ends the run there); a failed run ends with the likely cause and its fix\n"
+                 "(mgtutor diagnose RUN_ID).\n\n"
+                 "The script gets its arguments exactly as given ($ included): torchrun's ${local_rank} is not\n"
+                 "filled in, read LOCAL_RANK from the environment instead."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
     add_verbose_option(parser)
     parser.add_argument("--memory", action="store_true",
-                        help="record the CUDA allocator's history in every rank (it slows each allocation); on an "
-                             "OOM, save the snapshot in the run record for PyTorch's memory_viz and say what filled "
-                             "the memory: parameters, gradients, optimizer state, activations, and your lines that "
-                             "allocated most")
+                        help=_("record the CUDA allocator's history in every rank (it slows each allocation); on an "
+                               "OOM, save the snapshot in the run record for PyTorch's memory_viz and say what filled "
+                               "the memory: parameters, gradients, optimizer state, activations, and your lines that "
+                               "allocated most"))
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
-                        help="the script (or -m MODULE) and its arguments, after --")
+                        help=_("the script (or -m MODULE) and its arguments, after --"))
     parser.set_defaults(func=main)
 
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, default=None, metavar="N",
-                        help="ranks to start (default: one per GPU, or 2 CPU ranks without GPUs)")
+                        help=_("ranks to start (default: one per GPU, or 2 CPU ranks without GPUs)"))
     parser.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}",
-                        help="NCCL on GPUs, gloo on CPUs; auto picks NCCL when a GPU is present")
-    nodes = parser.add_argument_group("multi-node (torchrun c10d rendezvous; run the same command on every node)")
-    nodes.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes in the job (default 1)")
+                        help=_("NCCL on GPUs, gloo on CPUs; auto picks NCCL when a GPU is present"))
+    nodes = parser.add_argument_group(_("multi-node (torchrun c10d rendezvous; run the same command on every node)"))
+    nodes.add_argument("--nnodes", type=int, default=1, metavar="N", help=_("nodes in the job (default 1)"))
     nodes.add_argument("--node-rank", type=int, default=0, metavar="R",
-                       help="this node's rank; node 0 is the host of --rdzv-endpoint")
+                       help=_("this node's rank; node 0 is the host of --rdzv-endpoint"))
     nodes.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
-                       help="node 0's address and a free port, the same on every node")
-    nodes.add_argument("--rdzv-id", default=None, metavar="ID", help="job id, the same on every node")
+                       help=_("node 0's address and a free port, the same on every node"))
+    nodes.add_argument("--rdzv-id", default=None, metavar="ID", help=_("job id, the same on every node"))
     nodes.add_argument("--rdzv-timeout", type=int, default=None, metavar="SEC",
-                        help="give up when the other nodes have not joined after SEC s (torchrun: 600)")
-    live = parser.add_argument_group("live warnings (printed on stderr while the run goes; 0 turns one off)")
+                        help=_("give up when the other nodes have not joined after SEC s (torchrun: 600)"))
+    live = parser.add_argument_group(_("live warnings (printed on stderr while the run goes; 0 turns one off)"))
     live.add_argument("--rendezvous-warn", type=float, default=30.0, metavar="S",
-                      help="name the ranks that have not reached init_process_group after S s while the others "
-                           "wait (default 30; PyTorch itself waits 10-30 minutes)")
+                      help=_("name the ranks that have not reached init_process_group after S s while the others "
+                             "wait (default 30; PyTorch itself waits 10-30 minutes)"))
     live.add_argument("--silent-warn", type=float, default=120.0, metavar="S",
-                      help="warn that the run may be hung when no rank printed anything for S s (default 120)")
+                      help=_("warn that the run may be hung when no rank printed anything for S s (default 120)"))
     live.add_argument("--hang-after", type=float, default=5.0, metavar="S",
-                      help="when no rank printed anything for S s (or, once steps are logged, a rank's step is "
-                           "10x late), take every rank's stack and print a hang report: who waits where, and why "
-                           "(default 5)")
+                      help=_("when no rank printed anything for S s (or, once steps are logged, a rank's step is "
+                             "10x late), take every rank's stack and print a hang report: who waits where, and why "
+                             "(default 5)"))
     live.add_argument("--stop-on-hang", action="store_true",
-                      help="stop the run after the hang report (default: report, and let it go on)")
+                      help=_("stop the run after the hang report (default: report, and let it go on)"))
 
 
 def add_verbose_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print torchrun's own tracebacks whole (by default one line says where they are: "
-                             "torchrun.log in the run record); a rank's own traceback is always printed whole")
+                        help=_("print torchrun's own tracebacks whole (by default one line says where they are: "
+                               "torchrun.log in the run record); a rank's own traceback is always printed whole"))
 
 
 def live_options_problem(args: argparse.Namespace) -> str | None:
     for flag, value in (("--rendezvous-warn", args.rendezvous_warn), ("--silent-warn", args.silent_warn),
                         ("--hang-after", args.hang_after)):
         if not value >= 0:  # also rejects nan
-            return f"{flag} {value:g}: give seconds >= 0 (0 turns the warning off)"
+            return _("{flag} {seconds:g}: give seconds >= 0 (0 turns the warning off)").format(flag=flag, seconds=value)
     return None
 
 
@@ -111,10 +111,10 @@ def live_detectors(run: Run, args: argparse.Namespace) -> list[Detector]:
 
 
 def alert_text(alert: Alert) -> str:
-    lines = [f"mgtutor: warning ({alert.kind}): {alert.message}"]
+    lines = ["mgtutor: " + _("warning ({kind}): {message}").format(kind=alert.kind, message=alert.message)]
     for rank, last in sorted(alert.last_lines.items()):
-        shown = " | ".join(line.strip()[:120] for line in last[-3:]) or "(no output yet)"
-        lines.append(f"  rank {rank} last lines: {shown}")
+        shown = " | ".join(line.strip()[:120] for line in last[-3:]) or _("(no output yet)")
+        lines.append("  " + _("rank {rank} last lines: {lines}").format(rank=rank, lines=shown))
     return "\n".join(lines)
 
 
@@ -135,7 +135,8 @@ def print_node_diagnosis(run: Run, result: RunResult, err: TextIO) -> NodeDiagno
         log = ""
     finding = diagnose_node(meta, run.record.ranks(), result.status, log)
     if finding:
-        print(f"mgtutor: diagnosis ({finding.kind}): {finding.evidence}\n  fix: {finding.fix}", file=err)
+        print("mgtutor: " + _("diagnosis ({kind}): {evidence}").format(kind=finding.kind, evidence=finding.evidence)
+              + "\n  " + _("fix: {fix}").format(fix=finding.fix), file=err)
     return finding
 
 
@@ -147,7 +148,7 @@ def print_failure_diagnosis(run: Run, final: Update, err: TextIO | None = None) 
     if final.result.status not in (RunStatus.FAILED, RunStatus.LOST):
         return None
     if final.diagnose_error:
-        print(f"mgtutor: no diagnosis ({final.diagnose_error})", file=err)
+        print("mgtutor: " + _("no diagnosis ({error})").format(error=final.diagnose_error), file=err)
         return None
     top = next((f for f in final.findings if not node or f.kind != node.kind), None)
     if top is None:
@@ -219,7 +220,8 @@ def say(text: str) -> None:
 
 
 def detach_hint(run_id: str) -> str:
-    return f"the run goes on: `mgtutor runs attach {run_id}` / `mgtutor runs stop {run_id}`"
+    return _("the run goes on: {attach} / {stop}").format(attach=f"`mgtutor runs attach {run_id}`",
+                                                          stop=f"`mgtutor runs stop {run_id}`")
 
 
 def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector] = (),
@@ -241,7 +243,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
                 for update in session.updates():
                     _print_lines(update.lines, out)
                     if update.detector_error:
-                        say(f"mgtutor: live warnings off ({update.detector_error})")
+                        say("mgtutor: " + _("live warnings off ({error})").format(error=update.detector_error))
                     for alert in update.new_alerts:
                         say(alert.text() if isinstance(alert, HangAlert) else alert_text(alert))
                     if on_update is not None:
@@ -249,18 +251,18 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
                     if update.final:
                         return update
                     if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
-                        say("mgtutor: stopping every rank (--stop-on-hang)…")
+                        say("mgtutor: " + _("stopping every rank (--stop-on-hang)…"))
                         break
         except Interrupted as sig:
             if sig.detach or not stop_on_interrupt:
                 session.close()
-                say(f"\nmgtutor: detached; {detach_hint(run.record.run_id)}")
+                say("\nmgtutor: " + _("detached; {hint}").format(hint=detach_hint(run.record.run_id)))
                 raise FollowEnded(sig.exit_code) from None
             signum = sig.signum
         except KeyboardInterrupt:  # a SIGINT handler that was not ours
             signum = signal.SIGINT
         if signum is not None:
-            say("\nmgtutor: stopping every rank…")
+            say("\nmgtutor: " + _("stopping every rank…"))
         final = session.stop(signum=signum)  # a second Ctrl+C is only noted: it must not cut the stop short
     if signal.SIGHUP in later.signals:
         raise FollowEnded(128 + signal.SIGHUP)  # stopped, and nobody left to tell
@@ -301,8 +303,9 @@ def main(args: argparse.Namespace) -> int:
         say("mgtutor: " + _("{ranks} rank(s), backend {backend} — {device}").format(
             ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
         if meta.nnodes > 1:
-            say(f"mgtutor: node {meta.node_rank} of {meta.nnodes}, rendezvous {meta.rdzv_endpoint} "
-                f"id {meta.rdzv_id}, this node's address {meta.local_addr} on {meta.iface}")
+            say("mgtutor: " + _("node {node} of {nodes}, rendezvous {endpoint} id {id}, this node's address {address} "
+                                "on {iface}").format(node=meta.node_rank, nodes=meta.nnodes, endpoint=meta.rdzv_endpoint,
+                                                     id=meta.rdzv_id, address=meta.local_addr, iface=meta.iface))
         try:
             final = stream_run(run, detectors=live_detectors(run, args), verbose=args.verbose,
                                pending=early.signals)

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.runs.secrets import redact_env
 from mgtutor.tui.commands.runs_control import (
@@ -20,41 +20,43 @@ from mgtutor.tui.commands.runs_control import (
 from mgtutor.tui.commands.runs_stacks import stacks_main
 from mgtutor.tui.errors import CliError
 
+ACTIONS = (("list", N_("past runs, newest first (the default)")), ("show", N_("one run: its ranks and logs")),
+           ("stacks", N_("every rank's Python stack now, and why it waits")),
+           ("stop", N_("stop a running run from any shell: every rank SIGTERM, then SIGKILL; exit 1 if a process "
+                       "survives")),
+           ("attach", N_("follow a running run's new lines and live warnings (Ctrl+C detaches)")))
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("runs", help=_("list past runs (newest first), show one, stop or follow a running one"),
-                            description="Runs are kept in $XDG_STATE_HOME/mgtutor/runs/. A run whose command is "
-                                        "gone (terminal closed) goes on and is listed 'running, detached': "
-                                        "`runs attach ID` follows it again, `runs stop ID` stops it.",
-                            epilog="examples:\n  mgtutor runs\n  mgtutor runs show 20261130-120000-train-1a2b\n"
-                                   "  mgtutor runs list --json\n"
-                                   "  mgtutor runs stacks 20261130-1200     every rank's Python stack now, and why it waits\n"
-                                   "  mgtutor runs attach 1a2b              follow its new lines (Ctrl+C detaches)\n"
-                                   "  mgtutor runs stop 1a2b --json         every rank SIGTERM, then SIGKILL; exit 1 if any survives",
+                            description=_("Runs are kept in $XDG_STATE_HOME/mgtutor/runs/. A run whose command is "
+                                          "gone (terminal closed) goes on and is listed 'running, detached': "
+                                          "`runs attach ID` follows it again, `runs stop ID` stops it."),
+                            epilog=_("examples:\n  mgtutor runs\n  mgtutor runs show 20261130-120000-train-1a2b\n"
+                                     "  mgtutor runs list --json\n"
+                                     "  mgtutor runs stacks 20261130-1200     every rank's Python stack now, and why it waits\n"
+                                     "  mgtutor runs attach 1a2b              follow its new lines (Ctrl+C detaches)\n"
+                                     "  mgtutor runs stop 1a2b --json         every rank SIGTERM, then SIGKILL; exit 1 if any survives"),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     # subcommands, so that `runs attach --stop ID` parses as well as `runs attach ID --stop`
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument("-n", "--limit", type=int, default=30, help="how many runs to list (default 30)")
+    parser.add_argument("--json", action="store_true", help=_("print JSON for scripts"))
+    parser.add_argument("-n", "--limit", type=int, default=30, help=_("how many runs to list (default 30)"))
     actions = parser.add_subparsers(dest="action", metavar="{list,show,stacks,stop,attach}")
-    for name, what in (("list", "past runs, newest first (the default)"), ("show", "one run: its ranks and logs"),
-                       ("stacks", "every rank's Python stack now, and why it waits"),
-                       ("stop", "stop a running run from any shell: every rank SIGTERM, then SIGKILL; "
-                                "exit 1 if a process survives"),
-                       ("attach", "follow a running run's new lines and live warnings (Ctrl+C detaches)")):
-        action = actions.add_parser(name, help=what, description=what)
+    for name, what in ACTIONS:
+        action = actions.add_parser(name, help=_(what), description=_(what))
         if name != "list":
-            action.add_argument("run_id", nargs="?", metavar="ID", help="run id, a unique part of it, or a path")
+            action.add_argument("run_id", nargs="?", metavar="ID", help=_("run id, a unique part of it, or a path"))
         # SUPPRESS: absent here, the value given before the subcommand (mgtutor runs --json list) stands
         if name != "attach":
             action.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                                help="print JSON for scripts")
+                                help=_("print JSON for scripts"))
         if name == "list":
             action.add_argument("-n", "--limit", type=int, default=argparse.SUPPRESS,
-                                help="how many runs to list (default 30)")
+                                help=_("how many runs to list (default 30)"))
         if name == "stacks":
             action.add_argument("--native", action="store_true",
-                                help="native frames too (NCCL, CUDA, C++), where py-spy may read them: "
-                                     "each rank pauses for the moment it is read")
+                                help=_("native frames too (NCCL, CUDA, C++), where py-spy may read them: "
+                                       "each rank pauses for the moment it is read"))
         add_control_options(action, name)
     parser.set_defaults(func=main)
 
@@ -127,9 +129,10 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(runs, indent=2))
         return 0
     if not runs and runs_root_problem():
-        raise CliError(f"{runs_root_problem()}: no run can be listed")
+        raise CliError(_("{problem}: no run can be listed").format(problem=runs_root_problem()))
     if not runs:
-        print(f"no runs yet in {runs_root()} — start one with `mgtutor run -- SCRIPT` or from the TUI")
+        print(_("no runs yet in {folder} — start one with `mgtutor run -- SCRIPT` or from the TUI").format(
+            folder=runs_root()))
         return 0
     wide = 17 if any(run["detached"] for run in runs) else 9  # "running, detached"
     print(f"{'ID':<40} {'STATUS':<{wide}} {'RANKS':>5} {'BACKEND':<7} {'TIME':>8}  STARTED")

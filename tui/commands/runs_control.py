@@ -26,18 +26,19 @@ from mgtutor.tui.commands.run import (
     print_failure_diagnosis,
     stream_run,
 )
+from mgtutor.training.runs.i18n import _
 from mgtutor.tui.errors import CliError
 
 
 def add_control_options(parser: argparse.ArgumentParser, action: str) -> None:
     """The flags of `runs stop` and `runs attach`."""
     if action == "attach":
-        parser.add_argument("--stop", action="store_true", help="Ctrl+C (or SIGTERM) stops the run instead of detaching")
+        parser.add_argument("--stop", action="store_true", help=_("Ctrl+C (or SIGTERM) stops the run instead of detaching"))
         parser.add_argument("-v", "--verbose", action="store_true",
-                            help="print torchrun's own tracebacks whole (default: one line saying where they are)")
+                            help=_("print torchrun's own tracebacks whole (default: one line saying where they are)"))
     if action == "stop":
         parser.add_argument("--grace", type=float, default=10.0, metavar="S",
-                            help="seconds between SIGTERM and SIGKILL (default 10)")
+                            help=_("seconds between SIGTERM and SIGKILL (default 10)"))
 
 
 def default_detectors(run: Run) -> list:
@@ -49,7 +50,7 @@ def default_detectors(run: Run) -> list:
 
 def the_run(run_id: str | None, action: str) -> RunRecord:
     if not run_id:
-        raise CliError(f"{action}: give a run id (see `mgtutor runs`)")
+        raise CliError(_("{action}: give a run id (see `mgtutor runs`)").format(action=action))
     record, why = find_run_why(run_id)
     if record is None:
         raise CliError(why)
@@ -70,20 +71,22 @@ def status_text(record: RunRecord, status: RunStatus | None = None) -> str:
 def stop_main(args: argparse.Namespace) -> int:
     record = the_run(args.run_id, "stop")
     if not args.grace >= 0:
-        raise CliError(f"--grace {args.grace:g}: give seconds >= 0")
+        raise CliError(_("--grace {seconds:g}: give seconds >= 0").format(seconds=args.grace))
     outcome = stop_run(record, grace=args.grace)
     if args.json:
         print(json.dumps(outcome.to_json(), indent=2))
         return 0 if outcome.clean else 1
     if outcome.was.terminal and not outcome.signalled:
-        print(f"run {record.run_id} had already ended ({outcome.was}); no process of it is left")
+        print(_("run {id} had already ended ({status}); no process of it is left").format(id=record.run_id,
+                                                                                           status=outcome.was))
         return 0
-    killed = f", {len(outcome.killed)} needed SIGKILL" if outcome.killed else ""
-    print(f"run {record.run_id} {outcome.status}: {outcome.signalled} process(es) got SIGTERM{killed}")
+    killed = _(", {count} needed SIGKILL").format(count=len(outcome.killed)) if outcome.killed else ""
+    print(_("run {id} {status}: {count} process(es) got SIGTERM{killed}").format(
+        id=record.run_id, status=outcome.status, count=outcome.signalled, killed=killed))
     if outcome.clean:
-        print("no process of the run is left")
+        print(_("no process of the run is left"))
         return 0
-    print(f"{len(outcome.survivors)} process(es) of the run survive:", file=sys.stderr)
+    print(_("{count} process(es) of the run survive:").format(count=len(outcome.survivors)), file=sys.stderr)
     for proc in outcome.survivors:
         print(f"  pid {proc['pid']}: {proc['cmdline']}", file=sys.stderr)
     return 1
@@ -95,16 +98,16 @@ def attach_main(args: argparse.Namespace) -> int:
     run = Run(record)
     meta = record.meta()
     if status == RunStatus.RUNNING:
-        age = f", started {time.time() - meta.started:.0f} s ago" if meta.started else ""
-        how = "Ctrl+C stops it" if args.stop else "Ctrl+C detaches, the run goes on"
-        print(f"mgtutor: attached to {record.run_id}: {meta.world_size} rank(s), backend {meta.backend}{age}; "
-              f"new lines follow ({how})", file=sys.stderr, flush=True)
+        age = _(", started {seconds:.0f} s ago").format(seconds=time.time() - meta.started) if meta.started else ""
+        how = _("Ctrl+C stops it") if args.stop else _("Ctrl+C detaches, the run goes on")
+        print("mgtutor: " + _("attached to {id}: {ranks} rank(s), backend {backend}{age}; new lines follow ({how})").format(
+            id=record.run_id, ranks=meta.world_size, backend=meta.backend, age=age, how=how), file=sys.stderr, flush=True)
     else:
-        print(f"mgtutor: run {record.run_id} has ended ({status}); its logs: mgtutor runs show {record.run_id}",
-              file=sys.stderr, flush=True)
+        print("mgtutor: " + _("run {id} has ended ({status}); its logs: {command}").format(
+            id=record.run_id, status=status, command=f"mgtutor runs show {record.run_id}"), file=sys.stderr, flush=True)
         if meta.problem:  # nothing to follow, and no numbers to make a result line of
-            print(f"mgtutor: {meta.problem}; what the record still holds: mgtutor runs show {record.run_id}",
-                  file=sys.stderr)
+            print(f"mgtutor: {meta.problem}; " + _("what the record still holds: {command}").format(
+                command=f"mgtutor runs show {record.run_id}"), file=sys.stderr)
             return 1
     try:
         final = stream_run(run, detectors=default_detectors(run) if status == RunStatus.RUNNING else [],

@@ -19,10 +19,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.errors import CliError
 
-EPILOG = """examples:
+EPILOG = N_("""examples:
   mgtutor serve                       http://localhost:8000/?token=… on this machine only
   mgtutor serve --port 8123           another port
   mgtutor serve --host 0.0.0.0        every interface (anyone who can reach it still needs the token)
@@ -32,7 +32,7 @@ From your laptop, over SSH (the server stays on 127.0.0.1 of the GPU box):
 
 Behind Jupyter (jupyter-server-proxy forwards https://JUPYTER/proxy/PORT/ to localhost:PORT):
   mgtutor serve --public-url https://JUPYTER/user/NAME/proxy/8000
-  and open https://JUPYTER/user/NAME/proxy/8000/?token=… (the URL it prints)"""
+  and open https://JUPYTER/user/NAME/proxy/8000/?token=… (the URL it prints)""")
 
 # textual-serve's page loads its font from Google: a request to a third party from a page that
 # holds a token, and a console error where there is no internet. The browser's monospace font does.
@@ -43,15 +43,15 @@ COOKIE = "mgtutor_token_{port}"  # one per port: two servers on one host keep th
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "serve", help=_("the app in a web browser (textual-serve), behind a token"),
-        description="Serve the mgtutor app to a web browser. Each browser tab gets its own app process. "
-                    "The printed URL carries a random token; a request without it is refused.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=_("Serve the mgtutor app to a web browser. Each browser tab gets its own app process. "
+                      "The printed URL carries a random token; a request without it is refused."),
+        epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1",
-                        help="the address to listen on (default 127.0.0.1: only this machine, or an SSH tunnel)")
-    parser.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
+                        help=_("the address to listen on (default 127.0.0.1: only this machine, or an SSH tunnel)"))
+    parser.add_argument("--port", type=int, default=8000, help=_("the port to listen on (default 8000)"))
     parser.add_argument("--public-url", metavar="URL",
-                        help="the URL the browser reaches this server by, when a proxy stands between "
-                             "(Jupyter: https://JUPYTER/user/NAME/proxy/PORT); default http://localhost:PORT")
+                        help=_("the URL the browser reaches this server by, when a proxy stands between "
+                               "(Jupyter: https://JUPYTER/user/NAME/proxy/PORT); default http://localhost:PORT"))
     parser.set_defaults(func=main)
 
 
@@ -126,13 +126,17 @@ def stop_apps(grace_s: float = 5.0) -> int:
 
 
 def startup_text(host: str, port: int, public_url: str, token: str) -> str:
-    lines = [f"mgtutor serve: listening on {host}:{port}", f"open: {public_url.rstrip('/')}/?token={token}"]
+    lines = ["mgtutor serve: " + _("listening on {address}").format(address=f"{host}:{port}"),
+             _("open: {url}").format(url=f"{public_url.rstrip('/')}/?token={token}")]
     if host in ("127.0.0.1", "localhost", "::1"):
-        lines.append(f"from another machine, tunnel over SSH first: ssh -L {port}:localhost:{port} THIS-HOST")
+        lines.append(_("from another machine, tunnel over SSH first: {command}").format(
+            command=f"ssh -L {port}:localhost:{port} THIS-HOST"))
     else:
-        lines.append(f"listening beyond this machine ({host}): anyone who can reach the port still needs the token")
-    lines.append(f"behind Jupyter: mgtutor serve --public-url https://JUPYTER/user/NAME/proxy/{port}")
-    lines.append("Ctrl+C stops the server and every app it started")
+        lines.append(_("listening beyond this machine ({host}): anyone who can reach the port still needs the "
+                       "token").format(host=host))
+    lines.append(_("behind Jupyter: {command}").format(
+        command=f"mgtutor serve --public-url https://JUPYTER/user/NAME/proxy/{port}"))
+    lines.append(_("Ctrl+C stops the server and every app it started"))
     return "\n".join(lines)
 
 
@@ -148,17 +152,17 @@ def port_problem(host: str, port: int) -> str | None:
         try:
             probe.bind(address)
         except OSError as exc:
-            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            return _("cannot listen on {host}:{port}: {error}").format(host=host, port=port, error=exc.strerror or exc)
     return None
 
 
 def main(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
-        raise CliError(f"--port {args.port}: give a port between 1 and 65535")
+        raise CliError(_("--port {port}: give a port between 1 and 65535").format(port=args.port))
     try:
         import textual_serve  # noqa: F401
     except ImportError:
-        raise CliError("textual-serve is not installed: pip install textual-serve") from None
+        raise CliError(_("textual-serve is not installed: pip install textual-serve")) from None
     problem = port_problem(args.host, args.port)
     if problem:
         raise CliError(problem)
@@ -167,5 +171,6 @@ def main(args: argparse.Namespace) -> int:
     try:
         server.serve()
     except OSError as exc:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        raise CliError(_("cannot listen on {host}:{port}: {error}").format(host=args.host, port=args.port,
+                                                                            error=exc.strerror or exc)) from None
     return 0

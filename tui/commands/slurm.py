@@ -6,39 +6,39 @@ import shutil
 import subprocess
 import sys
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
 from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags, write_job_file
 from mgtutor.tui.errors import CliError
 
-EPILOG = """examples:
+EPILOG = N_("""examples:
   mgtutor slurm --nodes 2 --gpus-per-node 8 -- train.py --epochs 10
   mgtutor slurm --nodes 4 --gpus-per-node 4 --partition gpu --time 02:00:00 -o job.sbatch -- -m mgtutor.training.worker.train --model resnet50
   mgtutor slurm --nodes 2 --gpus-per-node 8 --nccl-ifname ib0 --gloo-ifname eth0 --submit -- train.py
 
 The script starts one torchrun per node with srun; the first node of the allocation hosts the
-c10d rendezvous, and the job id is the rendezvous id. Check a written script with `bash -n FILE`."""
+c10d rendezvous, and the job id is the rendezvous id. Check a written script with `bash -n FILE`.""")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("slurm", help=_("write an sbatch script for a multi-node torchrun job (--submit: sbatch it)"),
-                            description="Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with "
-                                        "torchrun's c10d rendezvous, each line explained in a comment. Slurm is "
-                                        "only needed to run it.",
-                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_shape_flags(parser, node_is="nodes")
-    parser.add_argument("--partition", default=None, metavar="P", help="Slurm partition (queue): letters, digits, . _ - (several: gpu,gpu-long)")
-    parser.add_argument("--time", default=None, metavar="T", help="wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00")
-    parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help="job name: letters, digits, . _ + - (default mgtutor)")
+                            description=_("Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with "
+                                          "torchrun's c10d rendezvous, each line explained in a comment. Slurm is "
+                                          "only needed to run it."),
+                            epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shape_flags(parser, node_is=_("nodes"))
+    parser.add_argument("--partition", default=None, metavar="P", help=_("Slurm partition (queue): letters, digits, . _ - (several: gpu,gpu-long)"))
+    parser.add_argument("--time", default=None, metavar="T", help=_("wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00"))
+    parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help=_("job name: letters, digits, . _ + - (default mgtutor)"))
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
-                        help=f"rendezvous port on the first node (default {DEFAULT_PORT})")
-    parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help="CPU cores per node")
+                        help=_("rendezvous port on the first node (default {port})").format(port=DEFAULT_PORT))
+    parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help=_("CPU cores per node"))
     add_env_flags(parser, env_is="export")
-    parser.add_argument("--gloo-ifname", default=None, metavar="IF", help="export GLOO_SOCKET_IFNAME=IF")
+    parser.add_argument("--gloo-ifname", default=None, metavar="IF", help=_("export GLOO_SOCKET_IFNAME=IF"))
     parser.add_argument("--python", default="python3", metavar="PY",
-                        help="the Python with torch on the nodes (default python3)")
-    parser.add_argument("--submit", action="store_true", help="submit with sbatch (writes FILE, default NAME.sbatch)")
+                        help=_("the Python with torch on the nodes (default python3)"))
+    parser.add_argument("--submit", action="store_true", help=_("submit with sbatch (writes FILE, default NAME.sbatch)"))
     add_output_and_target(parser)
     parser.set_defaults(func=main)
 
@@ -48,7 +48,7 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
-            raise CliError(f"--env {item!r}: give KEY=VALUE with KEY a shell variable name")
+            raise CliError(_("--env {item!r}: give KEY=VALUE with KEY a shell variable name").format(item=item))
         pairs[key] = value
     return pairs
 
@@ -68,8 +68,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     sbatch = shutil.which("sbatch")
     if sbatch is None:
-        print(f"mgtutor slurm: sbatch not found: this is not a Slurm login node. Copy {path} to one and run "
-              f"`sbatch {path.name}` there.", file=sys.stderr)
+        print("mgtutor slurm: " + _("sbatch not found: this is not a Slurm login node. Copy {path} to one and run "
+                                    "{command} there.").format(path=path, command=f"`sbatch {path.name}`"), file=sys.stderr)
         return 1
     done = subprocess.run([sbatch, str(path)], capture_output=True, text=True)
     sys.stdout.write(done.stdout)

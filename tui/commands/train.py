@@ -16,7 +16,8 @@ from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.control import deferred
 from mgtutor.training.runs.session import Update
 from mgtutor.training.runs.summary import TrainSummary, summarize
-from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.runs.train_options import check_train_options, worker_argv
+from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.training.runs.watch import Detector
 from mgtutor.tui.commands.run import (
     FollowEnded,
@@ -41,20 +42,20 @@ FAKE_MEMORY_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "train", help=_("train a CNN with DDP on N ranks (synthetic data by default), with live progress"),
-        description="Run mgtutor's own DDP trainer through torchrun. Rank 0 prints its progress, every rank "
-                    "reports events; the run ends with a per-rank summary table and its run record.",
-        epilog="examples:\n  mgtutor train --steps 50\n"
-               "  mgtutor train --model resnet18 --nproc 2 --batch-size 256 --steps 200\n"
-               "  mgtutor train --model resnet18 --batch-size 512 --cuda-graphs   (small images: ~5× faster)\n"
-               "  mgtutor train --data cifar10 --data-dir ~/data --workers 4 --amp off\n"
-               "  mgtutor train --inject hang-before-init --init-timeout 10   (see a real init timeout)\n"
-               "  mgtutor train --inject hang-before-init --init-timeout 30 --rendezvous-warn 5   (named after 5 s)\n\n"
-               "While it trains, warnings on stderr name a rank missing at the rendezvous, a straggler, or a silent\n"
-               "run; a failed run ends with the likely cause and its fix (more: mgtutor diagnose RUN_ID).",
+        description=_("Run mgtutor's own DDP trainer through torchrun. Rank 0 prints its progress, every rank "
+                      "reports events; the run ends with a per-rank summary table and its run record."),
+        epilog=_("examples:\n  mgtutor train --steps 50\n"
+                 "  mgtutor train --model resnet18 --nproc 2 --batch-size 256 --steps 200\n"
+                 "  mgtutor train --model resnet18 --batch-size 512 --cuda-graphs   (small images: ~5× faster)\n"
+                 "  mgtutor train --data cifar10 --data-dir ~/data --workers 4 --amp off\n"
+                 "  mgtutor train --inject hang-before-init --init-timeout 10   (see a real init timeout)\n"
+                 "  mgtutor train --inject hang-before-init --init-timeout 30 --rendezvous-warn 5   (named after 5 s)\n\n"
+                 "While it trains, warnings on stderr name a rank missing at the rendezvous, a straggler, or a silent\n"
+                 "run; a failed run ends with the likely cause and its fix (more: mgtutor diagnose RUN_ID)."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_launch_options(parser)
     add_verbose_option(parser)
-    add_train_options(parser)
+    add_train_options_said(parser)
     parser.set_defaults(func=main)
 
 
@@ -63,14 +64,14 @@ def check(args: argparse.Namespace) -> str | None:
     if problem:
         return problem
     if args.data_dir and not Path(args.data_dir).expanduser().is_dir():
-        return f"--data-dir {args.data_dir}: no such folder"
+        return _("--data-dir {folder}: no such folder").format(folder=args.data_dir)
     if args.cuda_graphs and args.backend == "auto" and not inventory().gpus:
-        return "--cuda-graphs needs NVIDIA GPUs, and none was found"
+        return _("--cuda-graphs needs NVIDIA GPUs, and none was found")
     if args.batch_size == "auto" and not os.environ.get(FAKE_MEMORY_ENV) and (args.backend == "gloo" or not inventory().gpus):
-        return ("--batch-size auto measures GPU memory, and these ranks have no GPU (gloo runs them on the CPU): "
-                "give a number, e.g. --batch-size 64")
+        return _("--batch-size auto measures GPU memory, and these ranks have no GPU (gloo runs them on the CPU): "
+                 "give a number, e.g. --batch-size 64")
     if args.strategy != "ddp" and args.nproc not in (None, 1):
-        return f"--strategy {args.strategy} runs one process: leave out --nproc or use --nproc 1"
+        return _("--strategy {strategy} runs one process: leave out --nproc or use --nproc 1").format(strategy=args.strategy)
     return None
 
 
@@ -137,8 +138,8 @@ def main(args: argparse.Namespace) -> int:
         except LaunchError as exc:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
-        say(f"mgtutor: training {args.model} on {meta.world_size} rank(s), backend {meta.backend} — "
-            f"{meta.device_note}")
+        say("mgtutor: " + _("training {model} on {ranks} rank(s), backend {backend} — {device}").format(
+            model=args.model, ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
         try:
             final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
                                             verbose=args.verbose, pending=early.signals)

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
+
 
 class OptionError(ValueError):
     """A value that cannot be used; the message (one line) says what to give instead."""
@@ -24,7 +26,8 @@ class Flag:
 
     def value(self, text: str) -> Any:
         if self.choices is not None and text not in self.choices:
-            raise OptionError(f"{self.names[-1]} must be one of {', '.join(self.choices)} (got {text!r})")
+            raise OptionError(_("{flag} must be one of {choices} (got {text!r})").format(
+                flag=self.names[-1], choices=", ".join(self.choices), text=text))
         if self.convert is None:
             return text
         try:
@@ -39,11 +42,11 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flags: 
     for flag in flags:
         default = getattr(defaults, flag.dest)
         if flag.convert is None and flag.choices is None:
-            parser.add_argument(*flag.names, dest=flag.dest, action="store_true", help=flag.help)
+            parser.add_argument(*flag.names, dest=flag.dest, action="store_true", help=_(flag.help))
             continue
         parser.add_argument(*flag.names, dest=flag.dest, type=_argparse_type(flag),
                             default=None if flag.repeat else default,  # argparse appends to a default list
-                            metavar=flag.metavar, help=flag.help,
+                            metavar=flag.metavar, help=_(flag.help),
                             action="append" if flag.repeat else "store")
 
 
@@ -61,17 +64,17 @@ def parse_words(words: str, flags: Sequence[Flag]) -> dict[str, Any]:
     try:
         tokens = shlex.split(words)
     except ValueError as exc:
-        raise OptionError(f"cannot read the options: {exc}") from None
+        raise OptionError(_("cannot read the options: {error}").format(error=exc)) from None
     by_name = {name: flag for flag in flags for name in flag.names}
     values: dict[str, Any] = {}
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        name, _, attached = token.partition("=") if token.startswith("--") else (token, "", "")
+        name, _eq, attached = token.partition("=") if token.startswith("--") else (token, "", "")
         flag = by_name.get(name)
         if flag is None:
             known = " ".join(f.names[-1] for f in flags)
-            raise OptionError(f"unknown option {token!r} (known: {known})")
+            raise OptionError(_("unknown option {option!r} (known: {known})").format(option=token, known=known))
         if flag.convert is None and flag.choices is None:
             values[flag.dest] = True
             i += 1
@@ -82,7 +85,7 @@ def parse_words(words: str, flags: Sequence[Flag]) -> dict[str, Any]:
             i += 1
             text = tokens[i]
         else:
-            raise OptionError(f"{name} needs a value")
+            raise OptionError(_("{flag} needs a value").format(flag=name))
         value = flag.value(text)
         if flag.repeat:
             values.setdefault(flag.dest, []).append(value)
@@ -95,7 +98,7 @@ def parse_words(words: str, flags: Sequence[Flag]) -> dict[str, Any]:
 def positive_int(text: str) -> int:
     value = int(text) if text.strip().lstrip("-").isdigit() else -1
     if value < 1:
-        raise OptionError(f"must be a whole number of at least 1 (got {text!r})")
+        raise OptionError(_("must be a whole number of at least 1 (got {text!r})").format(text=text))
     return value
 
 
@@ -105,11 +108,11 @@ def seconds(text: str) -> float:
     except ValueError:
         value = -1.0
     if value <= 0:
-        raise OptionError(f"must be a number of seconds above 0 (got {text!r})")
+        raise OptionError(_("must be a number of seconds above 0 (got {text!r})").format(text=text))
     return value
 
 
 def rank_number(text: str) -> int:
     if not text.strip().isdigit():
-        raise OptionError(f"must be a rank number, 0 or more (got {text!r})")
+        raise OptionError(_("must be a rank number, 0 or more (got {text!r})").format(text=text))
     return int(text)

@@ -6,6 +6,7 @@ from typing import Any
 
 from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeOptions
 from mgtutor.training.runs.launcher import BACKENDS
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.options.flags import Flag, OptionError, parse_words, positive_int, rank_number, seconds
 
 
@@ -21,7 +22,8 @@ class ProbeForm:
         if world is not None:
             bad = [r for r in self.skip_ranks if not 0 <= r < world]
             if bad:
-                raise OptionError(f"--skip-rank {bad[0]} is not a rank of this probe (ranks 0..{world - 1})")
+                raise OptionError(_("--skip-rank {rank} is not a rank of this probe (ranks 0..{last})").format(
+                    rank=bad[0], last=world - 1))
         return self
 
     def options(self) -> ProbeOptions:
@@ -38,9 +40,9 @@ class ProbeForm:
 
 
 PROBE_FLAGS = (
-    Flag(("--nproc",), "nproc", "ranks for --rendezvous (default: one per GPU, or 2 on CPU)", positive_int, "N"),
-    Flag(("--timeout",), "timeout", "seconds to wait for every rank to join (default 30)", seconds, "S"),
-    Flag(("--skip-rank",), "skip_ranks", "tell rank R not to join (to see what a missing rank looks like); "
-         "repeatable", rank_number, "R", repeat=True),
-    Flag(("--backend",), "backend", "backend for --rendezvous (default auto)", None, "{auto,nccl,gloo}", BACKENDS),
+    Flag(("--nproc",), "nproc", N_("ranks for --rendezvous (default: one per GPU, or 2 on CPU)"), positive_int, "N"),
+    Flag(("--timeout",), "timeout", N_("seconds to wait for every rank to join (default 30)"), seconds, "S"),
+    Flag(("--skip-rank",), "skip_ranks", N_("tell rank R not to join (to see what a missing rank looks like); "
+            "repeatable"), rank_number, "R", repeat=True),
+    Flag(("--backend",), "backend", N_("backend for --rendezvous (default auto)"), None, "{auto,nccl,gloo}", BACKENDS),
 )

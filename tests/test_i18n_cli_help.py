@@ -1,0 +1,117 @@
+"""The command line's own words in Chinese: every subcommand's `--help` (found by walking the parser
+tree, so a new command is covered the day it is added), argparse's errors, mgtutor's own error lines;
+the English stays as it was and `--json` prints the same JSON whatever the language."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from mgtutor.tui.cli import build_parser, main
+from tests.conftest import REPO
+from tests.english_left import english_left
+
+SCRIPT = str(REPO / "tests/data/check/collective-in-rank-branch.bad.py")
+ONE_GPU = str(REPO / "tests/data/check/convert/single_gpu_shape.py")
+
+
+def parser_tree(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(the words after `mgtutor`, the parser) for the top parser and every subcommand below it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from parser_tree(sub, (*path, name))
+
+
+COMMANDS = {path: parser for path, parser in parser_tree(build_parser())}
+
+
+def first_sentence(text: str) -> str:
+    return text.split(". ")[0].split(":")[0].strip()
+
+
+def flags(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted(option for action in parser._actions for option in action.option_strings)
+
+
+def help_text(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def error_text(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def terminal_80_wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # argparse wraps its help to the terminal
+
+
+def test_the_tree_holds_every_command_and_subcommand():
+    assert {("run",), ("bench", "allreduce"), ("bench", "scaling"), ("bench", "maxbatch"), ("runs", "stacks"),
+            ("runs", "attach"), ("doctor",), ("k8s",), ("serve",)} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=lambda path: " ".join(path) or "mgtutor")
+def test_help_is_chinese_and_the_english_is_as_it_was(capsys, path):
+    parser = COMMANDS[path]
+    chinese = help_text(capsys, "--lang", "zh", *path)
+    assert chinese.startswith("用法：mgtutor")
+    assert english_left(chinese) == []
+    english = help_text(capsys, *path)
+    assert english.startswith("usage: mgtutor") and "show this help message and exit" in english
+    said = parser.description or ""
+    assert said and first_sentence(said) in " ".join(english.split())
+    assert first_sentence(said) not in chinese
+    for flag in flags(parser):  # the same options under either language
+        assert flag in chinese and flag in english
+
+
+def test_argparse_errors_in_chinese(capsys):
+    err = error_text(capsys, "--lang", "zh", "lessons", "bogus")
+    assert err.startswith("用法：mgtutor lessons")
+    assert "mgtutor lessons: 错误：参数 action：无效的取值：'bogus' (可选：'list', 'show'" in err
+    assert "缺少必需的参数：--image" in error_text(capsys, "--lang", "zh", "k8s", "--", "train.py")
+    assert "无法识别的参数：--bogus" in error_text(capsys, "--lang", "zh", "doctor", "--bogus")
+    assert "参数 --nproc：需要一个值" in error_text(capsys, "--lang", "zh", "run", "--nproc")
+    assert "参数 --nproc：无效的 int 值：'x'" in error_text(capsys, "--lang", "zh", "demo", "--nproc", "x")
+    err = error_text(capsys, "--lang", "zh", "bench", "allreduce", "-n", "0")
+    assert "参数 -n/--iters：须为不小于 1 的整数 (收到 '0')" in err
+    assert english_left(err) == []
+
+
+def test_argparse_errors_stay_english_without_the_flag(capsys):
+    err = error_text(capsys, "lessons", "bogus")
+    assert err.startswith("usage: mgtutor lessons")
+    assert "mgtutor lessons: error: argument action: invalid choice: 'bogus' (choose from 'list', 'show'" in err
+    assert "the following arguments are required: --image" in error_text(capsys, "k8s", "--", "train.py")
+    assert "argument --nproc: expected one argument" in error_text(capsys, "run", "--nproc")
+
+
+def test_mgtutor_s_own_error_lines_in_chinese(capsys):
+    assert main(["--lang", "zh", "check", SCRIPT, "--unsafe-fixes"]) == 2
+    assert capsys.readouterr().err == "mgtutor check: 错误：--unsafe-fixes 要与 --diff 或 --fix 一起用\n"
+    assert main(["--lang", "zh", "runs", "stop"]) == 2
+    assert capsys.readouterr().err == "mgtutor runs: 错误：stop：请给出运行 id (见 `mgtutor runs`)\n"
+    assert main(["--lang", "zh", "bench", "allreduce", "-f", "1"]) == 2  # checked before any rank starts
+    assert capsys.readouterr().err == "mgtutor bench allreduce: 错误：-f 须大于 1 (收到 1)\n"
+    assert main(["check", SCRIPT, "--unsafe-fixes"]) == 2
+    assert capsys.readouterr().err == "mgtutor check: error: --unsafe-fixes goes with --diff or --fix\n"
+
+
+@pytest.mark.parametrize("argv", [["lessons", "list", "--json"], ["check", SCRIPT, "--json"],
+                                  ["convert", ONE_GPU, "--json"], ["runs", "list", "--json"]],
+                         ids=["lessons", "check", "convert", "runs"])
+def test_json_is_the_same_under_lang_zh(capsys, argv):
+    code = main(argv)
+    english = capsys.readouterr().out
+    assert main(["--lang", "zh", *argv]) == code
+    assert capsys.readouterr().out == english
+    assert english.lstrip().startswith(("{", "["))
