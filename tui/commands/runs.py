@@ -99,30 +99,33 @@ def main(args: argparse.Namespace) -> int:
                               "detached": is_detached(record, status),
                               "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
             return 0
-        print(f"run {record.run_id}  [{status_text(record, status)}]\n  path     {record.path}")
+        print(_("run {id}  [{status}]").format(id=record.run_id, status=status_text(record, status)) + "\n  "
+              + _("path     {path}").format(path=record.path))
         if status == RunStatus.RUNNING:
-            print(f"  control  mgtutor runs attach {record.run_id} / mgtutor runs stop {record.run_id}")
+            print("  " + _("control  {attach} / {stop}").format(attach=f"mgtutor runs attach {record.run_id}",
+                                                             stop=f"mgtutor runs stop {record.run_id}"))
         unreadable = record.unreadable() or (meta.problem is not None and not meta.problem.startswith("meta.json has"))
         if meta.problem:
-            print(f"  meta     {meta.problem}: " + ("what follows comes from the other files" if unreadable
-                                                    else "those fields are left out"))
+            print("  " + (_("meta     {problem}: what follows comes from the other files") if unreadable
+                          else _("meta     {problem}: those fields are left out")).format(problem=meta.problem))
         if result.problem:
-            print(f"  result   {result.problem}: those fields are left out")
-        unknown = "unknown (meta.json is unreadable)" if unreadable else "unknown"
-        print(f"  command  {' '.join(meta.target) or unknown}")
+            print("  " + _("result   {problem}: those fields are left out").format(problem=result.problem))
+        unknown = _("unknown (meta.json is unreadable)") if unreadable else _("unknown")
+        print("  " + _("command  {command}").format(command=" ".join(meta.target) or unknown))
         if unreadable or not meta.world_size:
-            ranks = len(result.ranks) or "unknown"
-            print(f"  ranks    {ranks} on {result.backend or meta.backend or 'an unknown backend'}")
+            ranks, backend, note = len(result.ranks) or _("unknown"), result.backend or meta.backend, ""
         else:
+            ranks, backend = meta.world_size, meta.backend
             note = f" — {meta.device_note}" if meta.device_note else ""
-            print(f"  ranks    {meta.world_size} on {meta.backend or 'an unknown backend'}{note}")
+        print("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
+            ranks=ranks, backend=backend) + note)
         for rank in result.ranks:
             how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
             print(f"  rank {rank.rank}: {how} ({rank.outcome})")
         first = result.first_failure
-        print(f"  first failure: {'none' if not first else 'rank ' + str(first.rank)}")
+        print("  " + _("first failure: {rank}").format(rank=_("none") if not first else f"rank {first.rank}"))
         for path in logs:
-            print(f"  log      {path}")
+            print("  " + _("log      {path}").format(path=path))
         return 0
     runs = [summary(r) for _, r in zip(range(args.limit), list_runs())]
     if args.json:
