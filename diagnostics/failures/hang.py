@@ -21,7 +21,7 @@ from typing import Any
 from mgtutor.training.runs.i18n import N_, _, ngettext
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
-from mgtutor.diagnostics.failures.hang_fr import FlightRank, first_divergence, flight_lines, pending
+from mgtutor.diagnostics.failures.hang_fr import FlightEntry, FlightRank, first_divergence, flight_lines, pending
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
 from mgtutor.training.runs.safe_io import entries, read_text_regular
 from mgtutor.training.runs.stacks import load_index
@@ -42,6 +42,15 @@ class RankWhere:
     worker: Where | None = None  # the busy DataLoader worker, when the rank waits for its data
     worker_pid: int | None = None
     problem: str | None = None  # why there is no stack
+    pending: FlightEntry | None = None  # the collective the Flight Recorder says it waits in
+
+    def op(self, say: Callable[[str], str] = str) -> str | None:
+        """What it waits in: the stack's call, or the Flight Recorder's collective and where it was called."""
+        entry = self.pending
+        if entry is None:
+            return self.where.op
+        op = f"{entry.op} #{entry.seq}"
+        return say(N_("{op}, called at {where}")).format(op=op, where=entry.where) if entry.where else op
 
     def describe(self, say: Callable[[str], str] = str) -> str:
         """Where the rank is, in English (the record) unless `say` translates."""
@@ -49,7 +58,7 @@ class RankWhere:
         if w.category == "no stack":
             return say(N_("no stack ({why})")).format(why=self.problem or say(N_("unknown")))
         doing = DOING.get(w.category)
-        text = say(doing).format(op=w.op) if doing else w.category
+        text = say(doing).format(op=self.op(say)) if doing else w.category
         if w.comm_setup:
             text += say(N_(" (NCCL sets up its communicator: every peer must join)"))
         text += say(N_(" at {place}")).format(place=w.place(say))
@@ -97,7 +106,8 @@ class HangReport:
             lines.append(f"{prefix} {mark} rank {rank}: {where.describe(_)}")
             if where.where.source:
                 lines.append(f"{prefix}      {where.where.source[:100]}")
-        lines += [f"{prefix}  " + _("flight recorder: {line}").format(line=line) for line in self.flight]
+        flight = self.said["flight"].splitlines() if "flight" in self.said else self.flight
+        lines += [f"{prefix}  " + _("flight recorder: {line}").format(line=line) for line in flight]
         if self.fix:
             lines.append(f"{prefix}  " + _("fix: {fix}").format(fix=self.said.get("fix") or self.fix))
         if self.capture:
@@ -186,11 +196,12 @@ def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
     report.missing = missing
     if flight:
         report.flight = flight_lines(flight)
+        report.said["flight"] = "\n".join(flight_lines(flight, _))
         divergence = first_divergence(flight)
         if divergence is not None and report.kind in ("collective_mismatch", "rank_outside_collective"):
             report.summary += f" Flight Recorder: {divergence.text()}."
             if report.said.get("summary"):
-                report.said["summary"] += f" Flight Recorder: {divergence.text()}."
+                report.said["summary"] += f" Flight Recorder: {divergence.text(_)}."
     return report
 
 
@@ -201,9 +212,9 @@ def _apply_flight(wheres: dict[int, RankWhere], flight: dict[int, FlightRank]) -
         where = wheres.get(rank)
         if where is None or where.where.category in ("collective", "backward", "init", "no stack"):
             continue
-        site = f", called at {entry.where}" if entry.where else ""
         w = where.where
-        where.where = Where("collective", f"{entry.op} #{entry.seq}{site}", w.frame, w.source, w.args, w.inner)
+        where.pending = entry
+        where.where = Where("collective", where.op(), w.frame, w.source, w.args, w.inner)
 
 
 def _said(summary: str, fix: str, fields: dict[str, Any]) -> dict[str, str]:
@@ -239,8 +250,8 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
     outside = sorted([r for r in seen if r not in waiting] + list(exited))
     if waiting and outside:
         spec = catalogue["rank_outside_collective"]
-        ops = sorted({seen[r].where.op or "?" for r in waiting})
         def outside_fields(say: Callable[[str], str]) -> dict[str, str]:
+            ops = sorted({seen[r].op(say) or "?" for r in waiting})
             hints = [_outside_hint(r, seen.get(r), exited.get(r), say) for r in outside]
             first = "; ".join(h[0] for h in hints)
             waits = say(N_("{ranks} waits in {ops} at {places}") if len(waiting) == 1 else
@@ -264,8 +275,9 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
             return ": " + ", ".join(
                 say(N_("{ranks} waits in {op} at {place}") if len(ranks) == 1 else
                     N_("{ranks} wait in {op} at {place}")).format(
-                        ranks=_ranks_text(ranks, say), op=op, place=seen[ranks[0]].where.place(say))
-                for (op, _place), ranks in ordered)
+                        ranks=_ranks_text(ranks, say), op=seen[ranks[0]].op(say),
+                        place=seen[ranks[0]].where.place(say))
+                for _key, ranks in ordered)
 
         english, said = _both(mismatch_text)
         summary = render(spec.summary, {"mismatch_text": english})
@@ -281,7 +293,7 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         if waiting:
             return say(N_("every rank waits in {op} at {place}: the same call on every rank, so the stacks show no "
                           "culprit (a slow or broken network, or a rank of another node).")).format(
-                              op=seen[waiting[0]].where.op, place=places[0])
+                              op=seen[waiting[0]].op(say), place=places[0])
         return say(N_("no rank is inside a collective; each rank's place is listed below."))
 
     summary, said_summary = _both(unknown_summary)

@@ -16,9 +16,10 @@ import io
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mgtutor.diagnostics.failures.hang_stacks import is_user_file
+from mgtutor.training.runs.i18n import N_
 from mgtutor.training.runs.safe_io import entries, open_regular
 
 DEFAULT_PG = "0"
@@ -125,13 +126,15 @@ class Divergence:
     entered: dict[int, FlightEntry]  # rank → what it ran at that sequence number
     missing: list[int]  # ranks that never reached it
 
-    def text(self) -> str:
-        parts = [f"rank {r} ran {e.op} {e.sizes}" + (f" at {e.where}" if e.where else "")
+    def text(self, say: Callable[[str], str] = str) -> str:
+        """In English (the record) unless `say` translates."""
+        parts = [say(N_("rank {rank} ran {op} {sizes}")).format(rank=r, op=e.op, sizes=e.sizes)
+                 + (say(N_(" at {where}")).format(where=e.where) if e.where else "")
                  for r, e in sorted(self.entered.items())]
         if self.missing:
-            parts.append(f"{'rank' if len(self.missing) == 1 else 'ranks'} {', '.join(map(str, self.missing))} "
-                         "never reached it")
-        return f"first divergence at collective #{self.seq}: " + "; ".join(parts)
+            parts.append(say(N_("rank {ranks} never reached it") if len(self.missing) == 1 else
+                             N_("ranks {ranks} never reached it")).format(ranks=", ".join(map(str, self.missing))))
+        return say(N_("first divergence at collective #{seq}: ")).format(seq=self.seq) + "; ".join(parts)
 
 
 def first_divergence(ranks: dict[int, FlightRank]) -> Divergence | None:
@@ -149,7 +152,8 @@ def first_divergence(ranks: dict[int, FlightRank]) -> Divergence | None:
     return None
 
 
-def flight_lines(ranks: dict[int, FlightRank]) -> list[str]:
+def flight_lines(ranks: dict[int, FlightRank], say: Callable[[str], str] = str) -> list[str]:
+    """Each rank's last collectives and the first divergence; in English unless `say` translates."""
     lines = []
     for rank, fr in sorted(ranks.items()):
         if fr.problem:
@@ -157,14 +161,16 @@ def flight_lines(ranks: dict[int, FlightRank]) -> list[str]:
             continue
         last = fr.last_entered
         if last is None:
-            lines.append(f"rank {rank}: no collective recorded")
+            lines.append(f"rank {rank}: " + say(N_("no collective recorded")))
             continue
-        where = f" at {last.where}" if last.where else ""
-        lines.append(f"rank {rank}: last entered #{last.seq} {last.op} {last.sizes}{where} ({last.state}); "
-                     f"last completed #{fr.last_completed if fr.last_completed is not None else '-'}")
+        where = say(N_(" at {where}")).format(where=last.where) if last.where else ""
+        lines.append(f"rank {rank}: " + say(N_("last entered #{seq} {op} {sizes}{where} ({state}); last completed "
+                                               "#{completed}")).format(
+            seq=last.seq, op=last.op, sizes=last.sizes, where=where, state=last.state,
+            completed=fr.last_completed if fr.last_completed is not None else "-"))
     divergence = first_divergence(ranks)
     if divergence is not None:
-        lines.append(divergence.text())
+        lines.append(divergence.text(say))
     return lines
 
 

@@ -31,6 +31,7 @@ from mgtutor.training.runs.safe_io import write_private_atomic
 from mgtutor.training.runs.stacks import capture_stacks, list_captures, rank_processes, save_capture
 from mgtutor.training.runs.stall import QUIET_S, StallClock
 from mgtutor.training.runs.watch import Alert
+from mgtutor.training.runs.i18n import _
 
 STUCK = {"init", "collective"}  # with no kind found, only these are a hang (else: a long step, slow data)
 CONFIRM_S = 2.0  # a second look this much later must find every rank in the same place
@@ -45,7 +46,7 @@ class HangAlert(Alert):
     why: str = ""  # what the stall clock saw: "no output and no event from any rank for 6 s"
 
     def text(self, prefix: str = "mgtutor: ") -> str:
-        head = f"{prefix}the ranks stopped moving ({self.why}); each rank's stack says:"
+        head = prefix + _("the ranks stopped moving ({why}); each rank's stack says:").format(why=self.why)
         return head + "\n" + (prefix + self.report.text() if self.report else "")
 
 
