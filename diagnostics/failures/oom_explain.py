@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.safe_io import read_regular
 
 _SIZE = r"([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -39,6 +39,9 @@ _PATTERNS = {
 _GPU = re.compile(r"GPU (\d+)")
 _OTHER = re.compile(rf"Process (\d+) has {_SIZE} memory in use")
 GIB = 1 << 30
+# the kinds of memory training/worker/memory_record.py names (kept English in the summary it writes)
+KIND_WORDS = {"parameters": N_("parameters"), "gradients": N_("gradients"), "optimizer state": N_("optimizer state"),
+              "activations": N_("activations"), "other": N_("other")}
 MEMORY_DIR = "memory"  # <run>/memory/rank<R>.json (summary) and rank<R>.pickle (memory_viz snapshot)
 
 
@@ -123,8 +126,8 @@ class OomExplanation:
         n = self.numbers
         held = [_("{size} in all").format(size=gib(n.capacity))] if n.capacity is not None else []
         held += [_("{size} free").format(size=gib(n.free))] if n.free is not None else []
-        parts = ["GPU {gpu}: {held}".format(gpu=n.gpu if n.gpu is not None else "?",
-                                            held=", ".join(held) or _("sizes not in the message"))]
+        parts = [_("GPU {gpu}: {held}").format(gpu=n.gpu if n.gpu is not None else "?",
+                                               held=_(", ").join(held) or _("sizes not in the message"))]
         if n.allocated is not None:
             parts.append(_("PyTorch held {size} in tensors").format(size=gib(n.allocated)))
         if n.reserved_unallocated is not None:
@@ -138,7 +141,7 @@ class OomExplanation:
             parts.append(_("at least {need} must be freed for the {asked} asked").format(
                 need=gib(n.must_free), asked=gib(n.tried)) +
                 (_(" ({size} showed free but could not be used)").format(size=gib(n.free)) if n.free >= n.tried else ""))
-        return "; ".join(parts) + "."
+        return _("; ").join(parts) + _(".")
 
     def fix(self) -> str:
         n, steps = self.numbers, []
@@ -168,8 +171,8 @@ class OomExplanation:
                            "records the allocator's history and says which of your lines allocated most"))
         steps.append(_("other ways down: mixed precision (`torch.autocast(\"cuda\", dtype=torch.bfloat16)`), "
                        "activation checkpointing, or sharding the model with FSDP"))
-        text = "; ".join(steps)
-        return text[:1].upper() + text[1:] + "."
+        text = _("; ").join(steps)
+        return text[:1].upper() + text[1:] + _(".")
 
     def to_json(self) -> dict[str, Any]:
         n = self.numbers
@@ -197,12 +200,15 @@ def memory_lines(memory: dict[str, Any], limit: int = 3) -> list[str]:
     """The --memory summary as a few lines for the terminal."""
     kinds = memory.get("by_kind", {})
     total = sum(kinds.values()) or 1
-    out = ["memory at the OOM (allocated by PyTorch): " + ", ".join(
-        f"{name} {gib(size)} ({100 * size / total:.0f} %)" for name, size in sorted(kinds.items(), key=lambda kv: -kv[1]))]
+    out = [_("memory at the OOM (allocated by PyTorch): ") + _(", ").join(
+        f"{_(KIND_WORDS.get(name, name))} {gib(size)} ({100 * size / total:.0f} %)"
+        for name, size in sorted(kinds.items(), key=lambda kv: -kv[1]))]
     for entry in memory.get("top_lines", [])[:limit]:
-        out.append(f"  {gib(entry['bytes'])} allocated at {entry['file']}:{entry['line']} ({entry['function']})")
+        out.append("  " + _("{size} allocated at {file}:{line} ({function})").format(
+            size=gib(entry["bytes"]), file=entry["file"], line=entry["line"], function=entry["function"]))
     if memory.get("snapshot"):
-        out.append(f"  snapshot: {memory['snapshot']} (drag it onto https://pytorch.org/memory_viz)")
+        out.append("  " + _("snapshot: {path} (drag it onto https://pytorch.org/memory_viz)").format(
+            path=memory["snapshot"]))
     return out
 
 
