@@ -10,13 +10,15 @@ from mgtutor.training.runs.event_types import ErrorEvent, Event, RendezvousEvent
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunResult
 from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.i18n import N_, _
 
 ADVICE = [
-    "MASTER_ADDR and MASTER_PORT: the same on every node, and the address reachable from every node",
-    "world size: --nnodes × --nproc-per-node must equal the number of ranks you actually start",
-    "firewall: MASTER_PORT (and the ports NCCL/gloo pick) must be open between the nodes",
-    "network interface: NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME must name an interface that reaches the other nodes",
-    "the missing rank's own log: it may have crashed, or still be importing, before it joined",
+    N_("MASTER_ADDR and MASTER_PORT: the same on every node, and the address reachable from every node"),
+    N_("world size: --nnodes × --nproc-per-node must equal the number of ranks you actually start"),
+    N_("firewall: MASTER_PORT (and the ports NCCL/gloo pick) must be open between the nodes"),
+    N_("network interface: NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME must name an interface that reaches the other "
+       "nodes"),
+    N_("the missing rank's own log: it may have crashed, or still be importing, before it joined"),
 ]
 
 
@@ -86,38 +88,53 @@ def report(run: Run, options: ProbeOptions, result: RunResult, events: list[Even
     missing = sorted((reported_missing | (set(ranks) - arrived)) - arrived)
     ok = not missing and all(e["status"] == "joined" for e in ranks.values())
     failed = [e for e in ranks.values() if e["error"]]
-    if ok:
-        slowest = max(e["joined_s"] for e in ranks.values())
-        message = f"all {world} ranks joined (the last after {slowest:.2f} s), barrier and all-reduce passed"
-    elif missing:
-        names = ", ".join(str(r) for r in missing)
-        message = (f"rank{'s' if len(missing) > 1 else ''} {names} never joined within {options.timeout:g} s; "
-                   f"the others waited at the rendezvous")
-    elif failed:
-        message = f"rank {failed[0]['rank']} failed at {failed[0]['error']}"
-    else:
-        message = f"the probe did not finish (status {result.status})"
-    return {"ok": ok, "backend": meta.backend, "world_size": world, "timeout_s": options.timeout,
-            "ranks": list(ranks.values()), "missing": missing, "message": message,
-            "advice": [] if ok else ADVICE, "run_id": run.record.run_id, "run_dir": str(run.record.path)}
+    def message(say: Callable[[str], str]) -> str:
+        if ok:
+            return say(N_("all {world} ranks joined (the last after {slowest:.2f} s), barrier and all-reduce "
+                          "passed")).format(world=world, slowest=max(e["joined_s"] for e in ranks.values()))
+        if missing:
+            return say(N_("rank {names} never joined within {timeout:g} s; the others waited at the rendezvous")
+                       if len(missing) == 1 else
+                       N_("ranks {names} never joined within {timeout:g} s; the others waited at the rendezvous")
+                       ).format(names=", ".join(str(r) for r in missing), timeout=options.timeout)
+        if failed:
+            return say(N_("rank {rank} failed at {error}")).format(rank=failed[0]["rank"], error=failed[0]["error"])
+        return say(N_("the probe did not finish (status {status})")).format(status=result.status)
+
+    report = ProbeReport({"ok": ok, "backend": meta.backend, "world_size": world, "timeout_s": options.timeout,
+                          "ranks": list(ranks.values()), "missing": missing, "message": message(str),
+                          "advice": [] if ok else ADVICE, "run_id": run.record.run_id,
+                          "run_dir": str(run.record.path)})
+    report.said = message(_)
+    return report
+
+
+class ProbeReport(dict[str, Any]):
+    """The probe's report (printed by --json, saved): English; `said` is its message in the language in force."""
+
+    said: str
 
 
 def format_report(rep: dict[str, Any]) -> str:
-    lines = [f"rendezvous probe: {rep['world_size']} rank(s) on {rep['backend']}, timeout {rep['timeout_s']:g} s"]
+    """The report for a terminal, in the language in force (a report read back from disk keeps its message)."""
+    lines = [_("rendezvous probe: {ranks} rank(s) on {backend}, timeout {timeout:g} s").format(
+        ranks=rep["world_size"], backend=rep["backend"], timeout=rep["timeout_s"])]
     for e in rep["ranks"]:
         if e["joined_s"] is None:
-            what = "told not to join (--skip-rank)" if e["status"] == "skipped" else "never joined"
+            what = _("told not to join (--skip-rank)") if e["status"] == "skipped" else _("never joined")
             lines.append(f"  rank {e['rank']}  {what}")
             continue
         steps = "  ".join(f"{name} {e[key]:.3f} s" for name, key in
                           (("init", "init_s"), ("barrier", "barrier_s"), ("all-reduce", "allreduce_s"))
                           if e[key] is not None)
-        verb = "arrived after" if e["status"] == "waiting" else "joined after"
-        tail = "  then waited for the others" if e["status"] == "waiting" else f"  {steps}"
-        lines.append(f"  rank {e['rank']}  {verb} {e['joined_s']:.2f} s{tail}".rstrip())
-    lines.append(("✓ " if rep["ok"] else "✗ ") + rep["message"])
+        waiting = e["status"] == "waiting"
+        verb = (_("arrived after {seconds:.2f} s") if waiting else _("joined after {seconds:.2f} s")).format(
+            seconds=e["joined_s"])
+        tail = "  " + (_("then waited for the others") if waiting else steps)
+        lines.append(f"  rank {e['rank']}  {verb}{tail}".rstrip())
+    lines.append(("✓ " if rep["ok"] else "✗ ") + getattr(rep, "said", rep["message"]))
     if rep["advice"]:
-        lines.append("check:")
-        lines += [f"  - {item}" for item in rep["advice"]]
-    lines.append(f"logs: {rep['run_dir']}")
+        lines.append(_("check:"))
+        lines += [f"  - {_(item)}" for item in rep["advice"]]
+    lines.append(_("logs: {path}").format(path=rep["run_dir"]))
     return "\n".join(lines)

@@ -134,8 +134,8 @@ def _pick_evidence(hits: list[Hit]) -> list[dict[str, Any]]:
 
 def _exit_how(code: Any, signal: Any) -> str:
     if signal:
-        return f"signal {signal}"
-    return f"exit code {code}"
+        return _("signal {signal}").format(signal=signal)
+    return _("exit code {code}").format(code=code)
 
 
 def build_findings(scanner: Scanner, run: dict[str, Any] | None = None,
