@@ -10,7 +10,10 @@ import shutil
 
 import pytest
 
+from mgtutor.training.runs.event_types import StepEvent
+from mgtutor.training.runs.i18n import set_language
 from mgtutor.tui.cli import build_parser, main
+from mgtutor.tui.commands.train import progress_line
 from tests.conftest import REPO
 from tests.english_left import english_left
 
@@ -144,3 +147,17 @@ def test_runs_show_in_chinese_and_its_json_in_english(capsys):
     for shown in (english, chinese):
         shown["result"].pop("duration_s")  # a lost run's duration runs up to now
     assert chinese == english and english["status"] == "lost"
+
+
+def test_the_commands_own_lines_in_chinese(capsys):
+    assert main(["--lang", "zh", "convert", ONE_GPU]) == 0
+    out = capsys.readouterr().out
+    assert "single_gpu_shape.py: 已转换为 DDP (以 diff 显示；-o NEW.py 或 --fix 会写入)" in out
+    assert f"\n  运行它： mgtutor run --nproc 2 -- {ONE_GPU}\n" in out
+    assert main(["--lang", "zh", "demo"]) == 0
+    assert capsys.readouterr().out.startswith("场景 ")
+    step = StepEvent(rank=1, t=0.0, step=5, samples_per_s=1234.5)
+    set_language("zh")
+    assert progress_line({1: step}, 200) == "进度：r1 第 5/200 步 1,234/s"
+    set_language("en")
+    assert progress_line({1: step}, 200) == "progress: r1 step 5/200 1,234/s"

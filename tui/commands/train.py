@@ -82,8 +82,10 @@ def worker_target(args: argparse.Namespace) -> list[str]:
 
 
 def progress_line(latest: dict[int, StepEvent], total: Any) -> str:
-    parts = [f"r{rank} step {ev.step}/{total} {ev.samples_per_s or 0:,.0f}/s" for rank, ev in sorted(latest.items())]
-    return "progress: " + " · ".join(parts)
+    parts = [_("r{rank} step {step}/{total} {speed:,.0f}/s").format(rank=rank, step=ev.step, total=total,
+                                                                     speed=ev.samples_per_s or 0)
+             for rank, ev in sorted(latest.items())]
+    return _("progress: {ranks}").format(ranks=" · ".join(parts))
 
 
 def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every: float = 2.0,
