@@ -14,6 +14,7 @@ from mgtutor.training.runs.event_types import StepEvent
 from mgtutor.training.runs.i18n import set_language
 from mgtutor.tui.cli import build_parser, main
 from mgtutor.tui.commands.train import progress_line
+from mgtutor.tui.help_words import cells, wrap_cells
 from tests.conftest import REPO
 from tests.english_left import english_left
 
@@ -161,3 +162,14 @@ def test_the_commands_own_lines_in_chinese(capsys):
     assert progress_line({1: step}, 200) == "进度：r1 第 5/200 步 1,234/s"
     set_language("en")
     assert progress_line({1: step}, 200) == "progress: r1 step 5/200 1,234/s"
+
+
+def test_chinese_help_is_wrapped_by_terminal_cells(capsys):
+    text = "在汇合 (rendezvous) 主机上：应答 --peer 探测，直到 Ctrl+C。它监听所有网卡 (其他节点必须能连上它)。"
+    lines = wrap_cells(text, 24)
+    assert all(cells(line) <= 24 for line in lines) and len(lines) > 3
+    assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+    assert not any(line[0] in "，。：" or line.endswith("(") for line in lines)
+    out = help_text(capsys, "--lang", "zh", "doctor")
+    serve = out[out.index("  --serve "):out.index("  --bind ")].splitlines()
+    assert len(serve) > 2 and all(cells(line) <= 80 for line in serve)  # textwrap would make them 2x as wide

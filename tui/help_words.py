@@ -6,8 +6,10 @@ catalogue. In English they give back argparse's own words, unchanged."""
 from __future__ import annotations
 
 import argparse
+import re
+import unicodedata
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.i18n import N_, _, current_language
 
 # argparse's msgids that a user of mgtutor can meet (Python 3.10 to 3.13), marked here for the catalogue.
 ARGPARSE_WORDS = (
@@ -33,3 +35,60 @@ def speak_argparse() -> None:
     reads its group titles and the help flag's text then."""
     argparse._ = _  # type: ignore[attr-defined]
     argparse.ngettext = _plural  # type: ignore[attr-defined]
+
+
+# What a line may not break inside: an opening bracket with the character after it, a run of Latin text
+# (a word, a flag, a path), one wide character.
+_PIECES = re.compile(r"[^\s\u2e80-\uffff]*[(\[「（][\u2e80-\uffff]|[^\s\u2e80-\uffff]+|[\u2e80-\uffff]")
+_NO_LINE_START = set("，。；：、！？）」")  # Chinese punctuation stays at the end of the line before
+
+
+def cells(text: str) -> int:
+    """Terminal cells `text` takes: a Chinese character (or full-width punctuation) takes two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def wrap_cells(text: str, width: int) -> list[str]:
+    """`text` (whitespace already collapsed) in lines of at most `width` cells, broken between words
+    or between two Chinese characters; textwrap counts characters, which doubles a Chinese line."""
+    lines: list[str] = []
+    line, spaced = "", False
+    for match in _PIECES.finditer(text):
+        piece = match.group()
+        spaced = match.start() > 0 and text[match.start() - 1] == " "
+        joined = line + (" " if spaced and line else "") + piece
+        if line and cells(joined) > width and piece not in _NO_LINE_START:
+            lines.append(line)
+            line = piece
+        else:
+            line = joined
+    return lines + [line] if line else lines
+
+
+class _WrapsByCells(argparse.HelpFormatter):
+    """Help text wrapped to the terminal's width in cells; raw descriptions stay as they are."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return wrap_cells(self._whitespace_matcher.sub(" ", text).strip(), width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if isinstance(self, argparse.RawDescriptionHelpFormatter):
+            return super()._fill_text(text, width, indent)
+        flat = self._whitespace_matcher.sub(" ", text).strip()
+        return "\n".join(indent + line for line in wrap_cells(flat, width - len(indent)))
+
+
+def wrap_by_cells(parser: argparse.ArgumentParser) -> None:
+    """Give this parser and every subcommand's parser below it the cell-measuring formatter; in English
+    (one cell a character) argparse's own wrapping stays."""
+    if current_language() == "en":
+        return
+    todo = [parser]
+    while todo:
+        each = todo.pop()
+        formatter = each.formatter_class
+        if isinstance(formatter, type) and not issubclass(formatter, _WrapsByCells):
+            each.formatter_class = type(formatter.__name__, (_WrapsByCells, formatter), {})  # type: ignore[assignment]
+        for action in each._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())

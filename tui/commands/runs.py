@@ -146,5 +146,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
               f"{dur:>8}  {started}")
         if run.get("problem"):
-            print(f"  unreadable in part: {run['problem']}")
+            print("  " + _("unreadable in part: {problem}").format(problem=run["problem"]))
     return 0
