@@ -173,3 +173,18 @@ def test_chinese_help_is_wrapped_by_terminal_cells(capsys):
     out = help_text(capsys, "--lang", "zh", "doctor")
     serve = out[out.index("  --serve "):out.index("  --bind ")].splitlines()
     assert len(serve) > 2 and all(cells(line) <= 80 for line in serve)  # textwrap would make them 2x as wide
+
+
+def test_the_option_tables_errors_follow_the_language():
+    """The same words in the launch form and the Diagnostics input line as on the command line."""
+    from mgtutor.tui.options.flags import OptionError
+    from mgtutor.tui.options.launch import LaunchOptions
+
+    set_language("zh")
+    with pytest.raises(OptionError, match=r"^多个节点需要节点 0 的汇合 \(rendezvous\) 端点 HOST:PORT"):
+        LaunchOptions.from_text(nnodes="2")
+    with pytest.raises(OptionError, match=r"^rank 数 须为不小于 1 的整数 \(收到 '0'\)$"):
+        LaunchOptions.from_text(nproc="0")
+    set_language("en")
+    with pytest.raises(OptionError, match=r"^ranks must be a whole number of at least 1 \(got '0'\)$"):
+        LaunchOptions.from_text(nproc="0")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.launcher import BACKENDS
 from mgtutor.tui.options.flags import Flag, OptionError, positive_int, rank_number
 
@@ -18,28 +19,29 @@ class LaunchOptions:
 
     def validate(self) -> LaunchOptions:
         if self.nproc is not None and self.nproc < 1:
-            raise OptionError(f"ranks must be at least 1 (got {self.nproc})")
+            raise OptionError(_("ranks must be at least 1 (got {count})").format(count=self.nproc))
         if self.backend not in BACKENDS:
-            raise OptionError(f"backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
+            raise OptionError(_("backend must be one of {choices} (got {backend!r})").format(
+                choices=", ".join(BACKENDS), backend=self.backend))
         if self.nnodes < 1:
-            raise OptionError(f"nodes must be at least 1 (got {self.nnodes})")
+            raise OptionError(_("nodes must be at least 1 (got {count})").format(count=self.nnodes))
         if self.nnodes > 1:
             if not 0 <= self.node_rank < self.nnodes:
-                raise OptionError(f"node rank must be 0…{self.nnodes - 1} for {self.nnodes} nodes "
-                                  f"(got {self.node_rank})")
+                raise OptionError(_("node rank must be 0…{last} for {nodes} nodes (got {rank})").format(
+                    last=self.nnodes - 1, nodes=self.nnodes, rank=self.node_rank))
             if not (self.rdzv_endpoint or "").strip():
-                raise OptionError("several nodes need the rendezvous endpoint HOST:PORT of node 0, "
-                                  "the same on every node")
+                raise OptionError(_("several nodes need the rendezvous endpoint HOST:PORT of node 0, the same on "
+                                    "every node"))
         return self
 
     @classmethod
     def from_text(cls, nproc: str = "", backend: str = "auto", nnodes: str = "1", node_rank: str = "0",
                   rdzv_endpoint: str = "") -> LaunchOptions:
         """From a form's fields (text as typed; blank ranks = one per GPU)."""
-        nodes = _field("nodes", nnodes.strip() or "1", positive_int)
-        return cls(nproc=_field("ranks", nproc, positive_int) if nproc.strip() else None, backend=backend,
+        nodes = _field(_("nodes"), nnodes.strip() or "1", positive_int)
+        return cls(nproc=_field(_("ranks"), nproc, positive_int) if nproc.strip() else None, backend=backend,
                    nnodes=nodes,
-                   node_rank=_field("node rank", node_rank.strip() or "0", rank_number) if nodes > 1 else 0,
+                   node_rank=_field(_("node rank"), node_rank.strip() or "0", rank_number) if nodes > 1 else 0,
                    rdzv_endpoint=rdzv_endpoint.strip() or None).validate()
 
     def spec_fields(self) -> dict[str, Any]:
