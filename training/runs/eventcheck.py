@@ -13,6 +13,7 @@ from typing import Any
 
 from mgtutor.training.runs.event_reader import read_events
 from mgtutor.training.runs.event_types import EpochEvent, Event, StepEvent
+from mgtutor.training.runs.i18n import N_
 
 Check = tuple[str, "int | None", dict[str, Any], list[tuple[int, str]]]
 STRAGGLER_FACTOR = 3.0
@@ -60,6 +61,10 @@ def same_data(events: Sequence[Event], min_steps: int = 2) -> list[Check]:
              sorted(lines))]
 
 
+# English in a finding's evidence (a record); the live alert says it again with `retold`.
+STRAGGLER_EVIDENCE = N_("it spends {mine} s per step before reaching the gradient all-reduce, the other ranks {others} s")
+
+
 def stragglers(events: Sequence[Event]) -> list[Check]:
     """A rank whose own per-step work (data_wait_s: time before it reaches the all-reduce) dwarfs the others'."""
     waits: dict[int, list[tuple[float, StepEvent]]] = {}
@@ -74,8 +79,7 @@ def stragglers(events: Sequence[Event]) -> list[Check]:
         others = statistics.median(m for r, m in means.items() if r != rank)
         if mean > max(STRAGGLER_FACTOR * others, others + STRAGGLER_MIN_EXTRA_S):
             other_rank = next(r for r in waits if r != rank)
-            text = (f"it spends {mean:.3f} s per step before reaching the gradient all-reduce, "
-                    f"the other ranks {others:.3f} s")
+            text = STRAGGLER_EVIDENCE.format(mine=f"{mean:.3f}", others=f"{others:.3f}")
             found.append(("straggler", rank, {"evidence_text": text},
                           [(waits[rank][-1][1].line, waits[rank][-1][1].text()),
                            (waits[other_rank][-1][1].line, waits[other_rank][-1][1].text())]))

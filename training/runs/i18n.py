@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import gettext
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 DOMAIN = "mgtutor"
@@ -90,3 +91,20 @@ def ngettext(singular: str, plural: str, count: int) -> str:
 def N_(message: str) -> str:
     """Marks a string for the catalogue without translating it now (module-level tables)."""
     return message
+
+
+def retold(text: str, templates: tuple[str, ...], **say: Callable[[str], str]) -> str:
+    """An English sentence kept in a record, made from one of `templates` (msgids with {fields}), in the
+    language in force: the fields are read back from it, each said by `say[field]` when given.
+    A sentence made from none of them is returned as it is."""
+    for template in templates:
+        found = re.fullmatch(_template_pattern(template), text, re.S)
+        if found:
+            fields = {name: say[name](value) if name in say else value for name, value in found.groupdict().items()}
+            return _(template).format(**fields)
+    return text
+
+
+def _template_pattern(template: str) -> str:
+    pieces = re.split(r"\{(\w+)\}", template)
+    return "".join(re.escape(piece) if i % 2 == 0 else f"(?P<{piece}>.+?)" for i, piece in enumerate(pieces))

@@ -21,7 +21,8 @@ from typing import Any
 
 import psutil
 
-from mgtutor.training.runs.nvml import inventory
+from mgtutor.training.runs.i18n import N_, retold
+from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, said
 from mgtutor.training.runs.events import EVENTS_ENV
 from mgtutor.training.runs.flight import flight_env
 from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
@@ -171,13 +172,22 @@ def recorded_env(env: dict[str, str]) -> dict[str, str]:
     return redact_env({k: v for k, v in sorted(env.items()) if k.startswith(_RECORDED_ENV_PREFIXES)})
 
 
+CPU_CHOSEN = N_("{nproc} CPU ranks on gloo (GPUs present, gloo chosen)")
+CPU_NO_GPU = N_("{nproc} CPU ranks on gloo — no NVIDIA GPU ({why})")
+
+
 def device_note(the_plan: Plan) -> str:
-    """One line for screens and logs saying where the ranks run."""
+    """One line for screens and logs saying where the ranks run (in English: meta.json keeps it)."""
     if the_plan.backend == "nccl":
         return the_plan.gpu_note
     if the_plan.gpus:
-        return f"{the_plan.nproc} CPU ranks on gloo (GPUs present, gloo chosen)"
-    return f"{the_plan.nproc} CPU ranks on gloo — no NVIDIA GPU ({the_plan.gpu_error})"
+        return CPU_CHOSEN.format(nproc=the_plan.nproc)
+    return CPU_NO_GPU.format(nproc=the_plan.nproc, why=the_plan.gpu_error)
+
+
+def said_device_note(note: str) -> str:
+    """A run's device note (meta.json's English) in the language in force."""
+    return retold(note, (CPU_NO_GPU, CPU_CHOSEN, NO_GPU_SUMMARY, GPU_SUMMARY), why=said)
 
 
 def launch(spec: LaunchSpec, root: Path | None = None) -> Run:

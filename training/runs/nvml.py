@@ -10,10 +10,22 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mgtutor.training.runs.i18n import N_, _
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {"initialised": False, "error": None, "pynvml": None}
 
 NOT_AVAILABLE = None
+# Why no GPU is seen: kept in English in records (meta.json, doctor's report), said with `said()`.
+DISABLED = N_("NVML disabled by MGTUTOR_NO_NVML")
+NO_PACKAGE = N_("the nvidia-ml-py package is not installed")
+NO_DRIVER = N_("no NVIDIA driver: libnvidia-ml.so was not found")
+NO_START = N_("NVML could not start: {why}")
+HIDDEN = N_("CUDA_VISIBLE_DEVICES hides every GPU")
+NONE_SEEN = N_("NVML sees no GPU")
+NONE_FOUND = N_("none found")
+NO_GPU_SUMMARY = N_("no NVIDIA GPU ({why}): CPU ranks on gloo")
+GPU_SUMMARY = N_("{count}× {names} (driver {driver}): ranks on NCCL")
 
 
 def _load() -> Any | None:
@@ -23,23 +35,33 @@ def _load() -> Any | None:
             return _state["pynvml"]
         _state["initialised"] = True
         if os.environ.get("MGTUTOR_NO_NVML"):
-            _state["error"] = "NVML disabled by MGTUTOR_NO_NVML"
+            _state["error"] = DISABLED
             return None
         try:
             import pynvml
         except ImportError:
-            _state["error"] = "the nvidia-ml-py package is not installed"
+            _state["error"] = NO_PACKAGE
             return None
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError_LibraryNotFound:
-            _state["error"] = "no NVIDIA driver: libnvidia-ml.so was not found"
+            _state["error"] = NO_DRIVER
             return None
         except pynvml.NVMLError as exc:
-            _state["error"] = f"NVML could not start: {exc}"
+            _state["error"] = NO_START.format(why=exc)
             return None
         _state["pynvml"] = pynvml
         return pynvml
+
+
+def said(error: str | None) -> str:
+    """Why no GPU is seen (an English record) in the language in force."""
+    if not error:
+        return ""
+    start = NO_START.split("{", 1)[0]
+    if error.startswith(start):
+        return _(NO_START).format(why=error[len(start):])
+    return _(error)
 
 
 def init_error() -> str | None:
@@ -79,9 +101,9 @@ class Inventory:
     @property
     def summary(self) -> str:
         if not self.gpus:
-            return f"no NVIDIA GPU ({self.error or 'none found'}): CPU ranks on gloo"
+            return NO_GPU_SUMMARY.format(why=self.error or NONE_FOUND)
         names = sorted({g.name for g in self.gpus})
-        return f"{len(self.gpus)}× {', '.join(names)} (driver {self.driver or '?'}): ranks on NCCL"
+        return GPU_SUMMARY.format(count=len(self.gpus), names=", ".join(names), driver=self.driver or "?")
 
 
 def _visible(indices: list[int], uuids: dict[int, str | None]) -> list[int]:
@@ -120,5 +142,5 @@ def inventory() -> Inventory:
         memory = query("nvmlDeviceGetMemoryInfo", handle)
         gpus.append(GpuInfo(index=position, name=query("nvmlDeviceGetName", handle, default="NVIDIA GPU"),
                             memory_total_mib=memory.total // (1 << 20) if memory else None, uuid=uuids[index]))
-    error = None if gpus else ("CUDA_VISIBLE_DEVICES hides every GPU" if count else "NVML sees no GPU")
+    error = None if gpus else (HIDDEN if count else NONE_SEEN)
     return Inventory(gpus=gpus, driver=query("nvmlSystemGetDriverVersion"), error=error)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mgtutor.training.runs.i18n import N_, _, ngettext
 from mgtutor.training.runs.event_reader import EventReader
 from mgtutor.training.runs.event_types import ErrorEvent, Event, RendezvousEvent, StartEvent, StepEvent
 from mgtutor.training.runs.records import RankExit, RunMeta, RunRecord, RunResult, RunStatus
@@ -26,11 +27,11 @@ SERIES_POINTS = 600  # per rank; the charts show the last few hundred steps
 STRAGGLER_RATIO = 0.8  # a rank below 80% of the others' median throughput is pointed out
 TERMINAL = tuple(s.value for s in RunStatus if s.terminal)
 _SIGNAL_MEANING = {
-    "SIGKILL": "likely the host OOM killer (or someone ran kill -9)",
-    "SIGSEGV": "a segmentation fault in native code",
-    "SIGABRT": "an abort in native code (a C++ exception, NCCL or CUDA error)",
-    "SIGTERM": "someone or something asked it to stop",
-    "SIGBUS": "a bus error: often /dev/shm too small for the data loader",
+    "SIGKILL": N_("likely the host OOM killer (or someone ran kill -9)"),
+    "SIGSEGV": N_("a segmentation fault in native code"),
+    "SIGABRT": N_("an abort in native code (a C++ exception, NCCL or CUDA error)"),
+    "SIGTERM": N_("someone or something asked it to stop"),
+    "SIGBUS": N_("a bus error: often /dev/shm too small for the data loader"),
 }
 
 
@@ -241,28 +242,32 @@ def _number(value: Any) -> float | None:
 
 
 def describe_failure(state: RunState) -> str | None:
-    """One sentence from the record: who failed first and how. None when nothing failed."""
+    """One sentence from the record, in the language in force: who failed first and how. None when
+    nothing failed."""
     result = state.result or RunResult()
     if state.phase == RunStatus.LOST:
-        return ("the run ended without a result: its supervisor is gone (the machine rebooted, or it "
-                "was killed); the rank records below say what is known")
+        return _("the run ended without a result: its supervisor is gone (the machine rebooted, or it "
+                 "was killed); the rank records below say what is known")
     if state.phase != RunStatus.FAILED:
         return None
     first = result.first_failure
     if not first:
         code = result.torchrun_exit_code
-        return f"torchrun exited with code {code} before any rank reported a failure" if code else "the run failed"
+        return (_("torchrun exited with code {code} before any rank reported a failure").format(code=code) if code
+                else _("the run failed"))
     rank = first.rank
     if first.signal:
         sig = first.signal
         meaning = _SIGNAL_MEANING.get(sig)
-        text = f"rank {rank} was killed by {sig}" + (f" — {meaning}" if meaning else "")
+        text = _("rank {rank} was killed by {signal}").format(rank=rank, signal=sig) + \
+            (f" — {_(meaning)}" if meaning else "")
     else:
-        text = f"rank {rank} failed first: exit code {first.exit_code}"
+        text = _("rank {rank} failed first: exit code {code}").format(rank=rank, code=first.exit_code)
     error = state.ranks[rank].error if rank in state.ranks else None
     if error:
-        text += f" ({error[:120]})"
+        text += f" ({error[:120]})"  # the rank's own words
     others = [e.rank for e in result.ranks if e.outcome == "stopped after the first failure"]
     if others:
-        text += f"; torchrun then stopped rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}"
+        text += ngettext("; torchrun then stopped rank {ranks}", "; torchrun then stopped ranks {ranks}",
+                         len(others)).format(ranks=", ".join(map(str, others)))
     return text

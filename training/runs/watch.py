@@ -28,7 +28,8 @@ from typing import Any, Protocol
 import psutil
 
 from mgtutor.training.runs.event_types import Event, EventType, StepEvent
-from mgtutor.training.runs.eventcheck import stragglers
+from mgtutor.training.runs.eventcheck import STRAGGLER_EVIDENCE, stragglers
+from mgtutor.training.runs.i18n import _, ngettext, retold
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.safe_io import open_regular
@@ -52,6 +53,24 @@ class Detector(Protocol):
 
     def poll(self, state: RunState, now: float) -> list[Alert]:
         """The alerts that hold now (called about once a second while the run goes)."""
+
+
+def rendezvous_message(late: list[int], never_started: list[int], waiting: list[int], seconds: float) -> str:
+    """Who is missing at the rendezvous, who waits for them, and where to look, in the language in force."""
+    def names(ranks: list[int]) -> str:
+        return ", ".join(map(str, ranks))
+
+    parts = [ngettext("rank {ranks} not at the rendezvous after {seconds:.0f} s",
+                      "ranks {ranks} not at the rendezvous after {seconds:.0f} s", len(late)).format(
+        ranks=names(late), seconds=seconds)]
+    if never_started:
+        parts.append(_("(never started: {ranks})").format(ranks=names(never_started)))
+    if waiting:
+        wait = (ngettext("while rank {ranks} waits for them", "while ranks {ranks} wait for them", len(waiting))
+                if len(late) > 1 else
+                ngettext("while rank {ranks} waits for it", "while ranks {ranks} wait for it", len(waiting)))
+        parts.append(wait.format(ranks=names(waiting)))
+    return " ".join(parts) + _("; check that rank's log: it may be stuck before init_process_group.")
 
 
 class RunWatch:
@@ -98,14 +117,7 @@ class RunWatch:
         if not waiting and not never_started:
             return None  # nobody waits for them: the script may not use a process group (yet)
         late = sorted(missing + never_started)
-        names = ", ".join(map(str, late))
-        parts = [f"rank{'s' if len(late) > 1 else ''} {names} not at the rendezvous after {now - started:.0f} s"]
-        if never_started:
-            parts.append(f"(never started: {', '.join(map(str, never_started))})")
-        if waiting:
-            parts.append(f"while rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} wait"
-                         f"{'' if len(waiting) > 1 else 's'} for {'them' if len(late) > 1 else 'it'}")
-        message = " ".join(parts) + "; check that rank's log: it may be stuck before init_process_group."
+        message = rendezvous_message(late, never_started, waiting, now - started)
         return Alert("rendezvous_late", tuple(late), message, self.last_lines(late))
 
     def _silence(self, state: RunState, now: float) -> Alert | None:
@@ -116,19 +128,22 @@ class RunWatch:
             return None
         ranks = sorted({r for r, _, _ in self.record.rank_logs()})
         return Alert("possibly_hung", tuple(ranks),
-                     f"possibly hung: no output and no event from any rank for {now - latest:.0f} s",
+                     _("possibly hung: no output and no event from any rank for {seconds:.0f} s").format(
+                         seconds=now - latest),
                      self.last_lines(ranks))
 
     def _stragglers(self) -> list[Alert]:
         recent = [item for items in self._steps.values() for item in items]
-        alerts = [Alert("straggler", (rank,), f"rank {rank} is a straggler: {fields['evidence_text']}")
+        alerts = [Alert("straggler", (rank,), _("rank {rank} is a straggler: {evidence}").format(
+                      rank=rank, evidence=retold(fields["evidence_text"], (STRAGGLER_EVIDENCE,))))
                   for _kind, rank, fields, _lines in stragglers(recent) if rank is not None]
         last = {rank: items[-1].step for rank, items in self._steps.items() if items}
         if len(last) >= 2:
             lead = max(last.values())
             for rank, step in sorted(last.items()):
                 if lead - step >= STEP_LAG and not any(rank in a.ranks for a in alerts):
-                    behind = f"rank {rank} is {lead - step} steps behind the fastest rank"
+                    behind = _("rank {rank} is {steps} steps behind the fastest rank").format(rank=rank,
+                                                                                           steps=lead - step)
                     alerts.append(Alert("straggler", (rank,), behind))
         return alerts
 

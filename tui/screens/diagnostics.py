@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Header, Input, ProgressBar, Static, Tabbe
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.sizes import format_size
 from mgtutor.training.runs.i18n import N_, _, current_language
+from mgtutor.training.runs.launcher import said_device_note
 from mgtutor.tui.messages import RunStarted
 from mgtutor.tui.options.bench import bench_options_from_words
 from mgtutor.tui.options.flags import OptionError
@@ -83,7 +84,7 @@ class DiagnosticsScreen(Screen):
         self.action_doctor()  # what the user came for; the saved report shows meanwhile
 
     def _add_columns(self) -> None:
-        self.query_one("#bench-table", DataTable).add_columns(*BENCH_COLUMNS)
+        self.query_one("#bench-table", DataTable).add_columns(*(_(column) for column in BENCH_COLUMNS))
         self.query_one("#probe-table", DataTable).add_columns(*(_(column) for column in RANK_COLUMNS))
 
     async def on_screen_resume(self) -> None:
@@ -219,8 +220,8 @@ class DiagnosticsScreen(Screen):
         meta = run.record.meta()
         self.query_one("#bench-status", Static).update(Text(_(
             "{ranks} rank(s), {backend} - {device}; {count} sizes {first}...{last}; s stops").format(
-            ranks=meta.world_size, backend=meta.backend, device=meta.device_note, count=len(sizes),
-            first=format_size(sizes[0]), last=format_size(sizes[-1]))))
+            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note),
+            count=len(sizes), first=format_size(sizes[0]), last=format_size(sizes[-1]))))
 
     def add_bench_rows(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#bench-table", DataTable).add_row(*bench_cells(rows))
@@ -243,7 +244,7 @@ class DiagnosticsScreen(Screen):
         avg = report.get("avg_busbw_gbps")
         self.query_one("#bench-verdict", Static).update(Text(
             (_("avg busbw {gbps:.2f} GB/s. ").format(gbps=avg) if avg is not None else "")
-            + str(report.get("verdict", ""))))
+            + str(getattr(report, "said", None) or report.get("verdict", ""))))  # a saved report: its English
 
     # rendezvous probe -------------------------------------------------------------------------
     def action_probe(self) -> None:
@@ -298,8 +299,9 @@ class DiagnosticsScreen(Screen):
         for entry in report["ranks"]:
             table.add_row(*rank_cells(entry))
         mark = "✓" if report["ok"] else "✗"
-        advice = "" if report["ok"] else "\n" + _("check: ") + "\n       ".join(report["advice"])
-        self.query_one("#probe-message", Static).update(Text(f"{mark} {report['message']}{advice}"))
+        advice = "" if report["ok"] else "\n" + _("check: ") + "\n       ".join(_(a) for a in report["advice"])
+        message = getattr(report, "said", None) or report["message"]  # a saved report: its English
+        self.query_one("#probe-message", Static).update(Text(f"{mark} {message}{advice}"))
         if saved_note:
             self.query_one("#probe-status", Static).update(_("last probe (saved) - p probes again"))
         else:

@@ -11,7 +11,7 @@ from textual.widgets import Header, Static
 
 from mgtutor.lessons.progress import Progress
 from mgtutor.training.runs.i18n import N_, _, current_language, set_language
-from mgtutor.training.runs.nvml import Inventory, inventory
+from mgtutor.training.runs.nvml import Inventory, inventory, said
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 
 WAY_FORWARD = [
@@ -38,7 +38,7 @@ def way_forward() -> Table:
 
 def describe_machine(inv: Inventory) -> str:
     if not inv.gpus:
-        return (_("[b]No NVIDIA GPU[/b] — {why}.").format(why=inv.error) + "\n" +
+        return (_("[b]No NVIDIA GPU[/b] — {why}.").format(why=said(inv.error)) + "\n" +
                 _("[b]CPU mode:[/b] ranks run as CPU processes on the gloo backend. Every lesson and "
                   "command still works; GPU-only steps say so."))
     lines = [_("[b]{count} NVIDIA GPU(s)[/b], driver {driver} — ranks run on NCCL").format(

@@ -23,7 +23,7 @@ from mgtutor.lessons.loader import Lesson, Step, all_lessons
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
 from mgtutor.training.runs.i18n import N_, _, current_language
-from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.training.runs.launcher import LaunchError, said_device_note
 from mgtutor.tui.messages import RunStarted, ShowLesson
 from mgtutor.tui.widgets.mode_footer import ModeFooter, say_title
 from mgtutor.tui.widgets.lesson_text import (checks_text, exercise_text, lesson_label, lesson_mark, lesson_markdown,
@@ -249,7 +249,7 @@ class LessonsScreen(Screen):
             self.post_message(RunStarted(run))
             meta = run.record.meta()
             self._pending.append(f"── {step.title}: " + _("{ranks} rank(s), {backend} — {device}").format(
-                ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
+                ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
             stopped = follow(run, step.timeout_s,
                              lambda rank, _s, line: self._pending.append(prefix(rank) + neutralise(line)))
             results.append(finish_step(lesson, step, run, script, stopped))

@@ -140,7 +140,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
         except CheckError as exc:
             error = str(exc)
         except Exception as exc:  # the run goes on whatever the checker thinks of the script
-            error = f"the check stopped: {exc!r}"
+            error = _("the check stopped: {why}").format(why=repr(exc))
         self.post_message(CheckDone(token, script, findings, error))
 
     def on_check_done(self, message: CheckDone) -> None:
@@ -321,7 +321,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
             with self.app.suspend():
                 subprocess.call([pager, *files])
         except Exception:  # no terminal to hand over (headless, or the pager is missing)
-            self.notify("full log: " + "  ".join(files), timeout=10)
+            self.notify(_("full log: {files}").format(files="  ".join(files)), timeout=10)
 
     def action_copy_path(self) -> None:
         if self.record is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from textual import work
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.hang import HangReport
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, take_report
 from mgtutor.training.runs.records import RunRecord
@@ -33,7 +34,7 @@ class HangHook:
                 with open(path, errors="replace") as handle:
                     stacks[rank] = handle.read()
             except OSError as exc:
-                stacks[rank] = f"(cannot read {path}: {exc.strerror})"
+                stacks[rank] = _("(cannot read {path}: {why})").format(path=path, why=exc.strerror)
         self.app.call_from_thread(self.show_hang, record.run_id, {**report.to_dict(), **report.said}, stacks)  # type: ignore[attr-defined]
 
     def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str]) -> None:
@@ -45,7 +46,7 @@ class HangHook:
 
     def action_stacks(self) -> None:
         if self.record is not None:
-            self.notify("taking every rank's stack…")  # type: ignore[attr-defined]
+            self.notify(_("taking every rank's stack…"))  # type: ignore[attr-defined]
             self.take_stacks(self.record)
 
     @work(thread=True, exclusive=True, group="monitor-stacks")
@@ -53,4 +54,5 @@ class HangHook:
         report, capture = take_report(record, reason="on demand", save=True)
         self.post_hang(record, report)
         self.app.call_from_thread(self.notify,  # type: ignore[attr-defined]
-                                  f"stacks taken in {capture.seconds:.2f} s: {report.kind or 'no known hang'}")
+                                  _("stacks taken in {seconds:.2f} s: {kind}").format(
+                                      seconds=capture.seconds, kind=report.kind or _("no known hang")))

@@ -31,11 +31,12 @@ def diff_text(diff: str) -> Text:
 
 def patch_summary(report: FixReport) -> str:
     if not report.changed:
-        return f"{report.file}: nothing check --fix can rewrite safely"
+        return _("{file}: nothing check --fix can rewrite safely").format(file=report.file)
     rules = ", ".join(sorted({a.rule for a in report.applied}))
     unsafe = [f for f in report.by_hand if f.fix_safety == "unsafe"]
-    more = f"; {len(unsafe)} more with `mgtutor check --fix --unsafe-fixes`" if unsafe else ""
-    return f"{report.file}: {len(report.applied)} safe fix(es) ({rules}){more}"
+    more = _("; {count} more with `mgtutor check --fix --unsafe-fixes`").format(count=len(unsafe)) if unsafe else ""
+    return _("{file}: {count} safe fix(es) ({rules})").format(file=report.file, count=len(report.applied),
+                                                             rules=rules) + more
 
 
 class PatchScreen(ModalScreen[bool]):
@@ -53,13 +54,13 @@ class PatchScreen(ModalScreen[bool]):
         self.plain = ""
 
     def compose(self) -> ComposeResult:
-        body = diff_text(self.report.diff()) if self.report.changed else Text("no change", "green")
+        body = diff_text(self.report.diff()) if self.report.changed else Text(_("no change"), "green")
         self.plain = f"{patch_summary(self.report)}\n{body.plain}"
         with Vertical(classes="dialog"):
             yield Static(patch_summary(self.report), id="patch-summary")
             with VerticalScroll():
                 yield Static(body, id="patch-diff")
-            yield Static("[b]a[/b] write it into the script (asks first) · [b]escape[/b] close", id="patch-keys")
+            yield Static(_("[b]a[/b] write it into the script (asks first) · [b]escape[/b] close"), id="patch-keys")
 
     def action_close(self) -> None:
         self.dismiss(False)
@@ -68,8 +69,9 @@ class PatchScreen(ModalScreen[bool]):
         if not self.report.changed:
             self.dismiss(False)
             return
-        question = f"Write {len(self.report.applied)} fix(es) into {self.report.file}?\nThe diff shown is all it changes."
-        self.app.push_screen(ConfirmScreen(question, yes="Write (y)", no="Not now (n)"), self._decided)
+        question = _("Write {count} fix(es) into {file}?\nThe diff shown is all it changes.").format(
+            count=len(self.report.applied), file=self.report.file)
+        self.app.push_screen(ConfirmScreen(question, yes=_("Write (y)"), no=_("Not now (n)")), self._decided)
 
     def _decided(self, yes: bool | None) -> None:
         if yes:
@@ -82,14 +84,16 @@ class PatchScreen(ModalScreen[bool]):
             data = path.read_bytes()
             if data.decode("utf-8", errors="replace") != self.report.before and \
                     fix_file(path).before != self.report.before:
-                self.app.call_from_thread(self.notify, "the script changed since this diff was made: open it again",
+                self.app.call_from_thread(self.notify, _("the script changed since this diff was made: open it again"),
                                           severity="warning")
                 return
             write_text(path, self.report.after, data)
         except OSError as exc:
-            self.app.call_from_thread(self.notify, f"could not write {path}: {exc.strerror or exc}", severity="error")
+            self.app.call_from_thread(self.notify, _("could not write {path}: {why}").format(
+                path=path, why=exc.strerror or exc), severity="error")
             return
-        self.app.call_from_thread(self.notify, f"{path.name}: {len(self.report.applied)} fix(es) written")
+        self.app.call_from_thread(self.notify, _("{name}: {count} fix(es) written").format(
+            name=path.name, count=len(self.report.applied)))
         self.app.call_from_thread(self.dismiss, True)
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from textual.app import App
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.records import RunRecord
 
 
 def report_in_background(app: App, record: RunRecord) -> None:
-    app.notify(f"writing the report of {record.run_id}…")
+    app.notify(_("writing the report of {run_id}…").format(run_id=record.run_id))
 
     def work() -> None:
         from mgtutor.diagnostics.report.render import write_report  # jinja2 and matplotlib: not at start-up
@@ -19,9 +20,11 @@ def report_in_background(app: App, record: RunRecord) -> None:
         try:
             path = write_report(record)
         except Exception as exc:  # noqa: BLE001 - say it on screen; the app goes on
-            app.call_from_thread(app.notify, f"report not written: {exc}", severity="error", timeout=10)
+            app.call_from_thread(app.notify, _("report not written: {why}").format(why=exc), severity="error",
+                                 timeout=10)
             return
-        app.call_from_thread(app.notify, f"report: {path}\n(open it in a browser; "
-                                         f"`mgtutor report {record.run_id} --markdown` for an issue)", timeout=15)
+        app.call_from_thread(app.notify, _("report: {path}\n(open it in a browser; "
+                                           "`mgtutor report {run_id} --markdown` for an issue)").format(
+            path=path, run_id=record.run_id), timeout=15)
 
     app.run_worker(work, thread=True, group="run-report")

@@ -48,8 +48,9 @@ def page_line(start: int, shown: int, total: int) -> str:
     where = _("Run records in {path}").format(path=runs_root())
     if total <= shown and start == 0:
         return where
-    keys = " · ".join(k for k, more in (("] older", start + shown < total), ("[ newer", start > 0)) if more)
-    return f"{where}\nruns {start + 1}–{start + shown} of {total}, newest first" + (f" · {keys}" if keys else "")
+    keys = " · ".join(_(k) for k, more in ((N_("] older"), start + shown < total), (N_("[ newer"), start > 0)) if more)
+    which = _("runs {first}–{last} of {total}, newest first").format(first=start + 1, last=start + shown, total=total)
+    return f"{where}\n{which}" + (f" · {keys}" if keys else "")
 
 
 def run_row(record: RunRecord) -> tuple[str, str, str, str, str, str]:
@@ -73,6 +74,9 @@ def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
     return rest if len(rest) <= width else rest[:width - 1] + "…"
 
 
+# The status column's words (the record keeps the English value)
+STATUS_WORDS = {"running": N_("running"), "finished": N_("finished"), "failed": N_("failed"), "stopped": N_("stopped"),
+                "lost": N_("lost"), "unreadable": N_("unreadable")}
 RUN_COLUMNS = (N_("run"), N_("status"), N_("ranks"), N_("backend"), N_("started"), N_("failed"))
 
 
@@ -81,9 +85,9 @@ class RunsScreen(Screen):
     BINDINGS = [Binding("g", "refresh", N_("Refresh")), Binding("enter", "open_run", N_("Open")),
                 Binding("b", "report", N_("Report"), tooltip=N_("write the run's report: one HTML file to hand on")),
                 Binding("right_square_bracket", "older", N_("Older runs"), key_display="]", show=False,
-                        tooltip=f"the next {PAGE} older runs"),
+                        tooltip=N_("the next 200 older runs")),  # 200: PAGE
                 Binding("left_square_bracket", "newer", N_("Newer runs"), key_display="[", show=False,
-                        tooltip=f"the {PAGE} newer runs")]
+                        tooltip=N_("the 200 newer runs"))]
     start = 0  # the first run on the page (0: the newest)
     total = 0
 
@@ -126,7 +130,7 @@ class RunsScreen(Screen):
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
-            table.add_row(short_id(row[0]), *row[1:], key=row[0])
+            table.add_row(short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:], key=row[0])
         root_line = self.query_one("#runs-root", Static)
         if not rows:
             root_line.update(_("No runs yet in {path}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.").format(

@@ -38,10 +38,11 @@ _MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[dim]·[/]"}
 def card_markup(index: int, finding: Finding) -> str:
     who = _("all ranks / rank unknown") if finding.rank is None else f"rank {finding.rank}"
     detail = f" ({escape(finding.detail)})" if finding.detail else ""
+    fix, lesson, press_l = _("Fix:"), _("Lesson:"), _("(press l for Lessons)")
     lines = [f"[b]{index}. {finding.kind}[/b]{detail} — {who}", escape(finding.summary),
-             f"[b]{_('Fix:')}[/b] {escape(finding.fix)}"]
+             f"[b]{fix}[/b] {escape(finding.fix)}"]
     lines += [f"[dim]{escape(ev['file'])}:{ev['line']}[/dim] {escape(clean(str(ev['text']))[:200])}" for ev in finding.evidence]
-    lines.append(f"[b]{_('Lesson:')}[/b] {finding.lesson}  {_('(press l for Lessons)')}")
+    lines.append(f"[b]{lesson}[/b] {finding.lesson}  {press_l}")
     return "\n".join(lines)
 
 
@@ -131,8 +132,8 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         if event.option.id == LOG_OPTION:
             self.symptom = None
             self.query_one("#ts-about", Static).update(
-                "[b]Diagnose a log or a past run[/b]\nType a run id (see Runs) or log file paths below, or press g "
-                "for the newest run.")
+                _("[b]Diagnose a log or a past run[/b]\nType a run id (see Runs) or log file paths below, or press g "
+                  "for the newest run."))
             self.query_one("#ts-checks", Static).update("")
             self.query_one("#ts-script-findings", ScriptFindings).clear()
             self.action_open_input()
@@ -151,9 +152,9 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
             return
         demo = SCENARIOS[self.symptom.demos[self.demo_index % len(self.symptom.demos)]]
         others = " " + _("(v: another)") if len(self.symptom.demos) > 1 else ""
-        oom = f"\n{_(OOM_HINT)}" if self.symptom.key == OOM_SYMPTOM else ""
+        oom = "\n" + _(OOM_HINT) if self.symptom.key == OOM_SYMPTOM else ""
         self.set_status(_("x: reproduce it for real — demo [b]{name}[/b]: {what}").format(
-            name=demo.name, what=escape(demo.what_happens)) + others + oom)
+            name=demo.name, what=escape(_(demo.what_happens))) + others + oom)
 
     def set_status(self, text: str) -> None:
         self.query_one("#ts-status", Static).update(text)

@@ -12,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 from textual import work
 
-from mgtutor.training.runs.i18n import N_
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, run_finder
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
@@ -53,7 +53,7 @@ class OomActions:
 
     def _oom_ready(self) -> bool:
         if self.symptom is None or self.symptom.key != OOM_SYMPTOM:
-            self.set_status("b and w answer Out of memory: pick that symptom first")  # type: ignore[attr-defined]
+            self.set_status(_("b and w answer Out of memory: pick that symptom first"))  # type: ignore[attr-defined]
             return False
         if self.busy:
             return False
@@ -69,11 +69,12 @@ class OomActions:
             return
         if not os.environ.get(FAKE_ENV) and not inventory().gpus:
             self.busy = False
-            self.set_status("[yellow]the batch finder measures GPU memory, and no NVIDIA GPU was found[/]")  # type: ignore[attr-defined]
+            no_gpu = _("the batch finder measures GPU memory, and no NVIDIA GPU was found")
+            self.set_status(f"[yellow]{no_gpu}[/]")  # type: ignore[attr-defined]
             return
         model, size = last_trainer_model()
-        self.set_status(f"batch finder running for {model} at {size}×{size}: every rank tries each batch; "  # type: ignore[attr-defined]
-                        "trials below as they end…")
+        self.set_status(_("batch finder running for {model} at {size}×{size}: every rank tries each batch; "  # type: ignore[attr-defined]
+                          "trials below as they end…").format(model=model, size=size))
         self.find_batch_worker(FinderOptions(model=model, image_size=size, prove_steps=10))
 
     def action_memory_rerun(self) -> None:
@@ -82,9 +83,11 @@ class OomActions:
         record = next(iter(list_runs()), None)
         if record is None:
             self.busy = False
-            self.set_status("[yellow]no runs yet: start your script from the Monitor or with mgtutor run[/]")  # type: ignore[attr-defined]
+            no_runs = _("no runs yet: start your script from the Monitor or with mgtutor run")
+            self.set_status(f"[yellow]{no_runs}[/]")  # type: ignore[attr-defined]
             return
-        self.set_status(f"running {escape(' '.join(record.meta().target)[:80])} again with --memory…")  # type: ignore[attr-defined]
+        target = escape(" ".join(record.meta().target)[:80])
+        self.set_status(_("running {target} again with --memory…").format(target=target))  # type: ignore[attr-defined]
         self.memory_rerun_worker(record)
 
     def _line_sink(self) -> Any:
@@ -109,15 +112,18 @@ class OomActions:
         try:
             run, found = run_finder(options, on_line=on_line, on_start=lambda r: self.post_message(RunStarted(r)))  # type: ignore[attr-defined]
         except Exception as exc:  # a launch that cannot start says why on screen
-            self.app.call_from_thread(self._oom_done, f"[red]the batch finder could not start: {escape(str(exc))}[/]")
+            self.app.call_from_thread(self._oom_done, "[red]" + _("the batch finder could not start: {why}").format(
+                why=escape(str(exc))) + "[/]")
             return
         flush()
         self.app.call_from_thread(self._write_lines, found.summary_lines())  # type: ignore[attr-defined]
         r = found.result
-        status = (f"batch finder (run {run.record.run_id}): [b]--batch-size {r.chosen_batch}[/b] per rank; measured "
-                  f"maximum {r.measured_max}; {r.per_sample_bytes / (1 << 20):.2f} MiB per sample, "
-                  f"{r.fixed_bytes / (1 << 30):.2f} GiB fixed" if r else
-                  f"[red]the batch finder gave no answer[/] (run {run.record.run_id}; its log is above)")
+        status = (_("batch finder (run {run_id}): [b]--batch-size {batch}[/b] per rank; measured maximum {maximum}; "
+                    "{per_sample:.2f} MiB per sample, {fixed:.2f} GiB fixed").format(
+                      run_id=run.record.run_id, batch=r.chosen_batch, maximum=r.measured_max,
+                      per_sample=r.per_sample_bytes / (1 << 20), fixed=r.fixed_bytes / (1 << 30)) if r else
+                  _("[red]the batch finder gave no answer[/] (run {run_id}; its log is above)").format(
+                      run_id=run.record.run_id))
         self.app.call_from_thread(self._oom_done, status)
 
     @work(thread=True, exclusive=True, group="ts-oom")
@@ -127,15 +133,18 @@ class OomActions:
             run, findings = rerun_with_memory(record, on_line=on_line,
                                               on_start=lambda r: self.post_message(RunStarted(r)))  # type: ignore[attr-defined]
         except Exception as exc:  # RerunError, or a launch that cannot start: said on screen
-            self.app.call_from_thread(self._oom_done, f"[red]could not run it again: {escape(str(exc))}[/]")
+            self.app.call_from_thread(self._oom_done, "[red]" + _("could not run it again: {why}").format(
+                why=escape(str(exc))) + "[/]")
             return
         flush()
         top = findings[0] if findings else None
         memory = (top.numbers or {}).get("memory") if top is not None else None
         if memory:
             self.app.call_from_thread(self._write_lines, memory_lines(memory))  # type: ignore[attr-defined]
-        found = f"{len(findings)} finding(s) below" if findings else "it ended without a failure"
-        self.app.call_from_thread(self._oom_done, f"--memory run {run.record.run_id}: {found}", findings)
+        found = _("{count} finding(s) below").format(count=len(findings)) if findings else \
+            _("it ended without a failure")
+        self.app.call_from_thread(self._oom_done, _("--memory run {run_id}: {found}").format(
+            run_id=run.record.run_id, found=found), findings)
 
     def _oom_done(self, status: str, findings: list[Any] | None = None) -> None:
         self.busy = False

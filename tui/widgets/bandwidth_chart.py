@@ -6,13 +6,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 from mgtutor.diagnostics.bench.sizes import format_size
+from mgtutor.training.runs.i18n import _
 from mgtutor.tui.widgets.blocks import block
 
 
 def render_chart(points: list[tuple[int, float]], height: int = 8, width: int = 76) -> list[str]:
     """Lines of a bar chart of (bytes, GB/s); the best value of each size is drawn."""
     if not points:
-        return ["(no results yet)"]
+        return [_("(no results yet)")]
     best: dict[int, float] = {}
     for size, value in points:
         best[size] = max(value, best.get(size, 0.0))
@@ -34,7 +35,7 @@ def render_chart(points: list[tuple[int, float]], height: int = 8, width: int = 
         label = format_size(sizes[i])
         start = min(i * col_w, max(0, len(ticks) - len(label)))
         ticks[start:start + len(label)] = list(label)
-    lines.append(" " * (label_w + 1) + "".join(ticks) + "   busbw GB/s vs message size")
+    lines.append(" " * (label_w + 1) + "".join(ticks) + "   " + _("busbw GB/s vs message size"))
     return lines
 
 

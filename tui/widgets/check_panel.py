@@ -7,20 +7,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _, ngettext
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "advice": "bold cyan"}
+SEVERITY_WORDS = {"error": N_("error"), "warning": N_("warning"), "advice": N_("advice")}
+SAFETY_NOTES = {"safe": N_("[safe fix: F shows it]"), "unsafe": N_("[unsafe fix: F shows it]")}
+
+
+def counted(severity: str, n: int) -> str:
+    """'2 errors', '1 warning', '3 advice' in the language in force."""
+    if severity == "error":
+        return ngettext("{n} error", "{n} errors", n).format(n=n)
+    if severity == "warning":
+        return ngettext("{n} warning", "{n} warnings", n).format(n=n)
+    if severity == "advice":
+        return _("{n} advice").format(n=n)
+    return f"{n} {severity}{'s' if n > 1 else ''}"
 
 
 def summary(findings: list[dict[str, Any]]) -> str:
     counts: dict[str, int] = {}
     for finding in findings:
         counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
-    parts = [f"{n} {sev}{'s' if n > 1 and sev != 'advice' else ''}" for sev, n in counts.items()]
+    parts = [counted(sev, n) for sev, n in counts.items()]
     return ", ".join(parts) if parts else _("no finding")
 
 
@@ -31,17 +45,20 @@ def findings_text(findings: list[dict[str, Any]]) -> Text:
         if index:
             text.append("\n")
         severity = finding.get("severity", "")
-        text.append(f"{severity:<8}", SEVERITY_STYLE.get(severity, "bold"))
+        word = _(SEVERITY_WORDS.get(severity, severity))
+        text.append(word + " " * max(0, 8 - cell_len(word)), SEVERITY_STYLE.get(severity, "bold"))
         text.append(f"[{finding.get('rule')}] ", "bold")
         text.append(f"{finding.get('file')}:{finding.get('line')}", "underline")
         text.append(f"  {finding.get('message', '')}")
         if finding.get("fix"):
-            text.append("\n        fix: ", "bold green")
+            text.append("\n        " + _("fix: "), "bold green")
             text.append(str(finding["fix"]))
         if finding.get("lesson"):
             text.append("  " + _("(lesson {lesson})").format(lesson=finding["lesson"]), "dim")
         if finding.get("fix_safety"):
-            text.append(f"  [{finding['fix_safety']} fix: F shows it]", "dim")
+            safety = finding["fix_safety"]
+            note = SAFETY_NOTES.get(safety)
+            text.append("  " + (_(note) if note else f"[{safety} fix: F shows it]"), "dim")
     return text
 
 
@@ -89,7 +106,8 @@ class CheckPanel(Collapsible):
             self.title = _("check {script}: could not check it (k)").format(script=name)
             body = Text(error, "yellow")
         else:
-            self.title = f"check {name}: {summary(findings)}" + (" " + _("(k: show)") if findings else "")
+            self.title = _("check {script}: {found}").format(script=name, found=summary(findings)) + \
+                (" " + _("(k: show)") if findings else "")
             body = findings_text(findings) if findings else Text(_("nothing found"), "green")
         self.plain = f"{self.title}\n{body.plain}"
         self._body().update(body)

@@ -8,9 +8,12 @@ from rich.text import Text
 
 from mgtutor.diagnostics.doctor.checks import say
 from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.nvml import said
 
 MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red")}
-BENCH_COLUMNS = ("size", "count", "type", "oop µs", "oop busbw", "in µs", "in busbw", "#wrong")
+# nccl-tests' columns: out-of-place and in-place time and bus bandwidth, wrong elements
+BENCH_COLUMNS = (N_("size"), N_("count"), N_("type"), N_("oop µs"), N_("oop busbw"), N_("in µs"), N_("in busbw"),
+                 N_("#wrong"))
 RANK_COLUMNS = ("rank", N_("status"), N_("joined s"), N_("init s"), N_("barrier s"), N_("all-reduce s"))
 
 
@@ -18,12 +21,13 @@ def checklist_text(report: dict[str, Any]) -> Text:
     v = report["versions"]
     text = Text()
     text.append(f"torch {v.get('torch') or '-'} · CUDA {v.get('cuda') or '-'} · cuDNN {v.get('cudnn') or '-'} · "
-                f"NCCL {v.get('nccl') or '-'} · driver {v.get('driver') or '-'}\n", style="bold")
+                f"NCCL {v.get('nccl') or '-'} · " + _("driver {version}").format(version=v.get("driver") or "-") + "\n",
+                style="bold")
     host = report.get("host") or {}
     if host.get("os"):
         cpu = f" · {host['cpu_model']}" if host.get("cpu_model") else ""
-        text.append(f"{host['os']} · kernel {host.get('kernel') or '?'}{cpu} · {host.get('cpus') or '?'} CPUs\n",
-                    style="dim")
+        text.append(f"{host['os']} · " + _("kernel {version}").format(version=host.get("kernel") or "?") + cpu + " · " +
+                    _("{count} CPUs").format(count=host.get("cpus") or "?") + "\n", style="dim")
     text.append("\n")
     for check in report["checks"]:
         mark, style = MARKS[check["status"]]
@@ -43,7 +47,7 @@ def topology_text(report: dict[str, Any]) -> Text:
     gpus = report.get("gpus") or []
     if not gpus:
         text.append(_("No NVIDIA GPU: {error}.\nRanks run as CPU processes on gloo; "
-                      "there is no GPU link to show.\n").format(error=report.get("gpu_error")))
+                      "there is no GPU link to show.\n").format(error=said(report.get("gpu_error"))))
         return text
     for g in gpus:
         mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g.get("memory_total_mib") else "?"

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.nvml import said
 from mgtutor.diagnostics.gpu import GpuSample, GpuSnapshot, HostSnapshot
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 from mgtutor.tui.widgets.blocks import sparkline
@@ -81,13 +82,13 @@ class GpuMeters(Widget):
                 self._gpu_row(text, gpu, pid_rank, width)
         if host is not None and (backend != "nccl" or gpus is None or not gpus.gpus):
             if gpus is not None and not gpus.gpus and gpus.error:
-                text.append(_("no GPU meters ({why}): CPU ranks shown").format(why=gpus.error) + "\n", "dim")
+                text.append(_("no GPU meters ({why}): CPU ranks shown").format(why=said(gpus.error)) + "\n", "dim")
             for pid, rank in sorted(pid_rank.items(), key=lambda item: item[1]):
                 self._cpu_row(text, rank, pid, host, width)
             cores = host.cpu_percent_per_core
             busy = sum(cores) / len(cores) if cores else 0.0
-            text.append(f"host  {len(cores)} cores {busy:3.0f}%  RAM {_gib(host.ram_used_mib)}/"
-                        f"{_gib(host.ram_total_mib)} GiB", "dim")
+            text.append(_("host  {cores} cores {busy:3.0f}%  RAM {used}/{total} GiB").format(
+                cores=len(cores), busy=busy, used=_gib(host.ram_used_mib), total=_gib(host.ram_total_mib)), "dim")
         text.rstrip()
         return text
 
@@ -96,7 +97,7 @@ class GpuMeters(Widget):
         others = len(gpu.processes) - sum(1 for p in gpu.processes if p.pid in pid_rank)
         who = ",".join(f"r{r}" for r in ranks) or "—"
         if others:
-            who += f" +{others} other"
+            who += " " + _("+{count} other").format(count=others)
         util = gpu.utilization_pct
         power = "?" if gpu.power_w is None else f"{gpu.power_w:.0f}"
         limit = "" if gpu.power_limit_w is None else f"/{gpu.power_limit_w:.0f}"

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, ngettext
 
 
 def where_text(report: dict[str, Any]) -> Text:
@@ -28,18 +28,18 @@ def where_text(report: dict[str, Any]) -> Text:
         if where.get("source"):
             text.append(f"\n      {where['source']}", "dim")
     for line in report.get("flight_recorder") or []:
-        text.append(f"\nflight recorder: {line}", "cyan")
+        text.append("\n" + _("flight recorder: {line}").format(line=line), "cyan")
     if report.get("fix"):
         text.append("\n" + _("fix: "), "bold green")
         text.append(str(report["fix"]))
     for line in report.get("missing") or []:
-        text.append(f"\nmissing: {line}", "yellow")
+        text.append("\n" + _("missing: {line}").format(line=line), "yellow")
     return text
 
 
 def place(where: dict[str, Any]) -> str:
     if where.get("category") == "no stack":
-        return f"no stack ({where.get('problem') or 'unknown'})"
+        return _("no stack ({why})").format(why=where.get("problem") or _("unknown"))
     name = str(where.get("file") or "?").rsplit("/", 1)[-1]
     op = f"{where.get('op')} at " if where.get("op") else ""
     out = f"{where.get('category')}: {op}{name}:{where.get('line')} in {where.get('function')}"
@@ -50,10 +50,11 @@ def place(where: dict[str, Any]) -> str:
 
 
 def title_of(report: dict[str, Any]) -> str:
-    kind = report.get("kind") or "no known cause"
+    kind = report.get("kind") or _("no known cause")
     ranks = report.get("ranks") or []
-    who = f" — rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}" if ranks else ""
-    return f"hang: {kind}{who}"
+    who = " — " + ngettext("rank {ranks}", "ranks {ranks}", len(ranks)).format(ranks=", ".join(map(str, ranks))) \
+        if ranks else ""
+    return _("hang: {kind}").format(kind=kind) + who
 
 
 class HangPanel(Collapsible):
@@ -79,7 +80,7 @@ class HangPanel(Collapsible):
         for old in list(body.query(".hang-stack")):
             old.remove()
         for rank, text in sorted((stacks or {}).items()):
-            body.mount(Collapsible(Static(Text(text)), title=f"rank {rank} stack", collapsed=True,
+            body.mount(Collapsible(Static(Text(text)), title=_("rank {rank} stack").format(rank=rank), collapsed=True,
                                    classes="hang-stack"))
         self.set_class(True, "-visible")
 

@@ -139,7 +139,7 @@ class RankLogs(Vertical):
         self._match: int | None = None
 
     def compose(self) -> ComposeResult:
-        yield Tabs(Tab("all", id=MERGED), id="log-tabs")
+        yield Tabs(Tab(_("all"), id=MERGED), id="log-tabs")
         log = FollowLog(max_lines=self.max_lines, highlight=True, id="rank-log")
         log.highlighter = RankHighlighter()
         yield log

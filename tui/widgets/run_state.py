@@ -50,8 +50,9 @@ def state_text(state: RunState, now: float) -> Text:
         if state.done:
             ok = rank_state.exit_code == 0
             outcome = (_("ok") if ok else
-                       f"signal {rank_state.signal}" if rank_state.signal else
-                       f"exit {rank_state.exit_code}" if rank_state.exit_code is not None else _("no exit recorded"))
+                       _("signal {signal}").format(signal=rank_state.signal) if rank_state.signal else
+                       _("exit {code}").format(code=rank_state.exit_code) if rank_state.exit_code is not None else
+                       _("no exit recorded"))
             text.append(outcome, "green" if ok else "red")
         elif rank_state.started is None:
             text.append(_("not started"), "dim")

@@ -8,25 +8,28 @@ from rich.markup import escape
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckFinding
 from mgtutor.diagnostics.failures.logparse import clean
 
 _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "advice": "cyan"}
+SEVERITY_WORDS = {"error": N_("error"), "warning": N_("warning"), "advice": N_("advice")}
 
 
 def script_card_markup(finding: CheckFinding) -> str:
     style = _SEVERITY_STYLE.get(finding.severity, "b")
-    lines = [f"[{style}]{finding.severity}[/] [b]{escape(finding.rule)}[/b] — "
+    fix, like_this, lesson, press_l = _("Fix:"), _("like this:"), _("Lesson:"), _("(press l for Lessons)")
+    severity = _(SEVERITY_WORDS.get(finding.severity, finding.severity))
+    lines = [f"[{style}]{severity}[/] [b]{escape(finding.rule)}[/b] — "
              f"{escape(clean(finding.file))}:{finding.line}",
              f"[dim]{finding.line:>5} |[/dim] {escape(clean(finding.code)[:160])}",
              escape(finding.message)]
     if finding.why:
         lines.append(f"[dim]{escape(finding.why)}[/dim]")
-    lines.append(f"[b]{_('Fix:')}[/b] {escape(finding.fix)}")
+    lines.append(f"[b]{fix}[/b] {escape(finding.fix)}")
     if finding.fix_after:
-        lines.append(f"[dim]{_('like this:')}[/dim] " + escape(" ⏎ ".join(finding.fix_after.splitlines())))
-    lines.append(f"[b]{_('Lesson:')}[/b] {escape(finding.lesson)}  {_('(press l for Lessons)')}")
+        lines.append(f"[dim]{like_this}[/dim] " + escape(" ⏎ ".join(finding.fix_after.splitlines())))
+    lines.append(f"[b]{lesson}[/b] {escape(finding.lesson)}  {press_l}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
 
@@ -24,6 +25,11 @@ def human(value: float | None, unit: str = "") -> str:
             return f"{value / scale:.1f}{suffix}{unit}"
     return f"{value:.1f}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
 
+
+
+def padded(label: str, width: int) -> str:
+    """The label and spaces to `width` cells (a Chinese character takes two)."""
+    return label + " " * max(0, width - cell_len(label))
 
 class TrainingCharts(Widget):
     """Samples/s per rank and in total, and loss; from the run's step events."""
@@ -56,7 +62,7 @@ class TrainingCharts(Widget):
         if not any(r.throughput or r.loss for r in state.ranks.values()):
             waiting = _("no step events: a script of your own reports none (logs and meters still work)") \
                 if state.phase in ("running", "finished") and not state.has_events else _("waiting for the first step...")
-            text.append(f"{'charts':<{label_w}}", "bold")
+            text.append(padded(_("charts"), label_w), "bold")
             text.append(waiting, "dim")
             return text
         for rank, rank_state in sorted(state.ranks.items()):
@@ -66,15 +72,15 @@ class TrainingCharts(Widget):
             text.append(f"{sparkline(values, spark_w, low=0):<{spark_w}} ", colour)
             value = human(values[-1] if values else None, "/s")
             text.append(f"{value:>8}", "bold")
-            text.append(" slow!" if rank_state.straggler else "", "bold red")
+            text.append(" " + _("slow!") if rank_state.straggler else "", "bold red")
             text.append("\n")
         totals = [v for _, v in state.total_throughput]
-        text.append(f"{'total':<{label_w}}", "bold")
+        text.append(padded(_("total"), label_w), "bold")
         text.append(f"{sparkline(totals, spark_w, low=0):<{spark_w}} ", "bold")
         text.append(f"{human(totals[-1] if totals else None, '/s'):>8}\n", "bold")
         loss_rank = min((r for r, s in state.ranks.items() if s.loss), default=None)
         losses = [v for _, v in state.ranks[loss_rank].loss] if loss_rank is not None else []
-        text.append(f"{'loss':<{label_w}}", "bold")
+        text.append(padded(_("loss"), label_w), "bold")
         text.append(f"{sparkline(losses, spark_w):<{spark_w}} ", "yellow")
         step = state.ranks[loss_rank].last_step if loss_rank is not None else None
         text.append(f"{human(losses[-1] if losses else None):>8}", "bold")

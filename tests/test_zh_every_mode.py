@@ -1,0 +1,206 @@
+"""Every mode in Simplified Chinese at 80×24 says nothing in English but code, commands and names: the
+whole text a person can read (drawn rows, each shown widget's full words, the footer) goes through
+`english_left`, and the footer's keys are uncut. Home, Lessons (each tab, a run), the Monitor (the form,
+a live run, a failed run), Troubleshoot (every symptom, a diagnosed log), Diagnostics, Runs, Help."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, OptionList, Static
+
+from mgtutor.diagnostics.failures.demos import SCENARIOS
+from mgtutor.training.runs.records import RunRecord
+from mgtutor.tui.app import MgTutorApp
+from tests.english_left import english_left
+from tests.helpers import wait_for_app
+from tests.screen_text import screen_text
+from tests.test_i18n_tui import footer_uncut, in_chinese  # noqa: F401  (a fixture)
+
+LOGS = Path(__file__).parent / "data" / "logs"
+# The launch form's command line, wrapped onto its next row.
+ALLOW = ("--data synthetic", "--steps", "--log-every")
+# Still English where Troubleshoot shows it, from diagnostics/failures (not marked for the catalogue
+# yet): each demo's description, and the GPUs check's name with NVML's reason.
+DEMO_WORDS = tuple(scenario.what_happens for scenario in SCENARIOS.values())
+GPUS_CHECK = ("· GPUs: ",)
+# A rank's own words quoted by the failure banner and its diagnosis (the injected crash's message).
+RANK_WORDS = ("RuntimeError: injected", "injected crash", "raised at step", "at step 3)")
+
+
+def no_english(screen, allow: tuple[str, ...] = ()) -> str:
+    """The screen's words, after asserting that none is English and that the footer is uncut."""
+    text = screen_text(screen)
+    left = list(dict.fromkeys(english_left(text, allow=ALLOW + allow)))
+    assert left == [], type(screen).__name__
+    footer_uncut(screen)
+    return text
+
+
+async def settle(pilot) -> None:
+    await pilot.pause(0.3)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def test_home_and_the_help_of_every_mode(in_chinese):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "没有 NVIDIA GPU" in no_english(app.screen)
+        for key in "hlmtr":
+            await pilot.press(key)
+            await pilot.pause()
+            app.screen.set_focus(None)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert "mgtutor 按键" in no_english(app.screen)
+            await pilot.press("escape")
+            await pilot.pause()
+
+
+async def test_lessons_every_tab_but_the_code(in_chinese):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        await settle(pilot)
+        screen = app.screen
+        tabs = screen.query_one("#lesson-tabs")
+        for lesson in range(len(screen.lessons)):
+            for pane in ("tab-text", "tab-exercise", "tab-checks"):
+                tabs.active = pane
+                await pilot.pause()
+                no_english(screen)
+            await pilot.press("n")
+            await pilot.pause()
+
+
+@pytest.mark.integration
+async def test_a_lesson_run_and_its_checks(in_chinese):
+    from tests.test_lessons_tui import wait_idle
+
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        screen = app.screen
+        await pilot.press("g")
+        await wait_idle(pilot, screen)
+        for pane in ("tab-run", "tab-checks"):
+            screen.query_one("#lesson-tabs").active = pane
+            await pilot.pause()
+            no_english(screen)
+
+
+async def test_the_monitor_form_and_a_live_run(in_chinese):
+    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
+
+    app = FixtureApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("m")
+        await settle(pilot)
+        no_english(app.screen)
+        await show_fixture_run(pilot)
+        assert "训练中" in no_english(app.screen, allow=("NVIDIA H200",))
+
+
+@pytest.mark.integration
+async def test_a_failed_run_in_the_monitor(in_chinese):
+    from tests.monitor_helpers import make_app
+    from tests.test_monitor_live import launch_from_form, open_form
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
+                                       batch_size="16", inject="crash-rank", inject_rank="1")
+        await launch_from_form(pilot, form)
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 180, what="the run to end")
+        await settle(pilot)
+        text = no_english(screen, allow=RANK_WORDS)
+        assert "失败" in text
+
+
+async def test_troubleshoot_every_symptom(in_chinese):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        await settle(pilot)
+        no_english(screen)
+        options = screen.query_one("#ts-symptoms", OptionList)
+        for index in range(options.option_count):
+            options.highlighted = index
+            options.focus()
+            await pilot.press("enter")
+            await settle(pilot)
+            no_english(screen, allow=DEMO_WORDS + GPUS_CHECK)
+
+
+@pytest.mark.parametrize("log", ["collective_timeout_nccl.log", "cuda_oom_old.log", "rendezvous_timeout_server.log"])
+async def test_troubleshoot_a_diagnosed_log(in_chinese, log):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        field = screen.query_one("#ts-input", Input)
+        field.value = str(LOGS / log)
+        field.focus()
+        await pilot.press("enter")
+        await wait_for_app(pilot, lambda: screen.findings, 30, what="the diagnosis")
+        await settle(pilot)
+        no_english(screen, allow=(str(LOGS),))
+
+
+BENCH_ARGS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --check"
+
+
+@pytest.mark.integration
+async def test_diagnostics_every_tab(in_chinese):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("d")
+        screen = app.screen
+        await wait_for_app(pilot, lambda: screen.doctor_report is not None and "doctor" not in screen.busy, 240,
+                           what="the doctor report")
+        host = (screen.doctor_report.get("host") or {}).get("os") or "?"  # the OS's own name and kernel
+        tabs = screen.query_one("#diag-tabs")
+        for pane in ("tab-doctor", "tab-topology", "tab-bench", "tab-probe"):
+            tabs.active = pane
+            await pilot.pause()
+            no_english(screen, allow=(host,))
+        screen.query_one("#bench-args", Input).value = BENCH_ARGS
+        screen.set_focus(None)
+        await pilot.press("b")
+        await wait_for_app(pilot, lambda: screen.bench_report is not None, 240, what="the bench")
+        await settle(pilot)
+        assert "异址 busbw" in no_english(screen)
+        screen.query_one("#probe-args", Input).value = "--nproc 2 --backend gloo --timeout 30"
+        screen.set_focus(None)
+        await pilot.press("p")
+        await wait_for_app(pilot, lambda: screen.probe_report is not None, 240, what="the probe")
+        await settle(pilot)
+        no_english(screen)
+
+
+def finished_and_failed_runs(write_script) -> list[RunRecord]:
+    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from tests.monitor_helpers import EVENT_SCRIPT
+
+    script = str(write_script("events.py", EVENT_SCRIPT))
+    runs = [launch(LaunchSpec(target=[script, "4"], nproc=2, backend="gloo", label="finished")),
+            launch(LaunchSpec(target=[script, "8", "1"], nproc=2, backend="gloo", label="crash"))]
+    for run in runs:
+        run.wait(120)
+    return [run.record for run in runs]
+
+
+@pytest.mark.integration
+async def test_runs_with_a_finished_and_a_failed_run(in_chinese, write_script):
+    records = finished_and_failed_runs(write_script)
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        table = app.screen.query_one("#runs-table")
+        await wait_for_app(pilot, lambda: table.row_count == 2, 30, what="the runs table")
+        text = no_english(app.screen, allow=(str(records[0].path.parent),))
+        assert "已结束" in text and "失败" in text and "rank 1" in text
+        assert "运行记录" in str(app.screen.query_one("#runs-root", Static).render())
