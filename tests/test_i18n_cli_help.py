@@ -9,12 +9,13 @@ import re
 import shutil
 
 import pytest
+from rich.cells import cell_len
 
 from mgtutor.training.runs.event_types import StepEvent
 from mgtutor.training.runs.i18n import set_language
 from mgtutor.tui.cli import build_parser, main
 from mgtutor.tui.commands.train import progress_line
-from mgtutor.tui.help_words import cells, wrap_cells
+from mgtutor.tui.help_words import wrap_cells
 from tests.conftest import REPO
 from tests.english_left import english_left
 
@@ -167,12 +168,12 @@ def test_the_commands_own_lines_in_chinese(capsys):
 def test_chinese_help_is_wrapped_by_terminal_cells(capsys):
     text = "在汇合 (rendezvous) 主机上：应答 --peer 探测，直到 Ctrl+C。它监听所有网卡 (其他节点必须能连上它)。"
     lines = wrap_cells(text, 24)
-    assert all(cells(line) <= 24 for line in lines) and len(lines) > 3
+    assert all(cell_len(line) <= 24 for line in lines) and len(lines) > 3
     assert "".join(lines).replace(" ", "") == text.replace(" ", "")
     assert not any(line[0] in "，。：" or line.endswith("(") for line in lines)
     out = help_text(capsys, "--lang", "zh", "doctor")
     serve = out[out.index("  --serve "):out.index("  --bind ")].splitlines()
-    assert len(serve) > 2 and all(cells(line) <= 80 for line in serve)  # textwrap would make them 2x as wide
+    assert len(serve) > 2 and all(cell_len(line) <= 80 for line in serve)  # textwrap would make them 2x as wide
 
 
 def test_the_option_tables_errors_follow_the_language():
@@ -188,3 +189,23 @@ def test_the_option_tables_errors_follow_the_language():
     set_language("en")
     with pytest.raises(OptionError, match=r"^ranks must be a whole number of at least 1 \(got '0'\)$"):
         LaunchOptions.from_text(nproc="0")
+
+
+def test_translated_table_headings_keep_their_columns():
+    from types import SimpleNamespace
+
+    from mgtutor.tui.commands.bench_scaling import describe_point, header
+    from mgtutor.tui.commands.train import summary_table
+
+    row = SimpleNamespace(rank=0, step=10, samples_per_s=1234.0, loss=0.5, mem_peak_mib=100.0, step_s=0.1,
+                          data_wait_s=0.01, result=True, error=None)
+    summary = SimpleNamespace(ranks=[row], complete=True, samples_per_s=1234.0)
+    point = SimpleNamespace(world_size=2, strategy="ddp", samples_per_s=2000.0, speedup=1.9, efficiency=0.95,
+                            step_s=0.01, data_wait_s=0.001, compute_s=0.009)
+    for language, outcome in (("en", "outcome"), ("zh", "结果")):
+        set_language(language)
+        heading, rank_0, everyone = summary_table(summary).splitlines()
+        assert heading.endswith("  " + outcome) and rank_0.endswith("  ok")
+        assert cell_len(heading) - cell_len(outcome) == len(rank_0) - len("ok")  # the same columns
+        assert cell_len(header()) == len(describe_point(point))
+    assert everyone.startswith("全部   ") and "加速比" in header()

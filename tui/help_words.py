@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import unicodedata
+
+from rich.cells import cell_len
 
 from mgtutor.training.runs.i18n import N_, _, current_language
 
@@ -43,11 +44,6 @@ _PIECES = re.compile(r"[^\s\u2e80-\uffff]*[(\[「（][\u2e80-\uffff]|[^\s\u2e80-
 _NO_LINE_START = set("，。；：、！？）」")  # Chinese punctuation stays at the end of the line before
 
 
-def cells(text: str) -> int:
-    """Terminal cells `text` takes: a Chinese character (or full-width punctuation) takes two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
 def wrap_cells(text: str, width: int) -> list[str]:
     """`text` (whitespace already collapsed) in lines of at most `width` cells, broken between words
     or between two Chinese characters; textwrap counts characters, which doubles a Chinese line."""
@@ -57,7 +53,7 @@ def wrap_cells(text: str, width: int) -> list[str]:
         piece = match.group()
         spaced = match.start() > 0 and text[match.start() - 1] == " "
         joined = line + (" " if spaced and line else "") + piece
-        if line and cells(joined) > width and piece not in _NO_LINE_START:
+        if line and cell_len(joined) > width and piece not in _NO_LINE_START:
             lines.append(line)
             line = piece
         else:

@@ -9,6 +9,9 @@ from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.train_options import check_train_options, worker_argv
+from rich.cells import cell_len
+
+from mgtutor.tui.commands.cells import left, right
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note
 from mgtutor.tui.errors import CliError, EXIT_FAILED
@@ -41,12 +44,18 @@ def describe_point(point: Point) -> str:
     step = "–" if point.step_s is None else f"{1000 * point.step_s:.2f}"
     wait = "–" if point.data_wait_s is None else f"{1000 * point.data_wait_s:.2f}"
     comp = "–" if point.compute_s is None else f"{1000 * point.compute_s:.2f}"
-    return (f"{point.world_size:>5}  {point.strategy:<8} {point.samples_per_s:>12,.0f}  {speed:>8}  {eff:>10}  "
-            f"{step:>8}  {wait:>9}  {comp:>12}")
+    return (f"{point.world_size:>{ranks_width()}}  {point.strategy:<8} {point.samples_per_s:>12,.0f}  {speed:>8}  "
+            f"{eff:>10}  {step:>8}  {wait:>9}  {comp:>12}")
 
 
-HEADER = (f"{'ranks':>5}  {'strategy':<8} {'samples/s':>12}  {'speed-up':>8}  {'efficiency':>10}  "
-          f"{'step ms':>8}  {'data wait':>9}  {'compute+comm':>12}")
+def ranks_width() -> int:
+    return max(5, cell_len(_("ranks")))  # the one heading that may be wider than its numbers in another language
+
+
+def header() -> str:
+    first = right(_("ranks"), ranks_width()) + "  " + left(_("strategy"), 8) + " " + right("samples/s", 12)
+    return "  ".join([first, right(_("speed-up"), 8), right(_("efficiency"), 10), right(_("step ms"), 8),
+                      right(_("data wait"), 9), right(_("compute+comm"), 12)])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -85,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
                           "note": shared_cores_note(backend, max_devices),
                           "points": [p.as_json() for p in points]}, indent=2))
     else:
-        print(HEADER)
+        print(header())
         for point in points:
             print(describe_point(point))
         print(_("efficiency = samples/s on N ranks ÷ (N × samples/s of 1 device without DDP)"))

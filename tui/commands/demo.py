@@ -9,6 +9,7 @@ from rich.cells import cell_len
 from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.tui.commands.cells import left
 from mgtutor.tui.commands.diagnose import format_finding
 from mgtutor.tui.errors import CliError
 
@@ -35,12 +36,7 @@ def scenario_table() -> str:
     rows = [(_("scenario"), _("what it reproduces"), _("symptom"))] + [(s.name, s.title, s.symptom) for s in SCENARIOS.values()]
     name_w = max(cell_len(row[0]) for row in rows)
     title_w = max(cell_len(row[1]) for row in rows)
-    return "\n".join(f"{pad(name, name_w)}  {pad(title, title_w)}  {symptom}".rstrip() for name, title, symptom in rows)
-
-
-def pad(text: str, width: int) -> str:
-    """`text` filled to `width` terminal cells (a Chinese character takes two)."""
-    return text + " " * (width - cell_len(text))
+    return "\n".join(f"{left(name, name_w)}  {left(title, title_w)}  {symptom}".rstrip() for name, title, symptom in rows)
 
 
 def main(args: argparse.Namespace) -> int:

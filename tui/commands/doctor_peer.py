@@ -85,7 +85,8 @@ def _addresses_note(port: int) -> list[str]:
         lines.append(_("hostname {host} -> {address} (loopback): give the others an address above, not the name, "
                        "and set GLOO_SOCKET_IFNAME on this node").format(host=host, address=resolved))
     else:
-        lines.append(f"hostname {host} -> {resolved} ({peer.interface_of(resolved) or _('not on this machine')})")
+        where = peer.interface_of(resolved) or _("not on this machine")
+        lines.append(f"hostname {host} -> {resolved} ({where})")
     return lines
 
 

@@ -19,6 +19,7 @@ from mgtutor.training.runs.summary import TrainSummary, summarize
 from mgtutor.training.runs.train_options import check_train_options, worker_argv
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.training.runs.watch import Detector
+from mgtutor.tui.commands.cells import right
 from mgtutor.tui.commands.run import (
     FollowEnded,
     add_launch_options,
@@ -115,16 +116,17 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def summary_table(summary: TrainSummary) -> str:
-    lines = [f"{'rank':>4}  {'steps':>6}  {'samples/s':>11}  {'final loss':>10}  {'peak MiB':>9}  "
-             f"{'data wait':>9}  outcome"]
+    headings = [right("rank", 4), right(_("steps"), 6), right("samples/s", 11), right(_("final loss"), 10),
+                right(_("peak MiB"), 9), right(_("data wait"), 9), _("outcome")]
+    lines = ["  ".join(headings)]
     for row in summary.ranks:
         step_s, wait = row.step_s, row.data_wait_s
         share = f"{100 * wait / step_s:.0f}%" if isinstance(wait, (int, float)) and step_s else "–"
-        outcome = "ok" if row.result else (row.error or "no result")[:60]
+        outcome = "ok" if row.result else (row.error or _("no result"))[:60]
         lines.append(f"{row.rank:>4}  {_num(row.step, 'd'):>6}  {_num(row.samples_per_s, ',.0f'):>11}  "
                      f"{_num(row.loss, '.4f'):>10}  {_num(row.mem_peak_mib, ',.0f'):>9}  {share:>9}  {outcome}")
     if summary.complete:
-        lines.append(f"{'all':>4}  {'':>6}  {summary.samples_per_s:>11,.0f}")
+        lines.append(right(_("all"), 4) + f"  {'':>6}  {summary.samples_per_s:>11,.0f}")
     return "\n".join(lines)
 
 
