@@ -79,18 +79,19 @@ def lightning_anchor(args: argparse.Namespace) -> dict:
         import pytorch_lightning as L  # type: ignore[no-redef]
         from pytorch_lightning.tuner import Tuner  # type: ignore[no-redef]
     import torch.nn.functional as F
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     from mgtutor.training.worker.models import build_model
 
-    image = torch.randn(3, args.image_size, args.image_size)  # one image: the loader's cost is the copy, not randn
+    # one CPU batch, grown to the largest size asked and sliced: the loader costs one copy to the GPU a
+    # step, not decoding or randn (workers pickling gigabytes made the first version's trials slow)
+    held = {"images": torch.zeros(0, 3, args.image_size, args.image_size), "labels": torch.zeros(0, dtype=torch.long)}
 
-    class Synthetic(Dataset):
-        def __len__(self) -> int:
-            return 1 << 20
-
-        def __getitem__(self, i: int):
-            return image, i % 10
+    def collate(indices: list[int]):
+        if len(indices) > len(held["images"]):
+            held["images"] = torch.zeros(len(indices), 3, args.image_size, args.image_size)
+            held["labels"] = torch.arange(len(indices)) % 10
+        return held["images"][:len(indices)], held["labels"][:len(indices)]
 
     class Module(L.LightningModule):
         def __init__(self) -> None:
@@ -99,7 +100,7 @@ def lightning_anchor(args: argparse.Namespace) -> dict:
             self.net = build_model(args.model, image_size=args.image_size).to(memory_format=torch.channels_last)
 
         def train_dataloader(self):
-            return DataLoader(Synthetic(), batch_size=self.batch_size, num_workers=4, pin_memory=True)
+            return DataLoader(range(1 << 20), batch_size=self.batch_size, collate_fn=collate, num_workers=0)
 
         def training_step(self, batch, _i):
             images, labels = batch

@@ -36,7 +36,9 @@ def test_the_finder_measures_predicts_confirms_and_proves_on_one_gpu(one_gpu) ->
     printed = [line for line in proc.stderr.splitlines() if "batch finder: trial" in line]
     assert len(printed) == len(out["trials"]) >= 5  # every trial printed as it ended
     assert out["chosen_batch"] <= out["measured_max"] and out["proved"] is True
-    assert abs(out["predicted"] - out["measured_max"]) <= 0.1 * out["measured_max"]  # the line predicts the edge
+    # the line from small batches may miss (cuDNN picks other kernels at large batches); refitted near the
+    # edge through the fits far out, its last prediction lands on the edge
+    assert abs(out["predictions"][-1] - out["measured_max"]) <= 0.05 * out["measured_max"], out["predictions"]
     assert out["per_sample_bytes"] > 0 and out["fixed_bytes"] > 0
     assert out["split"]["per_rank"] <= out["chosen_batch"]
     failed = [t["batch"] for t in out["trials"] if not t["fits"]]

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from mgtutor.training.worker.batchfit import Confirm, Line, Trial, chosen_batch, fit_batches, fit_line
+from mgtutor.training.worker.batchfit import CONFIRM_STEP, Confirm, Line, SMALL_BATCH, Trial, chosen_batch, fit_line
 from mgtutor.training.worker.data import SyntheticBank, synthetic_bank_size
 from mgtutor.training.worker.models import build_model
 from mgtutor.training.worker.steps import Stepper, make_optimizer
@@ -30,6 +30,7 @@ from mgtutor.training.worker.steps import Stepper, make_optimizer
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # tests: {"fixed": B, "per_sample": B, "capacity": {"RANK": B}}
 TRIAL_STEPS = 2  # the second step holds weights, gradients, optimizer state and activations at once
 MAX_TRIALS = 30
+MAX_REFITS = 3  # secant steps: refit the line through the two largest fits and aim at its prediction
 
 
 class TrialOOM(Exception):
@@ -56,6 +57,11 @@ class CudaMemory:
         torch.cuda.synchronize(self.device)
         return int(torch.cuda.max_memory_reserved(self.device))
 
+    def fixed_guess(self) -> int:
+        """Weights (all this process holds before the first step), and as much again for their gradients
+        and for momentum."""
+        return 3 * int(torch.cuda.memory_allocated(self.device))
+
     def budget(self, sharing: int) -> int:
         """Free memory plus what this process already reserved, split among ranks on the same GPU."""
         free, _total = torch.cuda.mem_get_info(self.device)
@@ -72,13 +78,24 @@ class FakeMemory:
     def __init__(self, spec: dict, rank: int) -> None:
         self.fixed, self.per_sample = int(spec["fixed"]), int(spec["per_sample"])
         self.capacity = int(spec["capacity"].get(str(rank), spec["capacity"].get("*", 0)))
+        # {"batch": K, "per_sample": P}: above batch K each sample costs P (real steps cost less per sample
+        # at large batches than at the small ones the line is first fitted to)
+        self.knee = spec.get("knee")
+
+    def _bytes(self, batch: int) -> int:
+        if self.knee and batch > self.knee["batch"]:
+            return self._bytes(self.knee["batch"]) + int(self.knee["per_sample"]) * (batch - self.knee["batch"])
+        return self.fixed + self.per_sample * batch
 
     def begin(self, batch: int) -> None:
-        if self.fixed + self.per_sample * batch > self.capacity:
+        if self._bytes(batch) > self.capacity:
             raise TrialOOM(f"CUDA out of memory (fake). Tried to allocate {self.per_sample * batch} bytes")
 
     def peak(self, batch: int) -> int:
-        return self.fixed + self.per_sample * batch
+        return self._bytes(batch)
+
+    def fixed_guess(self) -> int:
+        return self.fixed
 
     def budget(self, sharing: int) -> int:
         return self.capacity
@@ -138,6 +155,7 @@ class Search:
     line: Line | None = None
     budget_bytes: int = 0
     predicted: int = 0
+    predictions: list[int] = field(default_factory=list)  # the first prediction, then each refit's
     measured_max: int = 0
     chosen: int = 0
     seconds: float = 0.0
@@ -208,13 +226,12 @@ class BatchFinder:
         search.budget_bytes = self.memory.budget(sharing)
         search.budgets = self._gather(search.budget_bytes)
         cap = self.args.max_batch or 1 << 40
-        points: list[tuple[int, int]] = []
-        for batch in fit_batches():
-            trial, peak = self.trial(search, batch, "fit")
-            if not trial.fits:
-                raise RuntimeError(f"even batch {batch} does not fit on every rank: the fixed part (weights, "
-                                   "gradients, optimizer state) leaves too little memory")
-            points.append((batch, peak))
+        points: list[tuple[int, int]] = [(0, self.memory.fixed_guess())]
+        trial, peak = self.trial(search, SMALL_BATCH, "fit")
+        if not trial.fits:
+            raise RuntimeError(f"even batch {SMALL_BATCH} does not fit on every rank: the fixed part (weights, "
+                               "gradients, optimizer state) leaves too little memory")
+        points.append((SMALL_BATCH, peak))
         search.line = fit_line(points)
         rough = min(self._min(search.line.batch_for(search.budget_bytes)), cap)
         floor_fit = points[-1][0]
@@ -229,14 +246,34 @@ class BatchFinder:
                  f"{search.line.per_sample_bytes / 2**20:.2f} MiB per sample; "
                  f"{search.budget_bytes / 2**30:.1f} GiB usable on rank 0 → predicted maximum {search.predicted}")
         # a line too flat to predict (a tiny model whose batch barely shows) starts just above the last fit
+        search.predictions = [search.predicted]
         confirm = Confirm(max(search.predicted, floor_fit + 1), cap=self.args.max_batch, floor_fit=floor_fit)
         while (next_batch := confirm.next_batch()) is not None and len(search.trials) < MAX_TRIALS:
-            confirm.record(next_batch, self.trial(search, next_batch, "confirm")[0].fits)
+            trial, peak = self.trial(search, next_batch, "confirm")
+            confirm.record(next_batch, trial.fits)
+            if trial.fits and all(t.fits for t in search.trials) and len(search.predictions) <= MAX_REFITS:
+                self.refit(search, confirm, points, (next_batch, peak), cap)
         search.measured_max = confirm.best_fit
         search.chosen = min(chosen_batch(search.measured_max, search.line, min(search.budgets),
                                          self.args.margin / 100), search.measured_max)
         search.seconds = time.perf_counter() - began
         return search
+
+    def refit(self, search: Search, confirm: Confirm, points: list[tuple[int, int]], point: tuple[int, int],
+              cap: int) -> None:
+        """A fit far out measures the step as it is near the edge: the line through it and the last fit
+        predicts again (a secant step), and the walk aims there when it is more than a step further."""
+        points.append(point)
+        line = fit_line(points[-2:])
+        again = min(self._min(line.batch_for(search.budget_bytes)), cap)
+        if line.per_sample_bytes <= 0 or again <= point[0] * (1 + 2 * CONFIRM_STEP):
+            return
+        # only for aiming: near the edge cuDNN's workspaces take what is free, so this slope is not the
+        # cost of a sample; the first line stays the one reported and the one the margin is counted in
+        search.predictions.append(again)
+        confirm.aim(again)
+        self.say(f"batch finder: memory line refitted at batch {point[0]}: {line.per_sample_bytes / 2**20:.2f} "
+                 f"MiB per sample → predicted maximum {again}")
 
     def _min(self, value: int) -> int:
         return self.reduce([value], dist.ReduceOp.MIN)[0]

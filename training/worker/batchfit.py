@@ -14,7 +14,7 @@ from dataclasses import dataclass
 ROUND_TO = 8  # the chosen batch is a multiple of 8: what tensor cores like, and easy to read
 DEFAULT_MARGIN = 0.05  # of the memory the rank can use: fragmentation, NCCL's buffers, DDP's buckets
 CONFIRM_STEP = 0.01  # confirm trials walk 1 % steps near the prediction, then bisect
-PRECISION = 0.005  # stop when a fitting and a failing batch are within 0.5 % of each other
+PRECISION = 0.01  # stop when a fitting and a failing batch are within 1 % of each other
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,11 @@ def fit_line(points: list[tuple[int, int]]) -> Line:
     return Line(fixed_bytes=mean_p - slope * mean_b, per_sample_bytes=slope)
 
 
-def fit_batches(smallest: int = 8) -> list[int]:
-    """Small batches for the line: 1×, 2× and 4× `smallest` (big enough that activations show)."""
-    return [smallest, 2 * smallest, 4 * smallest]
+# The small trial of the first line. Each trial at a new batch costs seconds of cuDNN planning on some
+# models (ConvNeXt: 3–5 s), so the first line is drawn from the fixed part the model already shows
+# (weights, and as much again for gradients and for momentum) to one trial at this batch; the far
+# trial that follows sets the slope.
+SMALL_BATCH = 32
 
 
 class Confirm:
@@ -73,6 +75,13 @@ class Confirm:
         self.stride = CONFIRM_STEP
         self.tried: set[int] = set()
         self.fit_here = False  # a confirm trial fitted: the edge is bracketed near the prediction
+        self.target: int | None = None  # a better prediction to try next (aim)
+
+    def aim(self, batch: int) -> None:
+        """Try `batch` next (a prediction from a line refitted near the edge), then walk from there."""
+        limit = self.first_fail - 1 if self.first_fail is not None else batch
+        self.target = min(batch, limit) if min(batch, limit) not in self.tried else None
+        self.stride = CONFIRM_STEP
 
     def record(self, batch: int, fits: bool) -> None:
         self.tried.add(batch)
@@ -92,6 +101,9 @@ class Confirm:
             return None
         if not self.tried:
             return self.predicted
+        if self.target is not None and self.target > self.best_fit:
+            target, self.target = self.target, None
+            return target
         bisect = (self.best_fit + self.first_fail) // 2 if self.first_fail is not None else None
         if bisect is not None and self.fit_here:
             return bisect

@@ -96,7 +96,9 @@ class SyntheticBank:
         idx = idx.to(self.device, non_blocking=True) % len(self.labels)
         for start in range(0, len(indices) - batch_size + 1, batch_size):
             sel = idx[start:start + batch_size]
-            yield self.images.index_select(0, sel), self.labels.index_select(0, sel)
+            # indexing keeps the bank's channels_last layout; index_select would return NCHW, and every
+            # step would pay a layout conversion before the first convolution
+            yield self.images[sel], self.labels[sel]
 
 
 class CifarBatches(Dataset):

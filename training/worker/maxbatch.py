@@ -63,7 +63,8 @@ def agreement_group(world_size: int) -> dist.ProcessGroup | None:
 def report(search: Search, say: Callable[[str], None]) -> None:
     line = search.line
     assert line is not None
-    say(f"batch finder: measured maximum {search.measured_max} (predicted {search.predicted}); chosen batch "
+    predicted = " → ".join(map(str, search.predictions)) or str(search.predicted)
+    say(f"batch finder: measured maximum {search.measured_max} (predicted {predicted}); chosen batch "
         f"{search.chosen} per rank after the margin; {line.per_sample_bytes / 2**20:.2f} MiB per sample, "
         f"{line.fixed_bytes / 2**30:.2f} GiB fixed (weights, gradients, optimizer state); "
         f"{len(search.trials)} trials in {search.seconds:.1f} s")
@@ -72,7 +73,8 @@ def report(search: Search, say: Callable[[str], None]) -> None:
 def result_fields(search: Search, args: argparse.Namespace, world_size: int) -> dict:
     assert search.line is not None
     return {"kind": "maxbatch", "chosen_batch": search.chosen, "measured_max": search.measured_max,
-            "predicted": search.predicted, "fixed_bytes": int(search.line.fixed_bytes),
+            "predicted": search.predicted, "predictions": search.predictions,
+            "fixed_bytes": int(search.line.fixed_bytes),
             "per_sample_bytes": int(search.line.per_sample_bytes), "budget_bytes": min(search.budgets),
             "budgets_bytes": search.budgets, "margin_pct": float(args.margin), "seconds": round(search.seconds, 3),
             "world_size": world_size, "model": args.model, "image_size": args.image_size, "amp": args.amp,
