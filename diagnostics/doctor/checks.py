@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 
+from mgtutor.training.runs import nvml
 from mgtutor.diagnostics.doctor.topology import Topology, describe_link
 from mgtutor.training.runs.i18n import N_, _
 
@@ -19,6 +20,28 @@ MIN_TORCH = (2, 4)
 
 class Phrase(str):
     """A value that is itself words to translate (not a name or a number)."""
+
+    def said(self) -> str:
+        return _(self)
+
+
+class Reason(Phrase):
+    """Why NVML sees no GPU: a known reason, or one with the error NVML gave."""
+
+    def said(self) -> str:
+        return nvml.said(self)
+
+
+class LinkWords(Phrase):
+    """How two GPUs are linked, said again in the language in force when shown."""
+
+    def __new__(cls, topo: Topology, pair: Any) -> "LinkWords":
+        words = super().__new__(cls, describe_link(topo, pair))
+        words.topo, words.pair = topo, pair
+        return words
+
+    def said(self) -> str:
+        return describe_link(self.topo, self.pair, _)
 
 
 class Check(dict[str, Any]):
@@ -32,7 +55,7 @@ def _fill(template: str | None, values: dict[str, Any], translate: bool) -> str 
         return None
     if not translate:
         return template.format(**values) if values else template
-    said = {k: _(v) if isinstance(v, Phrase) else v for k, v in values.items()}
+    said = {k: v.said() if isinstance(v, Phrase) else v for k, v in values.items()}
     return _(template).format(**said) if values else _(template)
 
 
@@ -91,7 +114,7 @@ def software_checks(report: dict[str, Any]) -> list[Check]:
     if not gpus:
         out.append(check("gpu", "warn", N_("no NVIDIA GPU ({error}): ranks will be CPU processes on gloo"),
                          N_("for GPU training install the NVIDIA driver on a machine with NVIDIA GPUs; "
-                            "everything in mgtutor still works on the CPU"), error=report["gpu_error"]))
+                            "everything in mgtutor still works on the CPU"), error=Reason(report["gpu_error"])))
         if facts.get("gloo_available"):
             out.append(check("gloo", "ok", N_("gloo backend available (CPU collectives)")))
         return out
@@ -144,7 +167,7 @@ def gpu_link_checks(report: dict[str, Any], topo: Topology) -> list[Check]:
                              index=g["index"], width=g["pcie_width"], max_width=g["pcie_max_width"]))
     for pair in topo.pairs:
         where = f"GPU{pair.a}↔GPU{pair.b}"
-        text = describe_link(topo, pair)
+        text = LinkWords(topo, pair)
         if pair.kind == "nvlink":
             out.append(check(f"link_{pair.a}_{pair.b}", "ok", "{where}: {link}", where=where, link=text))
         elif pair.p2p is False:

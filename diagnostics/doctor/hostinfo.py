@@ -12,6 +12,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from mgtutor.training.runs.i18n import N_, _
+
 # The instruction-set flags that change what torch's CPU kernels can use (x86, then Arm).
 FLAGS_THAT_MATTER = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
                      "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
@@ -84,7 +86,10 @@ def hypervisor(flags: set[str], sys_root: Path) -> str | None:
         return named
     dmi = [_read(sys_root / "class" / "dmi" / "id" / name) for name in ("sys_vendor", "product_name")]
     said = " ".join(d for d in dmi if d)
-    return said or "yes (the guest does not say which)"
+    return said or UNNAMED_HYPERVISOR
+
+
+UNNAMED_HYPERVISOR = N_("yes (the guest does not say which)")
 
 
 def cpu_details(cpuinfo_text: str | None = None, sys_root: Path = Path("/sys")) -> dict[str, Any]:
@@ -116,16 +121,22 @@ def cpu_details(cpuinfo_text: str | None = None, sys_root: Path = Path("/sys")) 
 
 def cpu_lines(cpu: dict[str, Any], width: int = 78) -> list[str]:
     """The CPU for the text report, wrapped to `width` columns (80 with the indent)."""
-    ident = " ".join(str(p) for p in (cpu.get("vendor"), f"family {cpu['family']}" if cpu.get("family") is not None else "",
-                                      f"model {cpu['model']}" if cpu.get("model") is not None else "",
-                                      f"stepping {cpu['stepping']}" if cpu.get("stepping") is not None else "") if p)
-    shape = " × ".join(f"{v} {w}" for v, w in ((cpu.get("sockets"), "socket(s)"), (cpu.get("cores_per_socket"), "cores"),
-                                                 (cpu.get("threads_per_core"), "thread(s) per core")) if v)
+    ident = " ".join(str(p) for p in (
+        cpu.get("vendor"), _("family {value}").format(value=cpu["family"]) if cpu.get("family") is not None else "",
+        _("model {value}").format(value=cpu["model"]) if cpu.get("model") is not None else "",
+        _("stepping {value}").format(value=cpu["stepping"]) if cpu.get("stepping") is not None else "") if p)
+    shape = " × ".join(_(w).format(count=v) for v, w in (
+        (cpu.get("sockets"), N_("{count} socket(s)")), (cpu.get("cores_per_socket"), N_("{count} cores")),
+        (cpu.get("threads_per_core"), N_("{count} thread(s) per core"))) if v)
     cache = " ".join(f"L{c['level']}{_short_type(c['type'])} {c['size']}" for c in cpu.get("caches") or [])
-    numa = f"{cpu['numa_nodes']} NUMA node(s)" if cpu.get("numa_nodes") else "NUMA nodes ?"
-    virt = f"hypervisor: {cpu['hypervisor']}" if cpu.get("hypervisor") else "no hypervisor (bare metal)"
-    flags = " ".join(cpu.get("flags") or []) or "none of avx2/avx512/amx"
-    text = [f"CPU {ident or '?'}: {shape or '? cores'}", f"{numa}; {virt}", f"caches {cache or '?'}", f"flags {flags}"]
+    numa = _("{count} NUMA node(s)").format(count=cpu["numa_nodes"]) if cpu.get("numa_nodes") else _("NUMA nodes ?")
+    virt = (_("hypervisor: {name}").format(name=_(cpu["hypervisor"]) if cpu["hypervisor"] == UNNAMED_HYPERVISOR
+                                           else cpu["hypervisor"])
+            if cpu.get("hypervisor") else _("no hypervisor (bare metal)"))
+    flags = " ".join(cpu.get("flags") or []) or _("none of avx2/avx512/amx")
+    text = [_("CPU {ident}: {shape}").format(ident=ident or "?", shape=shape or _("? cores")),
+            _("{numa}; {hypervisor}").format(numa=numa, hypervisor=virt),
+            _("caches {caches}").format(caches=cache or "?"), _("flags {flags}").format(flags=flags)]
     return ["  " + line for part in text for line in textwrap.wrap(part, width, subsequent_indent="  ")]
 
 
@@ -144,15 +155,15 @@ def allocator_config(env: dict[str, str]) -> dict[str, str | None]:
 def report_lines(report: dict[str, Any]) -> list[str]:
     """The doctor's text for what collect_env prints beyond the versions: CPU, CUDA runtime, build tools, allocator."""
     host, versions = report["host"], report["versions"]
-    out = ["", "CPU, build tools, allocator"]
+    out = ["", _("CPU, build tools, allocator")]
     out += cpu_lines(host.get("cpu") or {})
     runtime = versions.get("cuda_runtime")
-    runtime_text = f"{runtime} ({versions.get('cuda_runtime_from')})" if runtime else "- (no nvcc, no cuda-runtime wheel)"
-    out.append(f"  CUDA runtime {runtime_text}   CMake {_version_word(host.get('cmake'))}   "
-               f"Clang {_version_word(host.get('clang'))}")
+    runtime_text = f"{runtime} ({versions.get('cuda_runtime_from')})" if runtime else _("- (no nvcc, no cuda-runtime wheel)")
+    out.append("  " + _("CUDA runtime {runtime}   CMake {cmake}   Clang {clang}").format(
+        runtime=runtime_text, cmake=_version_word(host.get("cmake")), clang=_version_word(host.get("clang"))))
     conf = {k: v for k, v in (report.get("allocator") or {}).items() if v}
-    out.append("  allocator " + (", ".join(f"{k}={v}" for k, v in conf.items()) if conf else
-                                 "PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)"))
+    out.append("  " + _("allocator {setting}").format(setting=", ".join(f"{k}={v}" for k, v in conf.items()) if conf
+                                                      else _("PYTORCH_CUDA_ALLOC_CONF unset (PyTorch's defaults)")))
     return out
 
 

@@ -21,7 +21,7 @@ from mgtutor.diagnostics.doctor import hostinfo, torchfacts
 from mgtutor.diagnostics.doctor.checks import run_checks, say
 from mgtutor.diagnostics.gpu import gpu_handles
 from mgtutor.training.runs.secrets import redact_env
-from mgtutor.diagnostics.doctor.topology import read_topology
+from mgtutor.diagnostics.doctor.topology import LEGEND, read_topology
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "PYTORCH_")
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "WORLD_SIZE", "RANK", "LOCAL_RANK",
@@ -161,29 +161,31 @@ def render_text(report: dict[str, Any]) -> str:
            _("Versions"),
            f"  Python {v['python']}   torch {v['torch'] or '-'}   CUDA (torch) {v['cuda'] or '-'}   "
            f"cuDNN {v['cudnn'] or '-'}   NCCL {v['nccl'] or '-'}",
-           f"  NVIDIA driver {v['driver'] or '-'} (supports CUDA {v['driver_cuda'] or '-'})   "
-           f"torch debug build {'yes' if v.get('torch_debug') else 'no'}   GCC {_gcc_short(host.get('gcc'))}",
-           "", "GPUs"]
+           "  " + _("NVIDIA driver {driver} (supports CUDA {cuda})   torch debug build {debug}   GCC {gcc}").format(
+               driver=v["driver"] or "-", cuda=v["driver_cuda"] or "-", debug=_("yes") if v.get("torch_debug") else _("no"),
+               gcc=_gcc_short(host.get("gcc"))),
+           "", _("GPUs")]
     if not report["gpus"]:
-        out.append("  " + _("no NVIDIA GPU: {error} — ranks run on the CPU with gloo").format(error=report["gpu_error"]))
+        out.append("  " + _("no NVIDIA GPU: {error} — ranks run on the CPU with gloo").format(
+            error=nvml.said(report["gpu_error"])))
     for g in report["gpus"]:
         mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g["memory_total_mib"] else "? GiB"
         pcie = f"PCIe gen{g['pcie_gen']} ×{g['pcie_width']}" if g["pcie_gen"] else "PCIe ?"
-        nvl = f", NVLink {g['nvlink_links_up']} links up" if g["nvlink_links_up"] else ""
+        nvl = _(", NVLink {count} links up").format(count=g["nvlink_links_up"]) if g["nvlink_links_up"] else ""
         out.append(f"  GPU{g['index']}  {g['name']}  {mem}  sm {g['compute_capability'] or '?'}  {pcie}{nvl}")
-    out += ["", _("Topology")] + ["  " + line for line in report["topology"]["matrix"].splitlines()]
-    shm = f"{host['shm_total_mib'] / 1024:.1f} GiB" if host["shm_total_mib"] is not None else "none"
+    out += ["", _("Topology")] + ["  " + line for line in topology_lines(report["topology"])]
+    shm = f"{host['shm_total_mib'] / 1024:.1f} GiB" if host["shm_total_mib"] is not None else _("none")
     out += ["", _("Host"),
-            f"  {host['cpu_cores']} CPU cores ({host['cpu_usable']} usable), "
-            f"RAM {host['ram_total_mib'] / 1024:.1f} GiB, /dev/shm {shm}, "
-            f"open files {_fmt_limit(host['nofile_limit']['soft'])}, "
-            f"locked memory {_fmt_limit(host['memlock_limit']['soft'], 'B')}",
+            "  " + _("{cores} CPU cores ({usable} usable), RAM {ram:.1f} GiB, /dev/shm {shm}, open files {files}, "
+                     "locked memory {locked}").format(
+                cores=host["cpu_cores"], usable=host["cpu_usable"], ram=host["ram_total_mib"] / 1024, shm=shm,
+                files=_fmt_limit(host["nofile_limit"]["soft"]), locked=_fmt_limit(host["memlock_limit"]["soft"], "B")),
             "", _("Packages")]
     out += package_lines(report.get("packages") or {})
     out += hostinfo.report_lines(report)
     out += ["", _("Environment")]
-    out += [f"  {k}={val}" for k, val in report["environment"].items()] or ["  (no NCCL_*, TORCH_*, PYTORCH_*, MASTER_*, "
-                                                                           "CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH… set)"]
+    out += [f"  {k}={val}" for k, val in report["environment"].items()] or [
+        "  " + _("(no NCCL_*, TORCH_*, PYTORCH_*, MASTER_*, CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH… set)")]
     out += ["", _("Checks")]
     for check in report["checks"]:
         out.append(f"  {MARKS[check['status']]} {say(check, 'message')}")
@@ -191,6 +193,14 @@ def render_text(report: dict[str, Any]) -> str:
             out.append("      " + _("fix: {fix}").format(fix=say(check, "fix")))
     out += ["", _("verdict: {verdict}").format(verdict=_(VERDICTS[worst(report)]))]
     return "\n".join(out)
+
+
+def topology_lines(topology: dict[str, Any]) -> list[str]:
+    """The grid as kept in the report, its legend and the no-GPU line in the language in force."""
+    if not topology.get("gpus"):
+        error = topology.get("error")
+        return [_("(no GPU topology: {error})").format(error=nvml.said(error) if error else _("no GPU"))]
+    return [_(line) if line == LEGEND else line for line in topology["matrix"].splitlines()]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -204,10 +214,10 @@ def _gcc_short(line: str | None) -> str:
 
 def host_line(host: dict[str, Any]) -> str:
     """One line: OS, kernel, libc, CPU — what a bug report's reader asks first."""
-    parts = [host.get("os") or "?", f"kernel {host['kernel']}" if host.get("kernel") else "",
+    parts = [host.get("os") or "?", _("kernel {version}").format(version=host["kernel"]) if host.get("kernel") else "",
              host.get("arch") or "", host.get("libc") or "", host.get("cpu_model") or "",
-             f"{host.get('cpus')} CPUs" if host.get("cpus") else ""]
-    return ", ".join(p for p in parts if p)
+             _("{count} CPUs").format(count=host.get("cpus")) if host.get("cpus") else ""]
+    return _(", ").join(p for p in parts if p)
 
 
 def package_lines(packages: dict[str, str], width: int = 76) -> list[str]:
@@ -222,12 +232,12 @@ def package_lines(packages: dict[str, str], width: int = 76) -> list[str]:
             line = f"{line}   {item}" if line else item
     if line:
         lines.append("  " + line)
-    return lines or ["  (no package metadata found)"]
+    return lines or ["  " + _("(no package metadata found)")]
 
 
 def _fmt_limit(value: int | None, unit: str = "") -> str:
     if value is None:
-        return "unlimited"
+        return _("unlimited")
     if unit == "B":
         return f"{value // 1024} KiB" if value < MIB else f"{value // MIB} MiB"
     return str(value)

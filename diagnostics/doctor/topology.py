@@ -7,19 +7,20 @@ the per-link state. The per-link remote PCI info is not trusted: some VMs answer
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from mgtutor.training.runs import nvml
+from mgtutor.training.runs.i18n import N_
 from mgtutor.diagnostics.gpu import gpu_handles, nvlink_link_states
 
 # nvmlGpuTopologyLevel_t -> (nvidia-smi label, words)
 PCIE_LEVELS = {
-    0: ("X", "same board"),
-    10: ("PIX", "one PCIe switch"),
-    20: ("PXB", "several PCIe switches"),
-    30: ("PHB", "PCIe host bridge"),
-    40: ("NODE", "across host bridges in one NUMA node"),
-    50: ("SYS", "across CPU sockets (SMP interconnect)"),
+    0: ("X", N_("same board")),
+    10: ("PIX", N_("one PCIe switch")),
+    20: ("PXB", N_("several PCIe switches")),
+    30: ("PHB", N_("PCIe host bridge")),
+    40: ("NODE", N_("across host bridges in one NUMA node")),
+    50: ("SYS", N_("across CPU sockets (SMP interconnect)")),
 }
 P2P_CAPS_INDEX_READ = 0  # pynvml spells this constant as a tuple by mistake
 P2P_CAPS_INDEX_NVLINK = 2
@@ -55,6 +56,10 @@ class PairLink:
     p2p: bool | None     # can the pair read each other's memory directly
 
 
+LEGEND = N_("NV# = # NVLinks; PIX/PXB = PCIe switch(es); PHB = host bridge; NODE = within a NUMA node; "
+            "SYS = across CPU sockets")
+
+
 @dataclass
 class Topology:
     gpus: list[GpuLinks] = field(default_factory=list)
@@ -79,8 +84,7 @@ class Topology:
                 pair = self.pair(g.index, h.index)
                 cells.append("X" if g.index == h.index else (pair.label if pair else "?"))
             lines.append(f"{'GPU' + str(g.index):<6}" + "".join(f"{c:>7}" for c in cells))
-        lines.append("NV# = # NVLinks; PIX/PXB = PCIe switch(es); PHB = host bridge; "
-                     "NODE = within a NUMA node; SYS = across CPU sockets")
+        lines.append(LEGEND)
         return "\n".join(lines)
 
     def weakest_link(self, indices: list[int] | None = None) -> PairLink | None:
@@ -113,7 +117,7 @@ def _gpu_links(index: int, handle: Any) -> GpuLinks:
 
 def _pair(a: GpuLinks, ha: Any, b: GpuLinks, hb: Any, n_gpus: int) -> PairLink:
     level = nvml.query("nvmlDeviceGetTopologyCommonAncestor", ha, hb)
-    label, words = PCIE_LEVELS.get(level, ("?", "unknown PCIe path")) if level is not None else ("?", None)
+    label, words = PCIE_LEVELS.get(level, ("?", N_("unknown PCIe path"))) if level is not None else ("?", None)
     nvlink_status = nvml.query("nvmlDeviceGetP2PStatus", ha, hb, P2P_CAPS_INDEX_NVLINK)
     read_status = nvml.query("nvmlDeviceGetP2PStatus", ha, hb, P2P_CAPS_INDEX_READ)
     p2p = None if read_status is None else read_status == P2P_STATUS_OK
@@ -132,7 +136,7 @@ def read_topology() -> Topology:
         return Topology(error=nvml.init_error())
     handles = gpu_handles()
     if not handles:
-        return Topology(error="NVML sees no GPU")
+        return Topology(error=nvml.NONE_SEEN)
     gpus = [_gpu_links(i, h) for i, h in handles]
     pairs = []
     for x in range(len(handles)):
@@ -157,10 +161,11 @@ def link_gbps(topo: Topology, pair: PairLink) -> float | None:
     return min(PCIE_GBPS_PER_LANE.get(gen, 0.0) * width for gen, width in known)
 
 
-def describe_link(topo: Topology, pair: PairLink) -> str:
-    """'NVLink 4 ×18 (450 GB/s each way)' or 'PCIe gen5 ×16 via host bridge, P2P disabled'."""
+def describe_link(topo: Topology, pair: PairLink, say: Callable[[str], str] = str) -> str:
+    """'NVLink 4 ×18 (450 GB/s each way)' or 'PCIe gen5 ×16 via host bridge, P2P disabled'; in English
+    (the report's record) unless `say` translates."""
     gbps = link_gbps(topo, pair)
-    speed = f" ({gbps:.0f} GB/s each way)" if gbps else ""
+    speed = say(N_(" ({gbps:.0f} GB/s each way)")).format(gbps=gbps) if gbps else ""
     if pair.kind == "nvlink":
         a = next(g for g in topo.gpus if g.index == pair.a)
         gen = NVLINK_GENERATION.get(a.nvlink_version or 0)
@@ -168,5 +173,6 @@ def describe_link(topo: Topology, pair: PairLink) -> str:
         return f"NVLink{' ' + gen if gen else ''}{count}{speed}"
     a = next(g for g in topo.gpus if g.index == pair.a)
     lane = f" gen{a.pcie_max_gen or a.pcie_gen} ×{a.pcie_max_width or a.pcie_width}" if a.pcie_gen else ""
-    p2p = {True: "P2P on", False: "P2P disabled", None: "P2P unknown"}[pair.p2p]
-    return f"PCIe only{lane} via {pair.pcie_path or 'unknown path'}, {p2p}{speed}"
+    p2p = {True: N_("P2P on"), False: N_("P2P disabled"), None: N_("P2P unknown")}[pair.p2p]
+    return say(N_("PCIe only{lane} via {path}, {p2p}{speed}")).format(
+        lane=lane, path=say(pair.pcie_path or N_("unknown path")), p2p=say(p2p), speed=speed)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs import nvml
 from mgtutor.training.runs.nvml import inventory
 
 DEFAULT_PORT = 29500
@@ -113,9 +114,10 @@ def check_interfaces() -> Check:
 def check_gpus() -> Check:
     inv = inventory()
     if not inv.gpus:
-        return Check("GPUs", None, _("no NVIDIA GPU usable ({why}): ranks run on the CPU with gloo").format(why=inv.error))
+        return Check(_("GPUs"), None, _("no NVIDIA GPU usable ({why}): ranks run on the CPU with gloo").format(
+            why=nvml.said(inv.error)))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return Check("GPUs", True, inv.summary + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""))
+    return Check(_("GPUs"), True, inv.summary + (f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""))
 
 
 def check_gpu_memory() -> Check:
