@@ -99,6 +99,14 @@ async def test_the_monitor_form_and_a_live_run(in_chinese):
         await pilot.press("m")
         await settle(pilot)
         no_english(app.screen)
+        form = app.screen.query_one("#launch-form")
+        for field, wrong in (("#f-steps", "0"), ("#f-batch-size", "x"), ("#f-inject-rank", "5")):
+            if field == "#f-inject-rank":
+                form.query_one("#f-inject").value = "crash-rank"
+            form.query_one(field).value = wrong
+            await pilot.pause()
+            assert "收到" in no_english(app.screen) or "没有 rank" in no_english(app.screen)
+            form.query_one(field).value = {"#f-steps": "40", "#f-batch-size": "32", "#f-inject-rank": "1"}[field]
         await show_fixture_run(pilot)
         assert "训练中" in no_english(app.screen, allow=("NVIDIA H200",))
 
@@ -162,6 +170,11 @@ async def test_diagnostics_every_tab(in_chinese):
         await wait_for_app(pilot, lambda: screen.doctor_report is not None and "doctor" not in screen.busy, 240,
                            what="the doctor report")
         host = (screen.doctor_report.get("host") or {}).get("os") or "?"  # the OS's own name and kernel
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "mgtutor 按键：诊断" in no_english(app.screen)
+        await pilot.press("escape")
+        await pilot.pause()
         tabs = screen.query_one("#diag-tabs")
         for pane in ("tab-doctor", "tab-topology", "tab-bench", "tab-probe"):
             tabs.active = pane
@@ -204,3 +217,59 @@ async def test_runs_with_a_finished_and_a_failed_run(in_chinese, write_script):
         text = no_english(app.screen, allow=(str(records[0].path.parent),))
         assert "已结束" in text and "失败" in text and "rank 1" in text
         assert "运行记录" in str(app.screen.query_one("#runs-root", Static).render())
+
+
+async def test_troubleshoot_the_oom_actions_without_a_gpu(in_chinese):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        options = screen.query_one("#ts-symptoms", OptionList)
+        await pilot.press("b")  # before the symptom is picked: b and w say where they belong
+        assert "显存不足" in no_english(screen)
+        options.highlighted = [o.id for o in options._options].index("oom")
+        options.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        assert "NVIDIA GPU" in str(screen.query_one("#ts-status", Static).render())
+        no_english(screen, allow=DEMO_WORDS)
+
+
+@pytest.mark.integration
+async def test_troubleshoot_a_demo_run_and_its_diagnosis(in_chinese):
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        options = screen.query_one("#ts-symptoms", OptionList)
+        options.highlighted = [o.id for o in options._options].index("nccl")
+        options.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("x")
+        await wait_for_app(pilot, lambda: not screen.busy, 240, what="the demo")
+        await settle(pilot)
+        assert screen.findings
+        assert "演示" in no_english(screen, allow=DEMO_WORDS + GPUS_CHECK + RANK_WORDS)
+
+
+def test_the_run_layer_says_its_records_in_chinese(in_chinese):
+    """What the run layer keeps in English (meta.json's device note, NVML's reason) and the lines it
+    makes while a run goes (the live alerts, torchrun's folded traceback) read in Chinese."""
+    from mgtutor.training.runs.launcher import said_device_note
+    from mgtutor.training.runs.torchrun_fold import fold_text
+    from mgtutor.training.runs.watch import rendezvous_message
+
+    notes = ["2 CPU ranks on gloo — no NVIDIA GPU (NVML disabled by MGTUTOR_NO_NVML)",
+             "2 CPU ranks on gloo (GPUs present, gloo chosen)",
+             "2× NVIDIA H200 (driver 570.1): ranks on NCCL"]
+    said = [said_device_note(note) for note in notes]
+    assert said[0] == "2 个 CPU rank，用 gloo —— 没有 NVIDIA GPU (NVML 已被 MGTUTOR_NO_NVML 关闭)"
+    assert said[2] == "2× NVIDIA H200 (驱动 570.1)：rank 用 NCCL"
+    block = ["Traceback (most recent call last):", "Root Cause (first observed failure):", "[0]:",
+             "  rank      : 1 (local_rank: 1)", "  exitcode  : 1 (pid: 42)"]
+    lines = said + [fold_text(block), rendezvous_message([1], [1], [0], 31.0)]
+    assert english_left("\n".join(lines)) == [], lines
+    assert lines[-2].startswith("torchrun 报告 rank 1 失败 (退出码 1)"), lines[-2]

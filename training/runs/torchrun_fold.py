@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
+from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.tail import LineTuple
 
 TRACEBACK = "Traceback (most recent call last):"
@@ -106,8 +107,9 @@ class TorchrunFolder:
 
 
 def fold_text(block: list[str]) -> str:
-    """The one line that stands for torchrun's traceback `block`."""
-    where = f"its traceback ({len(block)} lines) is in torchrun.log"
+    """The one line that stands for torchrun's traceback `block`, in the language in force (torchrun.log
+    keeps the traceback itself)."""
+    where = _("its traceback ({count} lines) is in torchrun.log").format(count=len(block))
     rank = code = sig = None
     in_root = False
     for line in block:
@@ -118,20 +120,22 @@ def fold_text(block: list[str]) -> str:
         elif in_root and code is None and (match := _ROOT_EXIT.match(line)):
             code, sig = match.group(1), match.group(2)
     if rank is not None:
-        how = f"signal {sig}" if sig else f"exit code {code}" if code is not None else "see the log"
-        return f"torchrun reported the failure of rank {rank} ({how}); {where}"
+        how = (_("signal {signal}").format(signal=sig) if sig else
+               _("exit code {code}").format(code=code) if code is not None else _("see the log"))
+        return _("torchrun reported the failure of rank {rank} ({how}); {where}").format(rank=rank, how=how, where=where)
     exceptions = [m for line in block if (m := _EXCEPTION.match(line.rstrip()))]
     last = exceptions[-1] if exceptions else None
     if last is not None and last.group(1).endswith("SignalException"):
         got = _GOT_SIGNAL.search(last.group(2) or "")
         num = int(got.group(1)) if got else None
-        name = _SIGNALS.get(num or 0, f"signal {num}" if num else "a signal")
-        return f"torchrun stopped on {name}; {where}"
+        name = _SIGNALS.get(num or 0, _("signal {signal}").format(signal=num) if num else _("a signal"))
+        return _("torchrun stopped on {signal}; {where}").format(signal=name, where=where)
     if last is not None:
         message = (last.group(2) or "").strip()
         name = last.group(1).rsplit(".", 1)[-1]
-        return f"torchrun raised {name}{': ' + message[:160] if message else ''}; {where}"
-    return f"torchrun printed a traceback; {where}"
+        raised = f"{name}: {message[:160]}" if message else name
+        return _("torchrun raised {exception}; {where}").format(exception=raised, where=where)
+    return _("torchrun printed a traceback; {where}").format(where=where)
 
 
 class LineFolder:

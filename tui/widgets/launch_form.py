@@ -56,9 +56,9 @@ def _positive(name: str, raw: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise FormError(f"{name} must be a whole number (got {raw!r})") from None
+        raise FormError(_("{name} must be a whole number (got {value})").format(name=_(name), value=repr(raw))) from None
     if value < 1:
-        raise FormError(f"{name} must be at least 1 (got {value})")
+        raise FormError(_("{name} must be at least 1 (got {value})").format(name=_(name), value=value))
     return value
 
 
@@ -72,33 +72,34 @@ def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
     nproc = where.nproc
     if values.kind == "script":
         if not values.script.strip():
-            raise FormError("give the path of your training script (or choose the built-in trainer)")
+            raise FormError(_("give the path of your training script (or choose the built-in trainer)"))
         try:
             args = shlex.split(values.script_args)
         except ValueError as exc:
-            raise FormError(f"script arguments: {exc}") from None
+            raise FormError(_("script arguments: {why}").format(why=exc)) from None
         target = [values.script.strip(), *args]
         label = values.script.strip().rsplit("/", 1)[-1]
     else:
         if values.model not in MODELS:
-            raise FormError(f"model must be one of {', '.join(MODELS)}")
+            raise FormError(_("model must be one of {models}").format(models=", ".join(MODELS)))
         if values.data != "synthetic" and not values.data_dir.strip():
-            raise FormError(f"data {values.data} needs a data folder (a local copy; nothing is downloaded) "
-                            "— or choose synthetic")
+            raise FormError(_("data {data} needs a data folder (a local copy; nothing is downloaded) "
+                              "— or choose synthetic").format(data=values.data))
         target = ["-m", TRAINER_MODULE, "--model", values.model, "--data", values.data,
                   "--batch-size", "auto" if values.batch_size.strip() == "auto" else  # the batch finder picks it
-                  str(_positive("batch size", values.batch_size)),
-                  "--steps", str(_positive("steps", values.steps)),
-                  "--log-every", str(_positive("log every", values.log_every)),
+                  str(_positive(N_("batch size"), values.batch_size)),
+                  "--steps", str(_positive(N_("steps"), values.steps)),
+                  "--log-every", str(_positive(N_("log every"), values.log_every)),
                   "--amp", values.amp, "--compile", values.compile]
         if values.data != "synthetic":
             target += ["--data-dir", values.data_dir.strip()]
         if values.inject != "none":
             rank = values.inject_rank.strip()
             if not rank.isdigit():
-                raise FormError(f"inject rank must be a rank number, 0 or more (got {rank!r})")
+                raise FormError(_("inject rank must be a rank number, 0 or more (got {value})").format(value=repr(rank)))
             if nproc is not None and int(rank) >= nproc:
-                raise FormError(f"inject rank {rank} does not exist with {nproc} ranks (use 0…{nproc - 1})")
+                raise FormError(_("inject rank {rank} does not exist with {nproc} ranks (use 0…{last})").format(
+                    rank=rank, nproc=nproc, last=nproc - 1))
             target += ["--inject", values.inject, "--inject-rank", rank]
         label = f"train-{values.model}"
     target += values.extra
