@@ -19,6 +19,7 @@ from mgtutor.diagnostics.bench.allreduce_bench import verdict
 from mgtutor.diagnostics.bench.maxbatch import FinderAnswer
 from mgtutor.diagnostics.bench.scaling import shared_cores_note
 from mgtutor.diagnostics.doctor.report import collect, render_text
+from mgtutor.diagnostics.doctor.saved import load
 from mgtutor.diagnostics.doctor.topology import read_topology
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.hang import analyse_capture
@@ -251,3 +252,14 @@ def test_mgtutor_doctor_on_this_machine_leaves_only_machine_data_in_english():
     assert said.returncode in (0, 1), said.stderr
     assert english_left(said.stdout, allow=machine_data(report)) == []
     assert "CPU、构建工具、分配器" in said.stdout and not chinese(json.dumps(report))
+
+
+@pytest.mark.integration  # two gloo ranks
+def test_mgtutor_bench_allreduce_prints_its_verdict_in_chinese_and_saves_it_in_english():
+    done = subprocess.run(mgtutor_argv("--lang", "zh", "bench", "allreduce", "--nproc", "2", "--backend", "gloo",
+                                       "-b", "8", "-e", "1K", "--iters", "2", "--warmup", "1"),
+                          capture_output=True, text=True, env=no_gpu_env(), timeout=240)
+    assert done.returncode == 0, done.stderr
+    verdict_line = next(line for line in done.stdout.splitlines() if "gloo" in line and "TCP" in line)
+    assert verdict_line.startswith("# CPU 上的 gloo：") and english_left(verdict_line) == []
+    assert load("allreduce")["verdict"].startswith("gloo on CPU: ")

@@ -94,9 +94,9 @@ class HangReport:
     missing: list[str] = field(default_factory=list)
     flight: list[str] = field(default_factory=list)  # Flight Recorder lines (NCCL), when read
     places: tuple[Any, ...] = ()  # where every rank was by its stack alone (hang_watch compares two looks)
-    # summary and fix in the language in force, for the reader; the fields above stay English (to_dict
-    # is saved with the run's stacks and printed by --json)
-    said: dict[str, str] = field(default_factory=dict)
+    # summary, fix and flight_recorder in the language in force, for the reader (to_dict's keys); the
+    # fields above stay English (to_dict is saved with the run's stacks and printed by --json)
+    said: dict[str, Any] = field(default_factory=dict)
 
     def text(self, prefix: str = "") -> str:
         head = _("hang report ({kind})").format(kind=self.kind or _("no known cause"))
@@ -106,8 +106,8 @@ class HangReport:
             lines.append(f"{prefix} {mark} rank {rank}: {where.describe(_)}")
             if where.where.source:
                 lines.append(f"{prefix}      {where.where.source[:100]}")
-        flight = self.said["flight"].splitlines() if "flight" in self.said else self.flight
-        lines += [f"{prefix}  " + _("flight recorder: {line}").format(line=line) for line in flight]
+        lines += [f"{prefix}  " + _("flight recorder: {line}").format(line=line)
+                  for line in self.said.get("flight_recorder", self.flight)]
         if self.fix:
             lines.append(f"{prefix}  " + _("fix: {fix}").format(fix=self.said.get("fix") or self.fix))
         if self.capture:
@@ -196,7 +196,7 @@ def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
     report.missing = missing
     if flight:
         report.flight = flight_lines(flight)
-        report.said["flight"] = "\n".join(flight_lines(flight, _))
+        report.said["flight_recorder"] = flight_lines(flight, _)
         divergence = first_divergence(flight)
         if divergence is not None and report.kind in ("collective_mismatch", "rank_outside_collective"):
             report.summary += f" Flight Recorder: {divergence.text()}."

@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         if report["avg_busbw_gbps"] is not None:
             print(bounds_line(report["rows"]))
             print(f"# Avg bus bandwidth    : {report['avg_busbw_gbps']:.3f}")
-        print(f"# {report['verdict']}")
+        print(f"# {report.said}")
         print(f"run record: {run.record.path}")
     if report["error"]:
         return 1
