@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 
 from mgtutor.training.runs import nvml
-from mgtutor.diagnostics.doctor.topology import Topology, describe_link
+from mgtutor.diagnostics.doctor.topology import PairLink, Topology, describe_link
 from mgtutor.training.runs.i18n import N_, _
 
 MIN_TORCH = (2, 4)
@@ -33,15 +33,19 @@ class Reason(Phrase):
 
 
 class LinkWords(Phrase):
-    """How two GPUs are linked, said again in the language in force when shown."""
+    """How two GPUs are linked (link_words()), said again in the language in force when shown."""
 
-    def __new__(cls, topo: Topology, pair: Any) -> "LinkWords":
-        words = super().__new__(cls, describe_link(topo, pair))
-        words.topo, words.pair = topo, pair
-        return words
+    topo: Topology
+    pair: PairLink
 
     def said(self) -> str:
         return describe_link(self.topo, self.pair, _)
+
+
+def link_words(topo: Topology, pair: PairLink) -> LinkWords:
+    words = LinkWords(describe_link(topo, pair))
+    words.topo, words.pair = topo, pair
+    return words
 
 
 class Check(dict[str, Any]):
@@ -167,7 +171,7 @@ def gpu_link_checks(report: dict[str, Any], topo: Topology) -> list[Check]:
                              index=g["index"], width=g["pcie_width"], max_width=g["pcie_max_width"]))
     for pair in topo.pairs:
         where = f"GPU{pair.a}↔GPU{pair.b}"
-        text = LinkWords(topo, pair)
+        text = link_words(topo, pair)
         if pair.kind == "nvlink":
             out.append(check(f"link_{pair.a}_{pair.b}", "ok", "{where}: {link}", where=where, link=text))
         elif pair.p2p is False:
