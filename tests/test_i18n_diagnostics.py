@@ -18,6 +18,9 @@ from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 from mgtutor.diagnostics.bench.allreduce_bench import verdict
 from mgtutor.diagnostics.bench.maxbatch import FinderAnswer
 from mgtutor.diagnostics.bench.scaling import shared_cores_note
+from mgtutor.diagnostics.cluster.k8s import K8sJob, manifest_yaml
+from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
+from mgtutor.diagnostics.cluster.k8s_names import ClaimMount
 from mgtutor.diagnostics.doctor.report import collect, render_text
 from mgtutor.diagnostics.doctor.saved import load
 from mgtutor.diagnostics.doctor.topology import read_topology
@@ -263,3 +266,14 @@ def test_mgtutor_bench_allreduce_prints_its_verdict_in_chinese_and_saves_it_in_e
     verdict_line = next(line for line in done.stdout.splitlines() if "gloo" in line and "TCP" in line)
     assert verdict_line.startswith("# CPU 上的 gloo：") and english_left(verdict_line) == []
     assert load("allreduce")["verdict"].startswith("gloo on CPU: ")
+
+
+def test_the_k8s_walkthrough_reads_in_chinese_and_the_manifest_does_not_change():
+    job = K8sJob(target=["train.py", "--epochs", "3"], image="nvcr.io/nvidia/pytorch:24.12-py3", nodes=2,
+                 gpus_per_node=8, api="pytorchjob", claims=[ClaimMount("ckpt", "/ckpt")])
+    english = manifest_yaml(job)
+    set_language("zh")
+    text = walkthrough(job)
+    assert text.startswith("这份清单 (manifest) 做了什么：") and "ckpt 挂载在 /ckpt" in text
+    assert english_left(text) == []
+    assert manifest_yaml(job) == english
