@@ -277,3 +277,12 @@ def test_the_k8s_walkthrough_reads_in_chinese_and_the_manifest_does_not_change()
     assert text.startswith("这份清单 (manifest) 做了什么：") and "ckpt 挂载在 /ckpt" in text
     assert english_left(text) == []
     assert manifest_yaml(job) == english
+
+
+def test_convert_says_what_it_did_in_chinese_and_its_json_stays_english(capsys):
+    script = str(DATA / "check" / "convert" / "single_gpu_shape.py")
+    english = cli(capsys, "convert", script, "--json")
+    said = cli(capsys, "--lang", "zh", "convert", script)
+    words = "\n".join(line for line in said.splitlines() if line.startswith(("  ", script)) and not line.startswith("   "))
+    assert "DataLoader 读取这个 rank 的分片" in words and english_left(words) == []
+    assert cli(capsys, "--lang", "zh", "convert", script, "--json") == english and not chinese(english)

@@ -23,6 +23,7 @@ from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, identifier_parts, keyword, last_name,
 )
 from mgtutor.diagnostics.check.script import CheckError, parse
+from mgtutor.training.runs.i18n import N_, _
 
 FOLLOW_UP_RULES = {"sampler-no-set-epoch", "unguarded-print", "unguarded-checkpoint", "cuda-required",
                    "torch-load-no-map-location"}
@@ -40,10 +41,11 @@ def ddp_setup():
     return {torch}.device("cpu")
 '''
 EVAL_WORDS = {"evaluate", "eval", "validate", "validation", "test"}
-FOLLOW_UP_WORDS = {"sampler-no-set-epoch": "sampler.set_epoch(epoch) at the start of each epoch",
-                   "unguarded-print": "a print on rank 0 only", "unguarded-checkpoint": "the checkpoint saved on rank 0 only",
-                   "cuda-required": "a CPU branch for the script's CUDA calls",
-                   "torch-load-no-map-location": "torch.load onto the CPU (map_location)"}
+FOLLOW_UP_WORDS = {"sampler-no-set-epoch": N_("sampler.set_epoch(epoch) at the start of each epoch"),
+                   "unguarded-print": N_("a print on rank 0 only"),
+                   "unguarded-checkpoint": N_("the checkpoint saved on rank 0 only"),
+                   "cuda-required": N_("a CPU branch for the script's CUDA calls"),
+                   "torch-load-no-map-location": N_("torch.load onto the CPU (map_location)")}
 
 
 @dataclass
@@ -64,7 +66,8 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     tree = parse(source, filename)
     m = ScriptModel(tree, source, filename)
     if m.calls_to(*INIT) or m.calls_to(*DDP) or m.calls_to(*SPAWN, bare=False):
-        raise CheckError(f"{filename} already sets up distributed training; `mgtutor check --fix` fixes what it can")
+        raise CheckError(_("{file} already sets up distributed training; `mgtutor check --fix` fixes what it "
+                           "can").format(file=filename))
     report = Conversion(filename, source, source)
     edits: list[Edit] = []
     names = {"os": module_name(m, "os", edits), "torch": module_name(m, "torch", edits),
@@ -72,8 +75,8 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     main_block = _main_block(m)
     first_def = next((n for n in tree.body if isinstance(n, (*DEF_NODES, ast.If)) and n is not None), None)
     if main_block is None or first_def is None:
-        raise CheckError(f"{filename}: no `if __name__ == \"__main__\":` block to start the process group from; "
-                         "convert reads scripts that have one")
+        raise CheckError(_("{file}: no `if __name__ == \"__main__\":` block to start the process group from; "
+                           "convert reads scripts that have one").format(file=filename))
     edits.append(Edit("before", where(first_def, m.lines), SETUP.format(**names)))
     edits += _device(m, main_block, report)
     edits += _wrap_model(m, report)
@@ -87,12 +90,12 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     _evaluations(m, report)
     converted = apply_edits(source, edits)
     if converted is None:
-        raise CheckError(f"{filename}: the conversion could not be placed on this script's layout")
-    report.done.append("ddp_setup(): the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs)")
-    report.done.append("the __main__ block ends with a barrier; destroy_process_group() in its finally")
+        raise CheckError(_("{file}: the conversion could not be placed on this script's layout").format(file=filename))
+    report.done.append(_("ddp_setup(): the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs)"))
+    report.done.append(_("the __main__ block ends with a barrier; destroy_process_group() in its finally"))
     follow = fix_source(converted, filename, only=FOLLOW_UP_RULES)
     report.after = follow.after
-    report.done += [f"line {a.line}: {FOLLOW_UP_WORDS[a.rule]}" for a in follow.applied]
+    report.done += [_("line {line}: {what}").format(line=a.line, what=_(FOLLOW_UP_WORDS[a.rule])) for a in follow.applied]
     report.not_converted.sort()
     return report
 
@@ -111,10 +114,11 @@ def _device(m: ScriptModel, main_block: ast.If, report: Conversion) -> list[Edit
         for node in ast.walk(scope):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                     and set(identifier_parts(node.targets[0].id)) & {"device", "gpu", "dev"}:
-                report.done.append(f"line {node.lineno}: {node.targets[0].id} is this rank's device (ddp_setup())")
+                report.done.append(_("line {line}: {name} is this rank's device (ddp_setup())").format(
+                    line=node.lineno, name=node.targets[0].id))
                 return [Edit("replace", where(node.value, m.lines), "ddp_setup()")]
-    report.not_converted.append((main_block.lineno, "no device variable in the __main__ block: ddp_setup() is "
-                                                    "called first there, and .cuda() calls get a CPU branch"))
+    report.not_converted.append((main_block.lineno, _("no device variable in the __main__ block: ddp_setup() is "
+                                                      "called first there, and .cuda() calls get a CPU branch")))
     return [Edit("before", where(main_block.body[0], m.lines), "ddp_setup()")]
 
 
@@ -123,11 +127,12 @@ def _wrap_model(m: ScriptModel, report: Conversion) -> list[Edit]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call) \
                 and last_name(node.value.func) in ("to", "cuda") and "model" in text(m, node.targets[0]).lower():
             target = text(m, node.targets[0])
-            report.done.append(f"line {node.lineno}: {target} wrapped in DDP once it is on its device")
+            report.done.append(_("line {line}: {name} wrapped in DDP once it is on its device").format(
+                line=node.lineno, name=target))
             edits = [Edit("after", where(node, m.lines), f"{target} = DDP({target})")]
             return edits + _module_prefix(m, node, target)
-    report.not_converted.append((1, "no `model = model.to(device)` line found: wrap the model in DDP by hand, "
-                                    "after moving it to its device"))
+    report.not_converted.append((1, _("no `model = model.to(device)` line found: wrap the model in DDP by hand, "
+                                      "after moving it to its device")))
     return []
 
 
@@ -151,23 +156,25 @@ def _samplers(m: ScriptModel, report: Conversion) -> list[Edit]:
     edits: list[Edit] = []
     loaders = m.calls_to(*DATALOADER)
     if not loaders:
-        report.not_converted.append((1, "no DataLoader: every rank trains on the same data; give each rank its "
-                                        "own shard by hand (a DistributedSampler, or slices by rank)"))
+        report.not_converted.append((1, _("no DataLoader: every rank trains on the same data; give each rank its "
+                                          "own shard by hand (a DistributedSampler, or slices by rank)")))
     training = [c for c in loaders if constant(keyword(c, "shuffle")) is not False] or loaders[:1]
     for call in loaders:
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         if call not in training[:1]:
-            report.not_converted.append((call.lineno, "a second DataLoader (evaluation?) is left whole: every rank "
-                                                      "reads all of it; evaluate on rank 0, or shard it too"))
+            report.not_converted.append((call.lineno, _("a second DataLoader (evaluation?) is left whole: every "
+                                                        "rank reads all of it; evaluate on rank 0, or shard it too")))
         elif has_star_kwargs(call):
-            report.not_converted.append((call.lineno, "the DataLoader's arguments come from **kwargs (shuffle may "
-                                                      "be among them, and it cannot go with a sampler): add "
-                                                      "sampler=DistributedSampler(dataset) and drop shuffle by hand"))
+            report.not_converted.append((call.lineno, _("the DataLoader's arguments come from **kwargs (shuffle may "
+                                                        "be among them, and it cannot go with a sampler): add "
+                                                        "sampler=DistributedSampler(dataset) and drop shuffle by "
+                                                        "hand")))
         elif keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
-            report.not_converted.append((call.lineno, "this DataLoader has its own sampler: make it distributed by hand"))
+            report.not_converted.append((call.lineno, _("this DataLoader has its own sampler: make it distributed "
+                                                        "by hand")))
         elif not isinstance(dataset, (ast.Name, ast.Attribute)):
-            report.not_converted.append((call.lineno, "the data set is built inside the DataLoader call: give it a "
-                                                      "name first, so the sampler and the loader share it"))
+            report.not_converted.append((call.lineno, _("the data set is built inside the DataLoader call: give it "
+                                                        "a name first, so the sampler and the loader share it")))
         else:
             shuffle = keyword(call, "shuffle")
             arg = f", shuffle={text(m, shuffle)}" if shuffle is not None else ", shuffle=False"
@@ -175,8 +182,10 @@ def _samplers(m: ScriptModel, report: Conversion) -> list[Edit]:
             if shuffle is not None:
                 edits.append(Edit("drop_keyword", at, name="shuffle"))
             edits.append(Edit("keyword", at, f"DistributedSampler({text(m, dataset)}{arg})", "sampler"))
-            report.done.append(f"line {call.lineno}: the DataLoader reads this rank's shard (DistributedSampler"
-                               f"{', shuffle moved into it' if shuffle is not None else ''})")
+            report.done.append((_("line {line}: the DataLoader reads this rank's shard (DistributedSampler, "
+                                  "shuffle moved into it)") if shuffle is not None else
+                                _("line {line}: the DataLoader reads this rank's shard (DistributedSampler)")).format(
+                                    line=call.lineno))
     return edits
 
 
@@ -184,6 +193,7 @@ def _evaluations(m: ScriptModel, report: Conversion) -> None:
     for call in m.calls:
         name = last_name(call.func) or ""
         if set(identifier_parts(name)) & EVAL_WORDS and name in m.functions and statement_of(m, call) is not None:
-            report.not_converted.append((call.lineno, f"{name}() runs on every rank: with DDP each rank evaluates "
-                                                      "the whole set; guard it with `if rank == 0:` and call the "
-                                                      "model's .module there, or shard the evaluation too"))
+            report.not_converted.append((call.lineno, _("{name}() runs on every rank: with DDP each rank evaluates "
+                                                        "the whole set; guard it with `if rank == 0:` and call the "
+                                                        "model's .module there, or shard the evaluation too").format(
+                                                            name=name)))
