@@ -255,12 +255,15 @@ async def test_troubleshoot_a_demo_run_and_its_diagnosis(in_chinese):
         assert "演示" in no_english(screen, allow=DEMO_WORDS + GPUS_CHECK + RANK_WORDS)
 
 
-def test_the_run_layer_says_its_records_in_chinese(in_chinese):
+def test_the_run_layer_says_its_records_in_chinese(in_chinese, tmp_path):
     """What the run layer keeps in English (meta.json's device note, NVML's reason) and the lines it
-    makes while a run goes (the live alerts, torchrun's folded traceback) read in Chinese."""
+    makes while a run goes (the live alerts, the stall clock's reason, torchrun's folded traceback)
+    read in Chinese."""
     from mgtutor.training.runs.launcher import said_device_note
+    from mgtutor.training.runs.stall import StallClock
     from mgtutor.training.runs.torchrun_fold import fold_text
     from mgtutor.training.runs.watch import rendezvous_message
+    from tests.test_hang_stall import T0, State, record_with_logs
 
     notes = ["2 CPU ranks on gloo — no NVIDIA GPU (NVML disabled by MGTUTOR_NO_NVML)",
              "2 CPU ranks on gloo (GPUs present, gloo chosen)",
@@ -270,6 +273,8 @@ def test_the_run_layer_says_its_records_in_chinese(in_chinese):
     assert said[2] == "2× NVIDIA H200 (驱动 570.1)：rank 用 NCCL"
     block = ["Traceback (most recent call last):", "Root Cause (first observed failure):", "[0]:",
              "  rank      : 1 (local_rank: 1)", "  exitcode  : 1 (pid: 42)"]
-    lines = said + [fold_text(block), rendezvous_message([1], [1], [0], 31.0)]
+    stall = StallClock(record_with_logs(tmp_path, T0), quiet_s=5).check(State(), T0 + 6)
+    assert stall == "所有 rank 已经 6 秒没有输出、也没有事件"
+    lines = said + [stall, fold_text(block), rendezvous_message([1], [1], [0], 31.0)]
     assert english_left("\n".join(lines)) == [], lines
     assert lines[-2].startswith("torchrun 报告 rank 1 失败 (退出码 1)"), lines[-2]

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mgtutor.training.runs.event_types import Event, StepEvent
+from mgtutor.training.runs.i18n import _, ngettext
 from mgtutor.training.runs.records import RunRecord
 
 QUIET_S = 5.0
@@ -93,7 +94,7 @@ class StallClock:
         quiet = now - activity if activity else 0.0
         if quiet < self.quiet_s:
             return None
-        return f"no output and no event from any rank for {quiet:.0f} s"
+        return _("no output and no event from any rank for {seconds:.0f} s").format(seconds=quiet)
 
     def _step_gap(self, now: float) -> str | None:
         late = []
@@ -106,8 +107,11 @@ class StallClock:
             return None
         rank, gap, limit = max(late, key=lambda item: item[1])
         names = ", ".join(str(r) for r, _g, _l in late)
-        return (f"no step from rank{'s' if len(late) > 1 else ''} {names} for {gap:.0f} s "
-                f"(limit {limit:.0f} s: 10 × the median step time, at least {self.min_step_gap_s:.0f} s)")
+        return ngettext("no step from rank {ranks} for {gap:.0f} s (limit {limit:.0f} s: 10 × the median step time, "
+                        "at least {least:.0f} s)",
+                        "no step from ranks {ranks} for {gap:.0f} s (limit {limit:.0f} s: 10 × the median step time, "
+                        "at least {least:.0f} s)", len(late)).format(ranks=names, gap=gap, limit=limit,
+                                                                     least=self.min_step_gap_s)
 
     def _all_started(self, state: Any) -> bool:
         """Every rank this node runs is up (on several nodes: this node's share of the world)."""
