@@ -18,7 +18,7 @@ from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 from mgtutor.diagnostics.bench.allreduce_bench import verdict
 from mgtutor.diagnostics.bench.maxbatch import FinderAnswer
 from mgtutor.diagnostics.bench.scaling import shared_cores_note
-from mgtutor.diagnostics.cluster.k8s import K8sJob, manifest_yaml
+from mgtutor.diagnostics.cluster.k8s import K8sError, K8sJob, manifest_yaml
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_names import ClaimMount
 from mgtutor.diagnostics.doctor.report import collect, render_text
@@ -286,3 +286,13 @@ def test_convert_says_what_it_did_in_chinese_and_its_json_stays_english(capsys):
     words = "\n".join(line for line in said.splitlines() if line.startswith(("  ", script)) and not line.startswith("   "))
     assert "DataLoader 读取这个 rank 的分片" in words and english_left(words) == []
     assert cli(capsys, "--lang", "zh", "convert", script, "--json") == english and not chinese(english)
+
+
+@pytest.mark.parametrize("bad", [{"nodes": 0}, {"api": "mpijob"}, {"name": "Bad_Name"}, {"shm": "lots"},
+                                 {"env": {"RANK": "1"}}, {"labels": {"ok": "bad value!"}}])
+def test_a_k8s_option_error_is_said_in_chinese(bad):
+    set_language("zh")
+    options = {"target": ["train.py"], "image": "img:1", "nodes": 2, "gpus_per_node": 8, "api": "pytorchjob", **bad}
+    with pytest.raises(K8sError) as error:
+        K8sJob(**options).check()
+    assert chinese(str(error.value)) and english_left(str(error.value)) == [], str(error.value)

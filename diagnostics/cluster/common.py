@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from mgtutor.training.runs.launcher import torchrun_literal  # the same escaping as mgtutor run's
+from mgtutor.training.runs.i18n import _
 
 __all__ = ["ClusterJobError", "after_dashdash", "check_counts", "check_ifname", "check_target", "torchrun_literal"]
 
@@ -26,18 +27,21 @@ def after_dashdash(argv: list[str]) -> list[str]:
 
 def check_target(target: list[str], command: str) -> None:
     if not target:
-        raise ClusterJobError(f"nothing to run: give a script after --, e.g. mgtutor {command} --nodes 2 -- train.py")
+        raise ClusterJobError(_("nothing to run: give a script after --, e.g. mgtutor {command} --nodes 2 -- "
+                                "train.py").format(command=command))
     if target[0] == "-m" and len(target) < 2:
-        raise ClusterJobError("-m needs a module name")
+        raise ClusterJobError(_("-m needs a module name"))
 
 
 def check_ifname(flag: str, value: str | None) -> None:
     if value is not None and not _IFNAME.fullmatch(value):
-        raise ClusterJobError(f"{flag} {value!r} is not an interface list (e.g. eth0, ib0 or ^docker,lo)")
+        raise ClusterJobError(_("{flag} {value!r} is not an interface list (e.g. eth0, ib0 or ^docker,lo)").format(
+            flag=flag, value=value))
 
 
 def check_counts(nodes: int, gpus_per_node: int) -> None:
     if nodes < 1:
-        raise ClusterJobError(f"--nodes must be at least 1 (got {nodes})")
+        raise ClusterJobError(_("{flag} must be at least 1 (got {value})").format(flag="--nodes", value=nodes))
     if gpus_per_node < 1:
-        raise ClusterJobError(f"--gpus-per-node must be at least 1 (got {gpus_per_node})")
+        raise ClusterJobError(_("{flag} must be at least 1 (got {value})").format(flag="--gpus-per-node",
+                                                                                value=gpus_per_node))

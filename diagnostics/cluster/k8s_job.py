@@ -10,6 +10,7 @@ PET_MASTER_ADDR, PET_MASTER_PORT, read by torchrun as its flags), so the command
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from mgtutor.training.runs.i18n import _
 
 from mgtutor.diagnostics.cluster.common import ClusterJobError, check_counts, check_ifname, check_target
 from mgtutor.diagnostics.cluster.k8s_names import (
@@ -57,11 +58,11 @@ class K8sJob:
             check_target(self.target, "k8s")
             check_counts(self.nodes, self.gpus_per_node)
             if self.api not in APIS:
-                raise ClusterJobError(f"--api {self.api!r}: give trainjob (Kubeflow Trainer v2) or pytorchjob "
-                                      "(Training Operator v1)")
+                raise ClusterJobError(_("--api {api!r}: give trainjob (Kubeflow Trainer v2) or pytorchjob (Training "
+                                        "Operator v1)").format(api=self.api))
             if not self.image or any(c.isspace() for c in self.image):
-                raise ClusterJobError(f"--image {self.image!r}: give an image reference without spaces, "
-                                      "e.g. nvcr.io/nvidia/pytorch:24.12-py3")
+                raise ClusterJobError(_("--image {image!r}: give an image reference without spaces, e.g. "
+                                        "nvcr.io/nvidia/pytorch:24.12-py3").format(image=self.image))
             check_rfc1035_label("--name", self.name, room=63 - len(self.pod_name_suffix()))
             if self.namespace is not None:
                 check_rfc1123_label("--namespace", self.namespace)
@@ -70,15 +71,15 @@ class K8sJob:
             check_ifname("--nccl-ifname", self.nccl_ifname)
             for key in self.env:
                 if key in RESERVED_ENV:
-                    raise ClusterJobError(f"--env {key}: the operator sets {key} in every pod; torchrun's place "
-                                          "in the job comes from --nodes and --gpus-per-node")
+                    raise ClusterJobError(_("--env {key}: the operator sets {key} in every pod; torchrun's place in "
+                                            "the job comes from --nodes and --gpus-per-node").format(key=key))
             if self.nccl_ifname and "NCCL_SOCKET_IFNAME" in self.env:
-                raise ClusterJobError("NCCL_SOCKET_IFNAME is given twice: by --nccl-ifname and by --env")
+                raise ClusterJobError(_("NCCL_SOCKET_IFNAME is given twice: by --nccl-ifname and by --env"))
             for key, value in self.labels.items():
                 check_label("--label", key, value)
             paths = [claim.path for claim in self.claims]
             if len(set(paths)) != len(paths):
-                raise ClusterJobError("--pvc: two claims are mounted at the same path")
+                raise ClusterJobError(_("--pvc: two claims are mounted at the same path"))
         except ClusterJobError as exc:
             raise K8sError(str(exc)) from None
 

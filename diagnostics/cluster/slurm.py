@@ -11,6 +11,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from mgtutor.training.runs.i18n import _
+
 from mgtutor.diagnostics.cluster.common import (
     ClusterJobError, check_counts, check_ifname, check_target, torchrun_literal,
 )
@@ -51,22 +53,25 @@ class SlurmJob:
         except ClusterJobError as exc:
             raise SlurmError(str(exc)) from None
         if self.cpus_per_node is not None and self.cpus_per_node < 1:
-            raise SlurmError(f"--cpus-per-node must be at least 1 (got {self.cpus_per_node})")
+            raise SlurmError(_("{flag} must be at least 1 (got {value})").format(flag="--cpus-per-node",
+                                                                               value=self.cpus_per_node))
         if not 1024 <= self.port < 65536:
-            raise SlurmError(f"--port must be from 1024 to 65535 (got {self.port})")
+            raise SlurmError(_("--port must be from 1024 to 65535 (got {port})").format(port=self.port))
         if self.time is not None and not _TIME.fullmatch(self.time):
-            raise SlurmError(f"--time {self.time!r} is not a Slurm time: use MM, HH:MM:SS or D-HH:MM:SS")
+            raise SlurmError(_("--time {time!r} is not a Slurm time: use MM, HH:MM:SS or D-HH:MM:SS").format(
+                time=self.time))
         if not _JOB_NAME.fullmatch(self.job_name):
-            raise SlurmError(f"--job-name {self.job_name!r}: use letters, digits, . _ + -")
+            raise SlurmError(_("--job-name {name!r}: use letters, digits, . _ + -").format(name=self.job_name))
         if self.partition is not None and not _PARTITION.fullmatch(self.partition):
-            raise SlurmError(f"--partition {self.partition!r}: use letters, digits, . _ - "
-                             "(several partitions: gpu,gpu-long)")
+            raise SlurmError(_("--partition {name!r}: use letters, digits, . _ - (several partitions: "
+                               "gpu,gpu-long)").format(name=self.partition))
 
 
 def _line(code: str, why: str) -> list[str]:
     """The explanation goes above its line: sbatch reads `#SBATCH` lines whole, comments included."""
     if code.startswith("#SBATCH") and ("\n" in code or "\r" in code or "#" in code[1:]):
-        raise SlurmError(f"refusing to write the directive {code!r}: a value holds a newline or #")  # checked above too
+        raise SlurmError(_("refusing to write the directive {code!r}: a value holds a newline or #").format(
+            code=code))  # checked above too
     return [f"# {why}", code]
 
 
