@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import mgtutor_argv, no_gpu_env
 
 from mgtutor.training.runs.events import read_events
@@ -194,3 +195,17 @@ def test_a_line_steeper_at_small_batches_is_refitted_near_the_edge() -> None:
     assert out["per_sample_bytes"] > 1_000_000  # reported: the first line's (the refits only aim)
     assert len(out["trials"]) <= 9
     assert "memory line refitted at batch" in proc.stderr
+
+
+def test_ranks_sharing_a_gpu_each_keep_to_their_share(monkeypatch) -> None:
+    """At the CUDA boundary only: two ranks on one GPU cap their allocators at half of it; a rank
+    alone on its GPU is not capped."""
+    from mgtutor.training.worker.batchfind import CudaMemory
+
+    capped: list[tuple[float, object]] = []
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, d: capped.append((f, d)))
+    device = torch.device("cuda", 0)
+    CudaMemory(device).share(1)
+    assert capped == []
+    CudaMemory(device).share(2)
+    assert capped == [(0.5, device)]

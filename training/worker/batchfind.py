@@ -67,6 +67,15 @@ class CudaMemory:
         free, _total = torch.cuda.mem_get_info(self.device)
         return int((free + sharing * torch.cuda.memory_reserved(self.device)) // sharing)
 
+    def share(self, sharing: int) -> None:
+        """Ranks on one GPU each keep to their share, in the search and in the training after it: cuDNN's
+        autotuner (on in training) tries workspaces as large as the memory free at that moment, and
+        without a cap one rank's tries take what the other rank's step needs (measured: the chosen batch
+        of two ranks on one H200 ran out of memory in its proof). Over the cap an allocation fails in
+        this process only, where the autotuner skips the algorithm."""
+        if sharing > 1:
+            torch.cuda.set_per_process_memory_fraction(1 / sharing, self.device)
+
     def release(self) -> None:
         gc.collect()
         torch.cuda.empty_cache()
@@ -99,6 +108,9 @@ class FakeMemory:
 
     def budget(self, sharing: int) -> int:
         return self.capacity
+
+    def share(self, sharing: int) -> None:
+        """The fake's capacity already is this rank's own."""
 
     def release(self) -> None:
         gc.collect()
@@ -222,6 +234,7 @@ class BatchFinder:
         began = time.perf_counter()
         search = Search()
         sharing = self.sharing()
+        self.memory.share(sharing)
         self.memory.release()
         search.budget_bytes = self.memory.budget(sharing)
         search.budgets = self._gather(search.budget_bytes)
