@@ -107,6 +107,14 @@ async def test_the_monitor_form_and_a_live_run(in_chinese):
             await pilot.pause()
             assert "收到" in no_english(app.screen) or "没有 rank" in no_english(app.screen)
             form.query_one(field).value = {"#f-steps": "40", "#f-batch-size": "32", "#f-inject-rank": "1"}[field]
+        form.query_one("#f-inject").value = "none"
+        form.query_one("#f-backend").value = "nccl"  # refused before anything starts: no GPU here
+        form.query_one("#f-nproc").focus()
+        await pilot.press("enter")
+        await wait_for_app(pilot, lambda: "nccl 后端需要" in str(form.query_one("#form-message").render()), 10,
+                           what="the launch refused")
+        no_english(app.screen)
+        form.query_one("#f-backend").value = "auto"
         await show_fixture_run(pilot)
         assert "训练中" in no_english(app.screen, allow=("NVIDIA H200",))
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from mgtutor.training.runs.i18n import N_, retold
+from mgtutor.training.runs.i18n import N_, _, retold
 from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, said
 from mgtutor.training.runs.events import EVENTS_ENV
 from mgtutor.training.runs.flight import flight_env
@@ -78,9 +78,9 @@ class Plan:
 def arguments_problem(backend: str, nproc: int | None) -> str | None:
     """What is wrong with --backend or --nproc, before anything is looked at or started."""
     if backend not in BACKENDS:
-        return f"unknown backend {backend!r}: use auto, nccl or gloo"
+        return _("unknown backend {backend}: use auto, nccl or gloo").format(backend=repr(backend))
     if nproc is not None and nproc < 1:
-        return f"--nproc must be at least 1 (got {nproc})"
+        return _("--nproc must be at least 1 (got {nproc})").format(nproc=nproc)
     return None
 
 
@@ -94,12 +94,13 @@ def plan(spec: LaunchSpec) -> Plan:
     backend = spec.backend if spec.backend != "auto" else ("nccl" if gpus else "gloo")
     if backend == "nccl":
         if not gpus:
-            raise LaunchError(f"backend nccl needs NVIDIA GPUs, and none is usable here ({inv.error}); "
-                              "use --backend gloo to run the ranks on the CPU")
+            raise LaunchError(_("backend nccl needs NVIDIA GPUs, and none is usable here ({why}); "
+                                "use --backend gloo to run the ranks on the CPU").format(why=said(inv.error)))
         nproc = spec.nproc or len(gpus)
         if nproc > len(gpus):
-            raise LaunchError(f"--nproc {nproc} asks for more ranks than the {len(gpus)} GPU(s) here; "
-                              f"use --nproc {len(gpus)}, or --backend gloo to run {nproc} CPU ranks")
+            raise LaunchError(_("--nproc {nproc} asks for more ranks than the {gpus} GPU(s) here; "
+                                "use --nproc {gpus}, or --backend gloo to run {nproc} CPU ranks").format(
+                nproc=nproc, gpus=len(gpus)))
     else:
         nproc = spec.nproc or 2
     return Plan(backend=backend, nproc=nproc, gpus=gpus, gpu_note=inv.summary, gpu_error=inv.error)
@@ -108,20 +109,21 @@ def plan(spec: LaunchSpec) -> Plan:
 def check_target(target: list[str]) -> list[str]:
     """The target with a script path made absolute, or LaunchError if there is nothing to run."""
     if not target:
-        raise LaunchError("nothing to run: give a script (mgtutor run -- train.py) or a module (-m pkg.mod)")
+        raise LaunchError(_("nothing to run: give a script (mgtutor run -- train.py) or a module (-m pkg.mod)"))
     if target[0] == "-m":
         if len(target) < 2:
-            raise LaunchError("-m needs a module name")
+            raise LaunchError(_("-m needs a module name"))
         return list(target)
     script = Path(target[0]).expanduser()
     kind = path_kind(script)
     if kind == "missing":
-        raise LaunchError(f"no such script: {target[0]}")
+        raise LaunchError(_("no such script: {path}").format(path=target[0]))
     if kind == "a directory":
-        raise LaunchError(f"{target[0]} is a directory, not a script: give the file to run "
-                          f"(mgtutor run -- {target[0].rstrip('/')}/train.py), or -m PACKAGE.MODULE")
+        raise LaunchError(_("{path} is a directory, not a script: give the file to run "
+                            "(mgtutor run -- {folder}/train.py), or -m PACKAGE.MODULE").format(
+            path=target[0], folder=target[0].rstrip("/")))
     if kind is not None:
-        raise LaunchError(f"{target[0]} is {kind}, not a script: give a Python file")
+        raise LaunchError(_("{path} is {kind}, not a script: give a Python file").format(path=target[0], kind=kind))
     return [str(script.resolve()), *target[1:]]
 
 
@@ -202,7 +204,7 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
         record = RunRecord.create(spec.label, root)
     except OSError as exc:  # runs/ is a file, a symlink, or not writable
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in (exc.strerror or "") else ""
-        raise LaunchError(f"cannot keep the run record: {exc.strerror or exc}{where}") from None
+        raise LaunchError(_("cannot keep the run record: {why}").format(why=f"{exc.strerror or exc}{where}")) from None
     argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
                          rendezvous_args(node) if node else None)
     env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.record_types import RankExit, RunMeta, RunStatus
 from mgtutor.training.runs.peer import PeerCheck, check_peer, is_local, parse_endpoint, resolve, route_to
 
@@ -46,27 +47,29 @@ def plan_node(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str | 
               timeout_s: int | None = None) -> NodePlan | None:
     """None for a single-node run; else the node's plan, or NodeError with the fix."""
     if nnodes < 1:
-        raise NodeError(f"--nnodes must be at least 1 (got {nnodes})")
+        raise NodeError(_("--nnodes must be at least 1 (got {nnodes})").format(nnodes=nnodes))
     if not 0 <= node_rank < nnodes:
-        raise NodeError(f"--node-rank must be from 0 to {nnodes - 1} for --nnodes {nnodes} (got {node_rank})")
+        raise NodeError(_("--node-rank must be from 0 to {last} for --nnodes {nnodes} (got {node_rank})").format(
+            last=nnodes - 1, nnodes=nnodes, node_rank=node_rank))
     if timeout_s is not None and timeout_s < 1:
-        raise NodeError(f"--rdzv-timeout must be at least 1 second (got {timeout_s})")
+        raise NodeError(_("--rdzv-timeout must be at least 1 second (got {timeout})").format(timeout=timeout_s))
     if nnodes == 1 and not endpoint:
         return None
     if not endpoint:
-        raise NodeError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT, the address of node 0 "
-                        "that every node can reach (the same on every node)")
+        raise NodeError(_("--nnodes > 1 needs --rdzv-endpoint HOST:PORT, the address of node 0 "
+                          "that every node can reach (the same on every node)"))
     try:
         host, port = parse_endpoint(endpoint, DEFAULT_RDZV_PORT)
         addr = resolve(host)[0]
     except ValueError as exc:
         raise NodeError(f"--rdzv-endpoint: {exc}") from None
     except OSError as exc:
-        raise NodeError(f"--rdzv-endpoint: cannot resolve {host} ({exc}); use node 0's IP address") from None
+        raise NodeError(_("--rdzv-endpoint: cannot resolve {host} ({why}); use node 0's IP address").format(
+            host=host, why=exc)) from None
     local = is_local(host)
     if node_rank == 0 and not local:
-        raise NodeError(f"node 0 hosts the rendezvous store, but {host} is not an address of this machine: "
-                        f"run node 0 on {host}, or give this machine's address as --rdzv-endpoint")
+        raise NodeError(_("node 0 hosts the rendezvous store, but {host} is not an address of this machine: "
+                          "run node 0 on {host}, or give this machine's address as --rdzv-endpoint").format(host=host))
     route = route_to(addr)  # a loopback endpoint is allowed: several "nodes" on one machine
     return NodePlan(nnodes=nnodes, node_rank=node_rank, host=host, port=port,
                     rdzv_id=rdzv_id or f"mgtutor-{host}-{port}", is_host=node_rank == 0,
@@ -141,13 +144,18 @@ class NodeState:
     phase: str
 
 
+# A node's phase beyond the run's own (said with `_()` where shown; `mgtutor runs --json` keeps them)
+WAITING_FOR_NODES = N_("waiting for the other nodes (rendezvous)")
+FAILED_BEFORE_RANKS = N_("failed before its ranks started (rendezvous)")
+
+
 def node_state(meta: RunMeta, rank_infos: list[RankExit], status: str) -> NodeState:
     group_ranks = {i.node_rank for i in rank_infos}
     started = [i for i in rank_infos if i.pid]
     if status == RunStatus.RUNNING:
-        phase = "training" if started else "waiting for the other nodes (rendezvous)"
+        phase = "training" if started else WAITING_FOR_NODES
     else:
-        phase = status if started or status != "failed" else "failed before its ranks started (rendezvous)"
+        phase = status if started or status != "failed" else FAILED_BEFORE_RANKS
     return NodeState(node_rank=meta.node_rank, nnodes=meta.nnodes,
                      group_rank=group_ranks.pop() if len(group_ranks) == 1 else None,
                      host=meta.host, local_addr=meta.local_addr, iface=meta.iface,

@@ -157,7 +157,7 @@ class AlertBanner(Static):
 def node_text(node: NodeState) -> Text:
     """One line for one node of a multi-node job: which node, where, which ranks, how far."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"node {node.node_rank}/{node.nnodes}", "bold")
+    text.append(_("node {node}/{nodes}").format(node=node.node_rank, nodes=node.nnodes), "bold")
     host = node.host or None
     where = node.local_addr or host or "?"
     text.append(f"  {host or '?'}" + (f" ({where}" if where != host else ""))
@@ -172,9 +172,10 @@ def node_text(node: NodeState) -> Text:
     if ranks:
         span = f"{ranks[0]}–{ranks[-1]}" if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2 else \
             ",".join(map(str, ranks))
-        text.append(f"  ranks {span}")
+        text.append("  " + _("ranks {span}").format(span=span))
     phase = node.phase
-    text.append(f"  {phase}", PHASE_STYLE.get(phase, "yellow" if "waiting" in phase else ""))
+    said = _(PHASE_WORDS.get(phase, phase))
+    text.append(f"  {said}", PHASE_STYLE.get(phase, "yellow" if "waiting" in phase else ""))
     return text
 
 
