@@ -57,10 +57,15 @@ def truth(step: TrialStep) -> dict:
     return {"max_batch": search.best_fit, "trials": trials}
 
 
-def accelerate_anchor(step: TrialStep, start: int) -> dict:
+def accelerate_anchor(step: TrialStep, start: int, warm: bool) -> dict:
+    """`warm`: one step at batch 8 first, so cuBLAS's handle exists before the first try: called cold,
+    accelerate's first OOM can come from `cublasCreate` (CUBLAS_STATUS_ALLOC_FAILED), which it does not
+    take for an OOM, and the process ends."""
     from accelerate.utils import find_executable_batch_size
 
     trials: list = []
+    if warm:
+        step.run(8, 1)
 
     @find_executable_batch_size(starting_batch_size=start)
     def train(batch_size: int) -> int:
@@ -68,7 +73,7 @@ def accelerate_anchor(step: TrialStep, start: int) -> dict:
         step.run(batch_size, STEPS)
         return batch_size
 
-    return {"max_batch": train(), "trials": trials, "starting_batch_size": start}
+    return {"max_batch": train(), "trials": trials, "starting_batch_size": start, "warm": warm}
 
 
 def lightning_anchor(args: argparse.Namespace) -> dict:
@@ -122,6 +127,7 @@ def main() -> None:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--start", type=int, default=8192, help="accelerate's starting_batch_size")
+    parser.add_argument("--warm", action="store_true", help="accelerate: one small step before it starts")
     parser.add_argument("--init-val", type=int, default=256, help="Lightning's first batch")
     parser.add_argument("--max-trials", type=int, default=25, help="Lightning's cap on trials (its default: 25)")
     args = parser.parse_args()
@@ -130,7 +136,7 @@ def main() -> None:
         out = lightning_anchor(args)
     else:
         step = TrialStep(step_args(args.model, args.image_size), torch.device("cuda", 0))
-        out = truth(step) if args.method == "truth" else accelerate_anchor(step, args.start)
+        out = truth(step) if args.method == "truth" else accelerate_anchor(step, args.start, args.warm)
     out.update(method=args.method, model=args.model, image_size=args.image_size, steps_per_trial=STEPS,
                seconds=round(time.perf_counter() - began, 2), gpu=torch.cuda.get_device_name(0), torch=torch.__version__)
     print("ANCHOR " + json.dumps(out), flush=True)

@@ -43,7 +43,8 @@ for item in $plan; do
   echo "== $step $model ($(left) s left)" | tee -a "$out/log.txt"
   case $step in
     finder) finder "$model" ;;
-    lightning) anchor lightning "$model" --init-val 512 --max-trials "${LIGHTNING_TRIALS:-10}" ;;
+    lightning) anchor lightning "$model" --init-val 512 --max-trials "${LIGHTNING_TRIALS:-12}" ;;
+    accelerate) anchor accelerate "$model" ${ACCELERATE_WARM:+--warm} ;;
     *) anchor "$step" "$model" ;;
   esac
 done
