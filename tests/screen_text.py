@@ -19,9 +19,10 @@ from textual.widgets import DataTable, Log, Markdown, OptionList, RichLog, Stati
 from textual.widgets._footer import FooterKey
 from textual.widgets._markdown import MarkdownFence
 
-# Code and logs: kept as they are (a Log is a rank's or a demo's output; #lesson-code a lesson's script).
+# Code and logs: kept as they are (a Log is a rank's or a demo's output; #lesson-code a lesson's script,
+# #patch-diff the fixes to the user's script).
 VERBATIM = (MarkdownFence, Log)
-VERBATIM_IDS = ("lesson-code",)
+VERBATIM_IDS = ("lesson-code", "patch-diff")
 READ_WHOLE = (Static, DataTable, RichLog, OptionList, Markdown, FooterKey)  # their words: `widget_words`
 RANK_LINE = re.compile(r"^r\d+│")  # a rank's own line in the Lessons run pane
 

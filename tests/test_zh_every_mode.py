@@ -24,6 +24,8 @@ ALLOW = ("--data synthetic", "--steps", "--log-every")
 # yet): each demo's description, and the GPUs check's name with NVML's reason.
 DEMO_WORDS = tuple(scenario.what_happens for scenario in SCENARIOS.values())
 GPUS_CHECK = ("· GPUs: ",)
+# The script's own words quoted by a finding card (its code line, the fix's code).
+SCRIPT_WORDS = ("| ", "⏎")
 # A rank's own words quoted by the failure banner and its diagnosis (the injected crash's message).
 RANK_WORDS = ("RuntimeError: injected", "injected crash", "raised at step", "at step 3)")
 
@@ -286,3 +288,53 @@ def test_the_run_layer_says_its_records_in_chinese(in_chinese, tmp_path):
     lines = said + [stall, fold_text(block), rendezvous_message([1], [1], [0], 31.0)]
     assert english_left("\n".join(lines)) == [], lines
     assert lines[-2].startswith("torchrun 报告 rank 1 失败 (退出码 1)"), lines[-2]
+
+
+async def test_troubleshoot_a_script_its_findings_and_the_fixes_as_a_diff(in_chinese, tmp_path):
+    from mgtutor.tui.screens.confirm import ConfirmScreen
+    from mgtutor.tui.screens.patch import PatchScreen
+    from tests.test_check_patch_tui import SCRIPT
+    from tests.test_troubleshoot_check import _give_script, _pick
+
+    script = tmp_path / "demo.py"
+    script.write_text(SCRIPT.read_text())
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        screen = app.screen
+        await _pick(pilot, screen, "one-gpu")
+        await _give_script(pilot, str(script))
+        await wait_for_app(pilot, lambda: bool(screen.script_findings), 30, what="the script's findings")
+        await settle(pilot)
+        no_english(screen, allow=DEMO_WORDS + GPUS_CHECK + SCRIPT_WORDS)
+        screen.query_one("#ts-symptoms").focus()
+        await pilot.press("F")
+        patch = await wait_for_app(pilot, lambda: app.screen if isinstance(app.screen, PatchScreen) else None)
+        await pilot.pause()
+        assert "处安全修复" in no_english(patch)
+        await pilot.press("a")
+        await wait_for_app(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.pause()
+        assert "写入 (y)" in no_english(app.screen)
+        await pilot.press("n")
+
+
+@pytest.mark.integration
+async def test_quitting_while_a_run_goes(in_chinese, write_script):
+    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from mgtutor.tui.screens.quit import QuitScreen
+
+    run = launch(LaunchSpec(target=[str(write_script("sleep.py", "import time\ntime.sleep(600)\n"))], nproc=2,
+                            backend="gloo"))
+    try:
+        app = MgTutorApp()
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.track_run(run)
+            await pilot.press("q")
+            await wait_for_app(pilot, lambda: isinstance(app.screen, QuitScreen), 10, what="the quit dialog")
+            await settle(pilot)
+            text = no_english(app.screen)
+            assert "个运行还在进行" in text and "(s)" in text, text  # the buttons are drawn
+            await pilot.press("escape")
+    finally:
+        run.stop(grace=2)
