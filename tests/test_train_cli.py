@@ -109,3 +109,15 @@ def test_follower_and_summary_read_whole_events_only(tmp_path: Path) -> None:
     summary = summarize(read_events(path), 2)
     assert not summary.complete and summary.samples_per_s is None
     assert summary.ranks[0].loss == 1.5 and summary.ranks[1].error == "RuntimeError: boom"
+
+
+def test_the_inject_help_lists_every_mode() -> None:
+    """The help writes the modes out (one message for the catalogue); it must name each one, in order."""
+    import argparse
+
+    from mgtutor.training.runs.train_options import INJECT_MODES, add_train_options
+
+    parser = argparse.ArgumentParser()
+    add_train_options(parser)
+    action = next(a for a in parser._actions if "--inject" in a.option_strings)
+    assert action.help.split(": ", 1)[1].split(", ") == list(INJECT_MODES)

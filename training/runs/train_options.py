@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from mgtutor.training.runs.i18n import N_
+
 MODELS = ("tinycnn", "resnet18", "resnet50", "convnext_tiny", "vit_b_16")
 DATASETS = ("synthetic", "cifar10", "imagefolder")
 STRATEGIES = ("ddp", "single", "dp")
@@ -40,61 +42,62 @@ def _batch_value(text: str) -> int | str:
 
 # (flag, kwargs) in the order they are shown in --help; dest is derived by argparse.
 _OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--model", dict(default="tinycnn", choices=MODELS, help="network to train (default tinycnn: seconds on a CPU)")),
+    ("--model", dict(default="tinycnn", choices=MODELS, help=N_("network to train (default tinycnn: seconds on a CPU)"))),
     ("--data", dict(default="synthetic", choices=DATASETS,
-                    help="synthetic (made on the device, no input pipeline), cifar10 or imagefolder from --data-dir")),
-    ("--data-dir", dict(default=None, metavar="DIR", help="local copy of the data set; nothing is ever downloaded")),
-    ("--workers", dict(type=int, default=4, metavar="N", help="DataLoader worker processes for real data (default 4)")),
+                    help=N_("synthetic (made on the device, no input pipeline), cifar10 or imagefolder from --data-dir"))),
+    ("--data-dir", dict(default=None, metavar="DIR", help=N_("local copy of the data set; nothing is ever downloaded"))),
+    ("--workers", dict(type=int, default=4, metavar="N", help=N_("DataLoader worker processes for real data (default 4)"))),
     ("--strategy", dict(default="ddp", choices=STRATEGIES,
-                        help="ddp (default), single (one device, no wrapper) or dp (nn.DataParallel, one process)")),
-    ("--image-size", dict(type=int, default=32, metavar="PX", help="32 = CIFAR-shaped, 224 = ImageNet-shaped")),
+                        help=N_("ddp (default), single (one device, no wrapper) or dp (nn.DataParallel, one process)"))),
+    ("--image-size", dict(type=int, default=32, metavar="PX", help=N_("32 = CIFAR-shaped, 224 = ImageNet-shaped"))),
     ("--batch-size", dict(type=_batch_value, default=64, metavar="B",
-                          help="samples per rank per micro-step (default 64); auto: the largest batch that fits on "
+                          help=N_("samples per rank per micro-step (default 64); auto: the largest batch that fits on "
                                "every rank's GPU, found before training (as `mgtutor bench maxbatch` does), less a "
-                               "5 %% margin")),
-    ("--dataset-size", dict(type=int, default=50_000, metavar="N", help="synthetic samples per epoch (default 50000)")),
-    ("--lr", dict(type=float, default=0.05, help="learning rate for one rank's batch (default 0.05)")),
-    ("--scale-lr", dict(default="none", choices=("none", "linear"), help="linear: lr × world size")),
-    ("--warmup", dict(type=int, default=0, metavar="STEPS", help="linear learning-rate warm-up steps")),
-    ("--amp", dict(default="auto", choices=AMP_MODES, help="torch.amp autocast; auto = bf16 on GPU, off on CPU")),
-    ("--channels-last", dict(default="auto", choices=("auto", "on", "off"), help="NHWC memory format; auto = on GPU")),
+                               "5 %% margin"))),
+    ("--dataset-size", dict(type=int, default=50_000, metavar="N", help=N_("synthetic samples per epoch (default 50000)"))),
+    ("--lr", dict(type=float, default=0.05, help=N_("learning rate for one rank's batch (default 0.05)"))),
+    ("--scale-lr", dict(default="none", choices=("none", "linear"), help=N_("linear: lr × world size"))),
+    ("--warmup", dict(type=int, default=0, metavar="STEPS", help=N_("linear learning-rate warm-up steps"))),
+    ("--amp", dict(default="auto", choices=AMP_MODES, help=N_("torch.amp autocast; auto = bf16 on GPU, off on CPU"))),
+    ("--channels-last", dict(default="auto", choices=("auto", "on", "off"), help=N_("NHWC memory format; auto = on GPU"))),
     ("--compile", dict(default="auto", choices=COMPILE_MODES, metavar="{auto,off,default,reduce-overhead,max-autotune}",
-                       help="torch.compile the model. auto (the default) compiles a GPU run of a real model (not "
+                       help=N_("torch.compile the model. auto (the default) compiles a GPU run of a real model (not "
                             "tinycnn) at 128 px or more for 300 steps or more, inside the whole-step CUDA graph when the step is "
                             "graphed; CPU ranks, short runs and small images stay eager (the run says which and "
                             "why, and how long compiling took). Inductor's caches are kept in "
                             "$XDG_CACHE_HOME/mgtutor/inductor, so a second run compiles faster. A mode compiles "
-                            "with it; off never compiles")),
+                            "with it; off never compiles"))),
     ("--cuda-graphs", dict(nargs="?", const=True, default=None, type=_graphs_value,
                            metavar="{auto,on,off}",
-                           help="record the whole step as one CUDA graph and replay it (NVIDIA GPUs; ddp or "
+                           help=N_("record the whole step as one CUDA graph and replay it (NVIDIA GPUs; ddp or "
                                 "single): for small images, where launching kernels from Python sets the pace. "
                                 "auto (the default) = on for a GPU run whose step is fixed (no --compile mode, "
                                 "--warmup, --grad-accum, --amp fp16, --inject or DDP options), off otherwise; "
-                                "the run says which and why at its start. A bare --cuda-graphs means on")),
-    ("--static-graph", dict(default="on", choices=("on", "off"), help="DDP static_graph (default on)")),
-    ("--bucket-view", dict(default="on", choices=("on", "off"), help="DDP gradient_as_bucket_view (default on)")),
+                                "the run says which and why at its start. A bare --cuda-graphs means on"))),
+    ("--static-graph", dict(default="on", choices=("on", "off"), help=N_("DDP static_graph (default on)"))),
+    ("--bucket-view", dict(default="on", choices=("on", "off"), help=N_("DDP gradient_as_bucket_view (default on)"))),
     ("--bucket-mb", dict(type=float, default=None, metavar="MB",
-                         help="gradients per all-reduce bucket (default: DDP's 25, 4 with --cuda-graphs)")),
-    ("--grad-accum", dict(type=int, default=1, metavar="K", help="micro-steps per optimizer step (no_sync on all but the last)")),
-    ("--epochs", dict(type=int, default=1, help="epochs, when --steps is not given")),
-    ("--steps", dict(type=int, default=None, metavar="S", help="optimizer steps in total (overrides --epochs)")),
+                         help=N_("gradients per all-reduce bucket (default: DDP's 25, 4 with --cuda-graphs)"))),
+    ("--grad-accum", dict(type=int, default=1, metavar="K", help=N_("micro-steps per optimizer step (no_sync on all but the last)"))),
+    ("--epochs", dict(type=int, default=1, help=N_("epochs, when --steps is not given"))),
+    ("--steps", dict(type=int, default=None, metavar="S", help=N_("optimizer steps in total (overrides --epochs)"))),
     ("--seed", dict(type=int, default=0)),
     ("--log-every", dict(type=int, default=10, metavar="N",
-                         help="emit a step event every N steps (each one waits for the device: keep N > 1 on GPUs)")),
+                         help=N_("emit a step event every N steps (each one waits for the device: keep N > 1 on GPUs)"))),
     ("--timing-skip", dict(type=int, default=None, metavar="N",
-                           help="steps left out of the throughput (warm-up); default min(10, steps/5)")),
-    ("--checkpoint-dir", dict(default=None, metavar="DIR", help="rank 0 writes DIR/checkpoint.pt atomically")),
-    ("--checkpoint-every", dict(type=int, default=0, metavar="S", help="also checkpoint every S steps")),
-    ("--resume", dict(action="store_true", help="continue from DIR/checkpoint.pt (every rank loads it)")),
+                           help=N_("steps left out of the throughput (warm-up); default min(10, steps/5)"))),
+    ("--checkpoint-dir", dict(default=None, metavar="DIR", help=N_("rank 0 writes DIR/checkpoint.pt atomically"))),
+    ("--checkpoint-every", dict(type=int, default=0, metavar="S", help=N_("also checkpoint every S steps"))),
+    ("--resume", dict(action="store_true", help=N_("continue from DIR/checkpoint.pt (every rank loads it)"))),
     ("--init-timeout", dict(type=float, default=60.0, metavar="S",
-                            help="seconds to wait for every rank to join (default 60, PyTorch's is 10–30 min)")),
-    ("--record-indices", dict(action="store_true", help="write the sample indices each rank used to the run dir")),
+                            help=N_("seconds to wait for every rank to join (default 60, PyTorch's is 10–30 min)"))),
+    ("--record-indices", dict(action="store_true", help=N_("write the sample indices each rank used to the run dir"))),
     ("--inject", dict(default=None, choices=INJECT_MODES, metavar="MODE",
-                      help="produce a real failure: " + ", ".join(INJECT_MODES))),
-    ("--inject-rank", dict(type=int, default=1, metavar="R", help="the rank that misbehaves (default 1)")),
-    ("--inject-step", dict(type=int, default=3, metavar="S", help="the step at which it does (default 3)")),
-    ("--slow-seconds", dict(type=float, default=0.25, metavar="S", help="slow-rank: seconds of sleep per step")),
+                      help=N_("produce a real failure: hang-before-init, oom, crash-rank, nan-loss, unused-param, "
+                              "slow-rank, no-sampler"))),  # INJECT_MODES, written out for the catalogue
+    ("--inject-rank", dict(type=int, default=1, metavar="R", help=N_("the rank that misbehaves (default 1)"))),
+    ("--inject-step", dict(type=int, default=3, metavar="S", help=N_("the step at which it does (default 3)"))),
+    ("--slow-seconds", dict(type=float, default=0.25, metavar="S", help=N_("slow-rank: seconds of sleep per step"))),
 ]
 
 
