@@ -338,3 +338,18 @@ async def test_quitting_while_a_run_goes(in_chinese, write_script):
             await pilot.press("escape")
     finally:
         run.stop(grace=2)
+
+
+async def test_runs_with_broken_records(in_chinese):
+    from tests.test_runs_screen_broken import _run
+
+    _run("good")
+    _run("typed", meta={"started": "yesterday", "target": None, "world_size": "two"},
+         result={"status": "failed", "first_failure": 5})
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        table = app.screen.query_one("#runs-table")
+        await wait_for_app(pilot, lambda: table.row_count == 2, 30, what="the runs table")
+        # the record's own field names and values are quoted as they are
+        assert "类型不对：started 是 'yesterday'" in no_english(app.screen, allow=("'yesterday', target 是",))

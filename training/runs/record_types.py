@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
+from mgtutor.training.runs.i18n import N_
+
 T = TypeVar("T")
 
 
@@ -37,6 +39,9 @@ class RunStatus(str, Enum):
             return cls(value)
         except ValueError:
             return default
+
+
+FIELD_IS = N_("{key} is {value}")  # a field of the wrong type, in a record's `problem`
 
 
 @functools.cache
@@ -89,11 +94,11 @@ def _from_json(cls: type[T], data: Any) -> T:
             if _plausible(value, hints[key]):
                 known[key] = value
             else:
-                wrong.append(f"{key} is {_shown(value)}")
+                wrong.append(FIELD_IS.format(key=key, value=_shown(value)))
     extra = {k: v for k, v in data.items() if k not in names}
     obj = cls(**known, extra=extra)  # type: ignore[call-arg]
     if wrong and "problem" in names:
-        object.__setattr__(obj, "problem", "wrong type: " + ", ".join(wrong))
+        object.__setattr__(obj, "problem", "wrong type: " + ", ".join(wrong))  # said with records.WRONG_TYPE
     return obj
 
 

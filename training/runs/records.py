@@ -25,8 +25,10 @@ from typing import Any
 import platformdirs
 import psutil
 
+from mgtutor.training.runs.i18n import N_, retold
 from mgtutor.training.runs.multinode import hosted_ranks
 from mgtutor.training.runs.record_types import (
+    FIELD_IS,
     FirstFailure,
     RankExit,
     RankOutcome,
@@ -77,20 +79,38 @@ def read_json(path: Path) -> Any | None:
         return None
 
 
+# Why a record file could not be read: English (compared, printed by --json), said with `said_problem`.
+MISSING = N_("{name} is missing")
+UNREADABLE = N_("{name} is unreadable ({why})")
+NOT_JSON = N_("{name} is truncated or not JSON ({size} bytes)")
+NO_OBJECT = N_("{name} holds no JSON object")
+HAS_A = N_("{name} has a {problem}")
+WRONG_TYPE = N_("wrong type: {fields}")
+
+
+def said_problem(problem: str) -> str:
+    """A record's problem (or any other note: left as it is) in the language in force."""
+    def fields(text: str) -> str:
+        return ", ".join(retold(field, (FIELD_IS,)) for field in text.split(", "))
+
+    return retold(problem, (MISSING, UNREADABLE, NOT_JSON, NO_OBJECT, HAS_A),
+                  problem=lambda inner: retold(inner, (WRONG_TYPE,), fields=fields))
+
+
 def read_json_why(path: Path) -> tuple[Any, str | None]:
     """(data, None), or (None, why it could not be read): missing, unreadable, not a file, or not whole JSON."""
     try:
         text = read_regular(path).decode("utf-8", "replace")
     except FileNotFoundError:
-        return None, f"{path.name} is missing"
+        return None, MISSING.format(name=path.name)
     except OSError as exc:
-        return None, f"{path.name} is unreadable ({exc.strerror or exc})"
+        return None, UNREADABLE.format(name=path.name, why=exc.strerror or exc)
     try:
         data = json.loads(text)
     except ValueError:
-        return None, f"{path.name} is truncated or not JSON ({len(text)} bytes)"
+        return None, NOT_JSON.format(name=path.name, size=len(text))
     if not isinstance(data, dict):
-        return None, f"{path.name} holds no JSON object"
+        return None, NO_OBJECT.format(name=path.name)
     return data, None
 
 
@@ -151,7 +171,7 @@ class RunRecord:
         data, problem = read_json_why(self.path / "meta.json")
         meta = RunMeta.from_json(data)
         if meta.problem:
-            meta.problem = f"meta.json has a {meta.problem}"
+            meta.problem = HAS_A.format(name="meta.json", problem=meta.problem)
         meta.problem = problem or meta.problem
         return meta
 
@@ -178,7 +198,7 @@ class RunRecord:
         data = read_json(self.path / "result.json")
         result = RunResult.from_json(data) if isinstance(data, dict) and data else None
         if result is not None and result.problem:
-            result.problem = f"result.json has a {result.problem}"
+            result.problem = HAS_A.format(name="result.json", problem=result.problem)
         return result
 
     def unreadable(self) -> bool:

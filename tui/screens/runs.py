@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.records import RunRecord, list_runs, runs_root
+from mgtutor.training.runs.records import RunRecord, list_runs, runs_root, said_problem
 from mgtutor.tui.messages import OpenRun
 from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.widgets.mode_footer import ModeFooter
@@ -130,7 +130,8 @@ class RunsScreen(Screen):
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
-            table.add_row(short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:], key=row[0])
+            table.add_row(short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:5], said_problem(row[5]),
+                          key=row[0])
         root_line = self.query_one("#runs-root", Static)
         if not rows:
             root_line.update(_("No runs yet in {path}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.").format(
