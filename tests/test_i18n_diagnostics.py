@@ -25,6 +25,7 @@ from mgtutor.diagnostics.doctor.report import collect, render_text
 from mgtutor.diagnostics.doctor.saved import load
 from mgtutor.diagnostics.doctor.topology import read_topology
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
+from mgtutor.diagnostics.failures.demos import SCENARIOS
 from mgtutor.diagnostics.failures.hang import analyse_capture
 from mgtutor.diagnostics.failures.hang_fr import read_dumps
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
@@ -296,3 +297,11 @@ def test_a_k8s_option_error_is_said_in_chinese(bad):
     with pytest.raises(K8sError) as error:
         K8sJob(**options).check()
     assert chinese(str(error.value)) and english_left(str(error.value)) == [], str(error.value)
+
+
+def test_the_failure_demos_are_listed_in_chinese(capsys):
+    text = cli(capsys, "--lang", "zh", "demo")
+    assert "一个始终不加入的 rank" in text and "启动时卡住" in text
+    assert english_left(text) == []
+    set_language("zh")
+    assert all(chinese(_(s.what_happens)) for s in SCENARIOS.values())

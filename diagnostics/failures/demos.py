@@ -21,6 +21,7 @@ from mgtutor.training.runs.records import RunResult
 from mgtutor.training.runs.samples import SampleRecorder
 from mgtutor.training.runs.session import RunSession
 from mgtutor.training.runs.watch import Detector
+from mgtutor.training.runs.i18n import N_
 
 TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--batch-size", "16", "--dataset-size", "2048",
          "--log-every", "1", "--init-timeout", "20"]
@@ -49,45 +50,45 @@ def _train(*extra: str) -> tuple[str, ...]:
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
-    Scenario("never-joins", "A rank that never joins", "hangs at start",
-             "Rank 1 never calls init_process_group; rank 0 waits for it at the rendezvous until its timeout.",
+    Scenario("never-joins", N_("A rank that never joins"), N_("hangs at start"),
+             N_("Rank 1 never calls init_process_group; rank 0 waits for it at the rendezvous until its timeout."),
              _train("--steps", "4", "--inject", "hang-before-init", "--inject-rank", "1", "--init-timeout", "8"),
              "rendezvous_timeout"),
-    Scenario("port-in-use", "Port already in use", "address already in use",
-             "mgtutor holds a port open, and the ranks are told to host their store on that same port.",
+    Scenario("port-in-use", N_("Port already in use"), N_("address already in use"),
+             N_("mgtutor holds a port open, and the ranks are told to host their store on that same port."),
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "port-in-use"), "port_in_use", hold_port=True),
-    Scenario("oom", "Out of memory on one rank", "out of memory",
-             "Rank 1 allocates until the allocator fails (CUDA OOM on a GPU, MemoryError on a CPU).",
+    Scenario("oom", N_("Out of memory on one rank"), N_("out of memory"),
+             N_("Rank 1 allocates until the allocator fails (CUDA OOM on a GPU, MemoryError on a CPU)."),
              _train("--steps", "6", "--inject", "oom", "--inject-rank", "1", "--inject-step", "2"),
              "host_oom_killed", expect_gpu="cuda_oom"),
-    Scenario("crash", "A crashing rank", "ranks disagree",
-             "Rank 1 raises an exception at step 3; torchrun stops the others.",
+    Scenario("crash", N_("A crashing rank"), N_("ranks disagree"),
+             N_("Rank 1 raises an exception at step 3; torchrun stops the others."),
              _train("--steps", "6", "--inject", "crash-rank", "--inject-rank", "1"), "child_failed"),
-    Scenario("unused-param", "Unused parameters", "ranks disagree",
-             "The model has a layer forward never uses; DDP waits for its gradient and fails at the next step.",
+    Scenario("unused-param", N_("Unused parameters"), N_("ranks disagree"),
+             N_("The model has a layer forward never uses; DDP waits for its gradient and fails at the next step."),
              _train("--steps", "4", "--inject", "unused-param"), "ddp_unused_parameters"),
-    Scenario("no-sampler", "No DistributedSampler", "no speed-up",
-             "Every rank shuffles the whole data set the same way: identical batches, identical losses.",
+    Scenario("no-sampler", N_("No DistributedSampler"), N_("no speed-up"),
+             N_("Every rank shuffles the whole data set the same way: identical batches, identical losses."),
              _train("--steps", "4", "--inject", "no-sampler"), "no_distributed_sampler"),
-    Scenario("nan-loss", "NaN loss", "ranks disagree",
-             "Rank 1 gets a corrupt (NaN) sample; the all-reduce spreads NaN to every rank.",
+    Scenario("nan-loss", N_("NaN loss"), N_("ranks disagree"),
+             N_("Rank 1 gets a corrupt (NaN) sample; the all-reduce spreads NaN to every rank."),
              _train("--steps", "6", "--inject", "nan-loss", "--inject-rank", "1"), "nan_loss"),
-    Scenario("straggler", "A straggler", "no speed-up",
-             "Rank 1 sleeps before every step; the others wait for it in the gradient all-reduce.",
+    Scenario("straggler", N_("A straggler"), N_("no speed-up"),
+             N_("Rank 1 sleeps before every step; the others wait for it in the gradient all-reduce."),
              _train("--steps", "8", "--inject", "slow-rank", "--inject-rank", "1", "--slow-seconds", "0.3"),
              "straggler"),
-    Scenario("skip-allreduce", "A rank skips a collective", "hangs at start",
-             "Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here).",
+    Scenario("skip-allreduce", N_("A rank skips a collective"), N_("hangs at start"),
+             N_("Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here)."),
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
-    Scenario("world-size", "The script sets the world size", "hangs at start",
-             "The script asks for one rank more than torchrun started; every rank waits for a peer that never comes, "
-             "in init_process_group on gloo, in its first all_reduce on NCCL (PyTorch's own timeout: 30 minutes on "
-             "gloo, 10 on NCCL). mgtutor reads their stacks instead.",
+    Scenario("world-size", N_("The script sets the world size"), N_("hangs at start"),
+             N_("The script asks for one rank more than torchrun started; every rank waits for a peer that never comes, "
+                "in init_process_group on gloo, in its first all_reduce on NCCL (PyTorch's own timeout: 30 minutes on "
+                "gloo, 10 on NCCL). mgtutor reads their stacks instead."),
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "world-size", "--timeout", "1800"),
              "world_size_mismatch", hang=True),
-    Scenario("stuck-loader", "A data loader that never returns", "hangs after a while",
-             "Rank 1's Dataset.__getitem__ never returns (a dead network disk); rank 0 waits for it in all_reduce. "
-             "The stacks show rank 1 in its data loading, and the worker's line.",
+    Scenario("stuck-loader", N_("A data loader that never returns"), N_("hangs after a while"),
+             N_("Rank 1's Dataset.__getitem__ never returns (a dead network disk); rank 0 waits for it in all_reduce. "
+                "The stacks show rank 1 in its data loading, and the worker's line."),
              ("-m", "mgtutor.diagnostics.failures.demo_workers", "stuck-loader", "--timeout", "1800"),
              "rank_outside_collective", hang=True),
 ]}

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def scenario_table() -> str:
     """One row per scenario, the columns as wide as their longest entry (a title never runs into the
     symptom)."""
-    rows = [(_("scenario"), _("what it reproduces"), _("symptom"))] + [(s.name, s.title, s.symptom) for s in SCENARIOS.values()]
+    rows = [(_("scenario"), _("what it reproduces"), _("symptom"))] + [(s.name, _(s.title), _(s.symptom)) for s in SCENARIOS.values()]
     name_w = max(cell_len(row[0]) for row in rows)
     title_w = max(cell_len(row[1]) for row in rows)
     return "\n".join(f"{left(name, name_w)}  {left(title, title_w)}  {symptom}".rstrip() for name, title, symptom in rows)
@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", flush=True)
 
     if not args.json:
-        print(f"demo {scenario.name}: {scenario.what_happens}\n", flush=True)
+        print(f"demo {scenario.name}: {_(scenario.what_happens)}\n", flush=True)
     try:
         outcome = run_demo(scenario.name, nproc=args.nproc, backend=args.backend, on_line=show)
     except LaunchError as exc:
