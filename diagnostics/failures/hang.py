@@ -201,7 +201,7 @@ def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
         if divergence is not None and report.kind in ("collective_mismatch", "rank_outside_collective"):
             report.summary += f" Flight Recorder: {divergence.text()}."
             if report.said.get("summary"):
-                report.said["summary"] += f" Flight Recorder: {divergence.text(_)}."
+                report.said["summary"] += _(" Flight Recorder: {divergence}.").format(divergence=divergence.text(_))
     return report
 
 

@@ -134,7 +134,7 @@ class Divergence:
         if self.missing:
             parts.append(say(N_("rank {ranks} never reached it") if len(self.missing) == 1 else
                              N_("ranks {ranks} never reached it")).format(ranks=", ".join(map(str, self.missing))))
-        return say(N_("first divergence at collective #{seq}: ")).format(seq=self.seq) + "; ".join(parts)
+        return say(N_("first divergence at collective #{seq}: ")).format(seq=self.seq) + say(N_("; ")).join(parts)
 
 
 def first_divergence(ranks: dict[int, FlightRank]) -> Divergence | None:
