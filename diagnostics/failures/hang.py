@@ -100,7 +100,7 @@ class HangReport:
 
     def text(self, prefix: str = "") -> str:
         head = _("hang report ({kind})").format(kind=self.kind or _("no known cause"))
-        lines = [f"{prefix}{head}: {self.said.get('summary') or self.summary}"]
+        lines = [prefix + head + _(": ") + (self.said.get("summary") or self.summary)]
         for rank, where in sorted(self.where.items()):
             mark = "*" if rank in self.ranks else " "
             lines.append(f"{prefix} {mark} rank {rank}: {where.describe(_)}")
@@ -272,7 +272,7 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[1]))
         odd = [r for _key, ranks in ordered[1:] for r in ranks]
         def mismatch_text(say: Callable[[str], str]) -> str:
-            return ": " + ", ".join(
+            return say(N_(": ")) + say(N_(", ")).join(
                 say(N_("{ranks} waits in {op} at {place}") if len(ranks) == 1 else
                     N_("{ranks} wait in {op} at {place}")).format(
                         ranks=_ranks_text(ranks, say), op=seen[ranks[0]].op(say),
