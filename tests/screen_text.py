@@ -36,6 +36,11 @@ def verbatim(widget: Widget) -> bool:
     return any(isinstance(node, VERBATIM) or node.id in VERBATIM_IDS for node in widget.ancestors_with_self)
 
 
+def rows(screen) -> list[str]:
+    """The screen's rows exactly as the terminal shows them."""
+    return [strip.text for strip in screen._compositor.render_strips()]
+
+
 def drawn(screen) -> list[str]:
     """The screen's rows as the terminal shows them, for what draws itself (meters, charts, the header):
     the cells of code and logs, and of widgets whose whole text is read from them, are blanked."""

@@ -14,7 +14,7 @@ from mgtutor.training.runs.records import RunRecord
 from mgtutor.tui.app import MgTutorApp
 from tests.english_left import english_left
 from tests.helpers import wait_for_app
-from tests.screen_text import screen_text
+from tests.screen_text import rows, screen_text
 from tests.test_i18n_tui import footer_uncut, in_chinese  # noqa: F401  (a fixture)
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -35,6 +35,8 @@ def no_english(screen, allow: tuple[str, ...] = ()) -> str:
     text = screen_text(screen)
     left = list(dict.fromkeys(english_left(text, allow=ALLOW + allow)))
     assert left == [], type(screen).__name__
+    cut = [row for row in rows(screen) if "…" in row]  # Rich marks a cut line so; our Chinese uses ...
+    assert cut == [], cut
     footer_uncut(screen)
     return text
 

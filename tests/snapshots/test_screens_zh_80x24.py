@@ -50,10 +50,16 @@ def utc(monkeypatch):
 
 
 class FixtureDiagnostics(DiagnosticsScreen):
-    """The doctor's report of a machine without a GPU, as saved (no torch child asked)."""
+    """The doctor's report of a machine without a GPU: its facts as saved, its checks made from them as
+    the doctor makes them (no torch child asked)."""
 
     def run_doctor(self) -> None:
-        self.show_doctor(json.loads((DATA / "doctor_report_cpu.json").read_text()))
+        from mgtutor.diagnostics.doctor.checks import run_checks
+        from mgtutor.diagnostics.doctor.topology import Topology
+
+        report = json.loads((DATA / "doctor_report_cpu.json").read_text())
+        report["checks"] = run_checks(report, Topology())
+        self.show_doctor(report)
 
 
 class FixtureDiagnosticsApp(FixtureApp):
