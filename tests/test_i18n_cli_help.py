@@ -209,3 +209,24 @@ def test_translated_table_headings_keep_their_columns():
         assert cell_len(heading) - cell_len(outcome) == len(rank_0) - len("ok")  # the same columns
         assert cell_len(header()) == len(describe_point(point))
     assert everyone.startswith("全部   ") and "加速比" in header()
+
+
+@pytest.mark.parametrize("fields", [
+    {"status": "finished", "duration_s": 12.5, "world_size": 2, "backend": "gloo"},
+    {"status": "stopped", "duration_s": 3.0, "world_size": 1, "backend": "nccl"},
+    {"status": "failed", "world_size": 2, "backend": "gloo",
+     "first_failure": {"rank": 1, "exit_code": 3}},
+    {"status": "failed", "world_size": 2, "backend": "gloo", "first_failure": {"rank": 0, "signal": "SIGKILL"}},
+    {"status": "lost"},
+])
+def test_how_a_run_ended_reads_as_the_record_in_english_and_in_chinese(fields) -> None:
+    from mgtutor.training.runs.i18n import set_language
+    from mgtutor.training.runs.records import RunResult
+    from mgtutor.tui.commands.run import describe_result
+
+    result = RunResult.from_json(fields)
+    assert describe_result(result) == result.describe()
+    set_language("zh")
+    said = describe_result(result)
+    if fields["status"] != "lost":
+        assert said != result.describe() and not english_left(said), said

@@ -17,7 +17,7 @@ from mgtutor.diagnostics.bench.allreduce_bench import (
     start,
 )
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.training.runs.launcher import LaunchError, said_device_note
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
 from mgtutor.tui.options.flags import OptionError, add_flags
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     meta = run.record.meta()
     if not args.json:
         print("# mgtutor bench allreduce: " + _("{ranks} rank(s), {backend} — {device}").format(
-            ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
+            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
         if env_note():
             print(f"# {env_note()}")
         print(HEADER, flush=True)

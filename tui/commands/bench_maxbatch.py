@@ -8,7 +8,7 @@ import sys
 
 from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, answer, start
-from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.training.runs.launcher import LaunchError, said_device_note
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.train_options import AMP_MODES, MODELS
 from mgtutor.tui.commands.run import FollowEnded, describe_result, print_failure_diagnosis, stream_run
@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     meta = run.record.meta()
     print("mgtutor: " + _("batch finder for {model} at {size}×{size} on {ranks} rank(s) — {device}").format(
-        model=options.model, size=options.image_size, ranks=meta.world_size, device=meta.device_note),
+        model=options.model, size=options.image_size, ranks=meta.world_size, device=said_device_note(meta.device_note)),
         file=sys.stderr, flush=True)
     try:
         final = stream_run(run, out=sys.stderr if args.json else sys.stdout)

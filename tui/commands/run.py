@@ -8,14 +8,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import N_, _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.tui.commands.check import patch_lines
 from mgtutor.diagnostics.gpu import Sampler
 from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan, said_device_note
 from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.rank import MEMORY_ENV
 from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
@@ -281,8 +281,24 @@ def follow_exit_code(final: Update) -> int:
     return 128 + final.stop_signal if final.stop_signal else exit_code_for(final.result)
 
 
+# RunResult.describe()'s sentences (its English is the record's), whole for the catalogue
+RUN_FAILED_FIRST = N_("run failed: rank {rank} failed first ({how})")
+BY_SIGNAL, BY_EXIT = N_("signal {signal}"), N_("exit code {code}")
+RUN_ENDED = {RunStatus.FINISHED: N_("run finished in {seconds} s on {ranks} {backend} rank(s)"),
+             RunStatus.FAILED: N_("run failed in {seconds} s on {ranks} {backend} rank(s)"),
+             RunStatus.STOPPED: N_("run stopped in {seconds} s on {ranks} {backend} rank(s)")}
+
+
 def describe_result(result: RunResult) -> str:
-    return result.describe()
+    """How the run ended, in the language in force (the same words as the record's in English)."""
+    first = result.first_failure
+    if first:
+        how = _(BY_SIGNAL).format(signal=first.signal) if first.signal else _(BY_EXIT).format(code=first.exit_code)
+        return _(RUN_FAILED_FIRST).format(rank=first.rank, how=how)
+    sentence = RUN_ENDED.get(result.status)
+    if sentence is None or result.duration_s is None or not result.world_size or not result.backend:
+        return result.describe()
+    return _(sentence).format(seconds=result.duration_s, ranks=result.world_size, backend=result.backend)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -301,7 +317,7 @@ def main(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
         say("mgtutor: " + _("{ranks} rank(s), backend {backend} — {device}").format(
-            ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
+            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
         if meta.nnodes > 1:
             say("mgtutor: " + _("node {node} of {nodes}, rendezvous {endpoint} id {id}, this node's address {address} "
                                 "on {iface}").format(node=meta.node_rank, nodes=meta.nnodes, endpoint=meta.rdzv_endpoint,

@@ -7,6 +7,7 @@ import json
 import time
 
 from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.launcher import said_device_note
 from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.runs.secrets import redact_env
 from mgtutor.tui.commands.runs_control import (
@@ -116,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
             ranks, backend, note = len(result.ranks) or _("unknown"), result.backend or meta.backend, ""
         else:
             ranks, backend = meta.world_size, meta.backend
-            note = f" — {meta.device_note}" if meta.device_note else ""
+            note = f" — {said_device_note(meta.device_note)}" if meta.device_note else ""
         print("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
             ranks=ranks, backend=backend) + note)
         for rank in result.ranks:

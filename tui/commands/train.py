@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from mgtutor.training.runs.i18n import _
 from mgtutor.training.runs.event_types import Event, StepEvent
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch, said_device_note
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.control import deferred
 from mgtutor.training.runs.session import Update
@@ -143,7 +143,7 @@ def main(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
         say("mgtutor: " + _("training {model} on {ranks} rank(s), backend {backend} — {device}").format(
-            model=args.model, ranks=meta.world_size, backend=meta.backend, device=meta.device_note))
+            model=args.model, ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
         try:
             final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
                                             verbose=args.verbose, pending=early.signals)
