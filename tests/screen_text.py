@@ -23,6 +23,7 @@ from textual.widgets._markdown import MarkdownFence
 # #patch-diff the fixes to the user's script).
 VERBATIM = (MarkdownFence, Log)
 VERBATIM_IDS = ("lesson-code", "patch-diff")
+VERBATIM_CLASSES = ("hang-stack",)  # a rank's Python stack, folded under the hang report
 READ_WHOLE = (Static, DataTable, RichLog, OptionList, Markdown, FooterKey)  # their words: `widget_words`
 RANK_LINE = re.compile(r"^r\d+│")  # a rank's own line in the Lessons run pane
 
@@ -33,7 +34,8 @@ def shown(widget: Widget) -> bool:
 
 
 def verbatim(widget: Widget) -> bool:
-    return any(isinstance(node, VERBATIM) or node.id in VERBATIM_IDS for node in widget.ancestors_with_self)
+    return any(isinstance(node, VERBATIM) or node.id in VERBATIM_IDS or node.has_class(*VERBATIM_CLASSES)
+               for node in widget.ancestors_with_self)
 
 
 def rows(screen) -> list[str]:

@@ -355,3 +355,26 @@ async def test_runs_with_broken_records(in_chinese):
         await wait_for_app(pilot, lambda: table.row_count == 2, 30, what="the runs table")
         # the record's own field names and values are quoted as they are
         assert "类型不对：started 是 'yesterday'" in no_english(app.screen, allow=("'yesterday', target 是",))
+
+
+async def test_the_monitor_hang_panel(in_chinese):
+    import asyncio
+
+    from mgtutor.diagnostics.failures.hang import analyse_capture
+    from mgtutor.tui.widgets.hang_panel import HangPanel
+    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
+    from tests.test_hang_panel import DATA as HANG
+
+    report = analyse_capture(HANG, world_size=2)
+    code = tuple(w.where.source for w in report.where.values() if w.where.source)  # the script's own lines
+    app = FixtureApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await show_fixture_run(pilot)
+        screen = app.screen
+        await asyncio.to_thread(screen.post_hang, screen.record, report)
+        panel = screen.query_one(HangPanel)
+        await wait_for_app(pilot, lambda: panel.report is not None, 10, what="the hang panel")
+        panel.collapsed = False
+        await settle(pilot)
+        text = no_english(screen, allow=("NVIDIA H200",) + code)
+        assert "卡住" in panel.title and "rank 1:" in text

@@ -9,7 +9,7 @@ from typing import Any
 
 from textual import work
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, current_language
 from mgtutor.diagnostics.failures.hang import HangReport
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, take_report
 from mgtutor.training.runs.records import RunRecord
@@ -35,7 +35,10 @@ class HangHook:
                     stacks[rank] = handle.read()
             except OSError as exc:
                 stacks[rank] = _("(cannot read {path}: {why})").format(path=path, why=exc.strerror)
-        self.app.call_from_thread(self.show_hang, record.run_id, {**report.to_dict(), **report.said}, stacks)  # type: ignore[attr-defined]
+        said = {**report.to_dict(), **report.said}
+        if current_language() != "en":  # each rank's line said as the report says it (English keeps the compact form)
+            said["where_said"] = {str(r): w.describe(_) for r, w in report.where.items()}
+        self.app.call_from_thread(self.show_hang, record.run_id, said, stacks)  # type: ignore[attr-defined]
 
     def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str]) -> None:
         if self.record is not None and self.record.run_id == run_id:

@@ -21,10 +21,11 @@ def where_text(report: dict[str, Any]) -> Text:
     text = Text()
     text.append(str(report.get("summary", "")))
     odd = set(report.get("ranks") or [])
+    said = report.get("where_said") or {}  # each rank's line in the language in force, when the report had it
     for rank, where in sorted((report.get("where") or {}).items(), key=lambda item: int(item[0])):
         mark = "▶ " if int(rank) in odd else "  "
         text.append(f"\n{mark}rank {rank}: ", "bold red" if int(rank) in odd else "bold")
-        text.append(place(where))
+        text.append(said.get(str(rank)) or place(where))
         if where.get("source"):
             text.append(f"\n      {where['source']}", "dim")
     for line in report.get("flight_recorder") or []:
