@@ -188,3 +188,11 @@ def test_the_hang_report_reads_in_chinese_and_is_kept_in_english():
     assert "在其他 rank 加入之前，等待的 rank 无法继续" in text and "解决：找出" in text
     assert chinese.to_dict() == english.to_dict()
     assert "the waiting ranks cannot go on" in chinese.to_dict()["summary"]
+
+
+def test_sentences_are_spaced_in_english_and_not_after_chinese_punctuation():
+    from mgtutor.training.runs.i18n import sentences
+
+    assert sentences("It failed.", "", "Fix it.") == "It failed. Fix it."
+    assert sentences("运行失败。", "PyTorch 没有找到 GPU。") == "运行失败。PyTorch 没有找到 GPU。"
+    assert sentences("", "只有一句") == "只有一句"

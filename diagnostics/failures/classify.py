@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, sentences
 from mgtutor.training.runs import eventcheck
 from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
@@ -311,7 +311,7 @@ def explain_oom(findings: list[Finding], scanner: Scanner, record: Any = None) -
     finding = next((f for f in findings if f.kind == "cuda_oom"), None)
     explanation = explain_hits(scanner.hits.get("cuda_oom", []), finding.rank, record) if finding else None
     if finding is not None and explanation is not None:
-        finding.summary = f"{finding.summary} {explanation.summary()}"
+        finding.summary = sentences(finding.summary, explanation.summary())
         finding.fix = explanation.fix()
         finding.numbers = explanation.to_json()
     return findings

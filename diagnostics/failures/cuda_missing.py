@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, sentences
 
 from mgtutor.training.runs.safe_io import open_regular
 
@@ -77,8 +77,8 @@ def explain(findings: list[Finding], record: Any) -> list[Finding]:
         finding.script_frame = frame
         where = f"{Path(frame['file']).name}:{frame['line']}"
         code = f" (`{frame['code']}`)" if frame["code"] else ""
-        finding.summary = _("Your script asks for CUDA at {where}{code}.").format(where=where, code=code) + \
-            " " + finding.summary
+        finding.summary = sentences(_("Your script asks for CUDA at {where}{code}.").format(where=where, code=code),
+                                    finding.summary)
         finding.fix = _fix_text(finding, frame, ran_gloo)
     return findings
 
@@ -107,4 +107,4 @@ def _fix_text(finding: Finding, frame: dict[str, Any], ran_gloo: bool) -> str:
              "(torch.cuda.is_available() decides): `mgtutor check --diff {name}` shows the patch, "
              "`mgtutor check --fix {name}` writes it. On a machine that should have GPUs, check `nvidia-smi` and "
              "that the container sees them.").format(line=line, name=name)
-    return (_("The run already used gloo.") + " " + text) if ran_gloo else text
+    return sentences(_("The run already used gloo."), text) if ran_gloo else text

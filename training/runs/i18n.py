@@ -108,3 +108,15 @@ def retold(text: str, templates: tuple[str, ...], **say: Callable[[str], str]) -
 def _template_pattern(template: str) -> str:
     pieces = re.split(r"\{(\w+)\}", template)
     return "".join(re.escape(piece) if i % 2 == 0 else f"(?P<{piece}>.+?)" for i, piece in enumerate(pieces))
+
+
+# A sentence ending in one of these needs no space before the next (Chinese sets none after 。).
+FULL_WIDTH_ENDS = "。！？；：，）」"
+
+
+def sentences(*parts: str) -> str:
+    """Sentences one after another: a space after an English one, none after a Chinese one."""
+    out = ""
+    for part in filter(None, parts):
+        out += part if not out or out[-1] in FULL_WIDTH_ENDS else " " + part
+    return out
