@@ -378,3 +378,20 @@ async def test_the_monitor_hang_panel(in_chinese):
         await settle(pilot)
         text = no_english(screen, allow=("NVIDIA H200",) + code)
         assert "卡住" in panel.title and "rank 1:" in text
+
+
+async def test_the_monitor_check_panel(in_chinese):
+    from mgtutor.diagnostics.check.script import check_file
+    from mgtutor.tui.widgets.check_panel import CheckPanel
+    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
+    from tests.test_check_patch_tui import SCRIPT
+
+    app = FixtureApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await show_fixture_run(pilot)
+        panel = app.screen.query_one(CheckPanel)
+        panel.show(str(SCRIPT), [finding.to_json() for finding in check_file(SCRIPT)])
+        panel.collapsed = False
+        await settle(pilot)
+        no_english(app.screen, allow=("NVIDIA H200",))
+        assert "条建议" in panel.title and "[安全修复：F 查看]" in str(app.screen.query_one("#check-findings").render())
