@@ -395,3 +395,24 @@ async def test_the_monitor_check_panel(in_chinese):
         await settle(pilot)
         no_english(app.screen, allow=("NVIDIA H200",))
         assert "条建议" in panel.title and "[安全修复：F 查看]" in str(app.screen.query_one("#check-findings").render())
+
+
+async def test_the_monitor_alerts(in_chinese):
+    import time
+
+    from mgtutor.training.runs.watch import Alert, RunWatch, rendezvous_message
+    from mgtutor.tui.widgets.run_state import AlertBanner
+    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
+
+    app = FixtureApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await show_fixture_run(pilot)
+        screen = app.screen
+        silent = RunWatch(screen.record, rendezvous_after=0, silent_after=1).poll(screen.state, time.time() + 600)
+        assert [alert.kind for alert in silent] == ["possibly_hung"]
+        late = Alert("rendezvous_late", (1,), rendezvous_message([1], [], [0], 31.0))
+        screen.query_one(AlertBanner).show([late, *silent])
+        await settle(pilot)
+        banner = str(screen.query_one(AlertBanner).render())
+        assert "可能卡住了" in banner and "最后一行" in banner
+        no_english(screen, allow=("NVIDIA H200", "最后一行："))  # the ranks' last lines are their own

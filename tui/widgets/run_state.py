@@ -147,7 +147,7 @@ class AlertBanner(Static):
             for rank, lines in sorted(alert.last_lines.items()):
                 if lines and alert.kind == "possibly_hung":
                     colour = RANK_COLOURS[rank % len(RANK_COLOURS)]
-                    text.append(f"\n  r{rank} last: ", f"bold {colour}")
+                    text.append("\n  " + _("r{rank} last: ").format(rank=rank), f"bold {colour}")
                     text.append(lines[-1][:200], "dim")
         relayout = was_visible != bool(alerts) or text.plain.count("\n") != self.plain.count("\n")
         self.plain = text.plain
