@@ -416,3 +416,14 @@ async def test_the_monitor_alerts(in_chinese):
         banner = str(screen.query_one(AlertBanner).render())
         assert "可能卡住了" in banner and "最后一行" in banner
         no_english(screen, allow=("NVIDIA H200", "最后一行："))  # the ranks' last lines are their own
+
+
+def test_the_topology_of_two_gpus(in_chinese):
+    from mgtutor.tui.widgets.diagnostics_text import topology_text
+
+    gpus = [{"index": i, "name": "NVIDIA H200", "memory_total_mib": 143771, "compute_capability": "9.0",
+             "pcie_gen": 5, "pcie_width": 16, "nvlink_links_up": 18} for i in (0, 1)]
+    report = {"gpus": gpus, "topology": {"matrix": "      GPU0  GPU1\nGPU0   X    NV18\nGPU1  NV18   X"},
+              "checks": []}
+    text = topology_text(report).plain
+    assert "NVLink 18 条链路在线" in text and english_left(text) == [], text

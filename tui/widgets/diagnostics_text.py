@@ -51,7 +51,7 @@ def topology_text(report: dict[str, Any]) -> Text:
         return text
     for g in gpus:
         mem = f"{g['memory_total_mib'] / 1024:.0f} GiB" if g.get("memory_total_mib") else "?"
-        nvl = f", NVLink {g['nvlink_links_up']} up" if g.get("nvlink_links_up") else ""
+        nvl = _(", NVLink {links} up").format(links=g["nvlink_links_up"]) if g.get("nvlink_links_up") else ""
         text.append(f"GPU{g['index']} {g['name']} {mem}, sm {g.get('compute_capability') or '?'}, "
                     f"PCIe gen{g.get('pcie_gen') or '?'} ×{g.get('pcie_width') or '?'}{nvl}\n")
     text.append("\n" + report["topology"]["matrix"] + "\n\n")
