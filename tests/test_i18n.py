@@ -196,3 +196,28 @@ def test_sentences_are_spaced_in_english_and_not_after_chinese_punctuation():
     assert sentences("It failed.", "", "Fix it.") == "It failed. Fix it."
     assert sentences("运行失败。", "PyTorch 没有找到 GPU。") == "运行失败。PyTorch 没有找到 GPU。"
     assert sentences("", "只有一句") == "只有一句"
+
+
+def test_a_thread_can_speak_english_while_the_others_go_on_in_chinese():
+    import threading
+
+    from mgtutor.training.runs.i18n import in_language
+
+    set_language("zh")
+    seen = {}
+
+    def worker():
+        with in_language("en") as language:
+            seen["inside"] = (language, current_language(), _("print the version and exit"))
+            started.set()
+            done.wait(5)
+        seen["after"] = _("print the version and exit")
+
+    started, done = threading.Event(), threading.Event()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert started.wait(5)
+    assert _("print the version and exit") == "打印版本号并退出"  # this thread, while the other is in English
+    done.set()
+    thread.join(5)
+    assert seen == {"inside": ("en", "en", "print the version and exit"), "after": "打印版本号并退出"}

@@ -181,3 +181,15 @@ def test_a_broken_record_still_gives_a_report_that_says_so(tmp_path):
     assert "meta.json" in html and "what follows comes from the other files" in html
     assert "No known failure" in html or "Diagnosis" in html
     assert "Describe the bug" in to_markdown(build(record, doctor="none"))
+
+
+def test_the_report_is_english_while_the_app_speaks_chinese(hung_record, tmp_path):
+    """A report is a record written for a maintainer: its words stay English whatever the app shows."""
+    from mgtutor.training.runs.i18n import current_language, set_language
+
+    english = write_report(hung_record, tmp_path / "en.md", markdown=True, doctor="saved").read_text()
+    set_language("zh")
+    chinese_app = write_report(hung_record, tmp_path / "zh.md", markdown=True, doctor="saved").read_text()
+    assert current_language() == "zh"  # the app's language is left as it was
+    assert not re.search(r"[\u4e00-\u9fff]", chinese_app)
+    assert chinese_app.count("\n") == english.count("\n")

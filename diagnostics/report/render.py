@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from mgtutor.diagnostics.report.charts import Chart, draw, gpu_charts, process_charts, step_charts
 from mgtutor.diagnostics.report.gather import Fact, RunReport, gather
 from mgtutor.diagnostics.report.redact import Redactor
+from mgtutor.training.runs.i18n import in_language
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.safe_io import write_private_atomic
 
@@ -130,7 +131,9 @@ def write(path: Path, text: str) -> Path:
 
 def write_report(record: RunRecord, output: str | os.PathLike[str] | None = None, markdown: bool = False,
                  redact_hosts: bool = False, doctor: str = "fresh") -> Path:
-    """Make and write the report (CLI and TUI alike): report.html or issue.md in the run folder by default."""
-    report = build(record, redact_hosts=redact_hosts, doctor=doctor)
-    text = to_markdown(report) if markdown else to_html(report)
+    """Make and write the report (CLI and TUI alike): report.html or issue.md in the run folder by default.
+    In English whatever the app speaks: it is a record, and it is written for a maintainer."""
+    with in_language("en"):
+        report = build(record, redact_hosts=redact_hosts, doctor=doctor)
+        text = to_markdown(report) if markdown else to_html(report)
     return write(Path(output) if output else record.path / ("issue.md" if markdown else "report.html"), text)

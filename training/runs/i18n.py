@@ -14,7 +14,9 @@ from __future__ import annotations
 import gettext
 import os
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 DOMAIN = "mgtutor"
@@ -57,35 +59,56 @@ def language_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
+def _load(language: str | None) -> tuple[str, gettext.NullTranslations]:
+    """The language actually available for a tag, and its catalogue (English: none needed)."""
+    if (normalize(language) if language else None) == "zh":
+        try:
+            with (LOCALE_DIR / "zh" / "LC_MESSAGES" / f"{DOMAIN}.mo").open("rb") as catalogue:
+                return "zh", gettext.GNUTranslations(catalogue)
+        except OSError:
+            pass
+    return DEFAULT, gettext.NullTranslations()
+
+
 def set_language(language: str | None) -> str:
     """Switch every later `_()` to this language ('zh', 'en', or a locale tag); returns the one in use.
     An unknown tag or a missing catalogue leaves English."""
     global _language, _translations
-    chosen = normalize(language) if language else None
-    if chosen == "zh":
-        try:
-            with (LOCALE_DIR / "zh" / "LC_MESSAGES" / f"{DOMAIN}.mo").open("rb") as catalogue:
-                _translations = gettext.GNUTranslations(catalogue)
-            _language = "zh"
-            return _language
-        except OSError:
-            pass
-    _translations = gettext.NullTranslations()
-    _language = DEFAULT
+    _language, _translations = _load(language)
     return _language
+
+
+# A thread may speak another language for a while (in_language), e.g. a report written in English by a
+# worker thread while the app's screens go on in Chinese.
+_thread = threading.local()
+
+
+@contextmanager
+def in_language(language: str) -> Iterator[str]:
+    """Inside the block, this thread's `_()` speaks `language`; other threads keep theirs."""
+    previous = getattr(_thread, "chosen", None)
+    _thread.chosen = _load(language)
+    try:
+        yield _thread.chosen[0]
+    finally:
+        _thread.chosen = previous
+
+
+def _active() -> tuple[str, gettext.NullTranslations]:
+    return getattr(_thread, "chosen", None) or (_language, _translations)
 
 
 def current_language() -> str:
-    return _language
+    return _active()[0]
 
 
 def _(message: str) -> str:
     """The message in the current language; the English itself when it has no translation."""
-    return _translations.gettext(message) if message else message
+    return _active()[1].gettext(message) if message else message
 
 
 def ngettext(singular: str, plural: str, count: int) -> str:
-    return _translations.ngettext(singular, plural, count)
+    return _active()[1].ngettext(singular, plural, count)
 
 
 def N_(message: str) -> str:
