@@ -8,6 +8,8 @@
 #   bash tests/gpu/device_check.sh one [-k …] # what one GPU can show (tests/gpu/test_one_gpu.py)
 #   bash tests/gpu/device_check.sh convert   # check --fix and convert on one GPU (tests/gpu/test_convert_gpu.py)
 #   bash tests/gpu/device_check.sh report    # a 1-GPU run's report and its NVML charts (needs matplotlib's wheels)
+#   bash tests/gpu/device_check.sh maxbatch  # the batch finder's GPU tests, then beside its ground truth and anchors
+#   bash tests/gpu/device_check.sh compile   # --compile auto's GPU tests, then the default against the plain loops
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
 # what it did. BUDGET_S (default 570) stops a part after that many seconds.
 set -u
@@ -16,7 +18,7 @@ export MGTUTOR_PYSPY=/tmp/site/bin/py-spy
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 budget=${BUDGET_S:-570}
-pytest_gpu() { timeout "$budget" python3 -m pytest -m gpu -q -s -rA --durations=0 -p no:cacheprovider "$@"; }
+pytest_gpu() { timeout "${LIMIT:-$budget}" python3 -m pytest -m gpu -q -s -rA --durations=0 -p no:cacheprovider "$@"; }
 case "${1:-}" in
   suite) pytest_gpu tests/gpu --ignore=tests/gpu/test_lessons_gpu.py --ignore=tests/gpu/test_one_gpu.py 2>&1 | tee "$OUT/gpu_suite.txt" ;;
   lessons) pytest_gpu tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_lessons.txt" ;;
@@ -25,5 +27,11 @@ case "${1:-}" in
   one) pytest_gpu tests/gpu/test_one_gpu.py "${@:2}" 2>&1 | tee "$OUT/gpu_one.txt" ;;
   convert) pytest_gpu tests/gpu/test_convert_gpu.py 2>&1 | tee "$OUT/gpu_convert.txt" ;;
   report) pytest_gpu tests/gpu/test_report_gpu.py 2>&1 | tee "$OUT/gpu_report.txt" ;;
-  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report"; exit 2 ;;
+  maxbatch) LIMIT=150 pytest_gpu tests/gpu/test_maxbatch_gpu.py 2>&1 | tee "$OUT/gpu_maxbatch.txt"
+            ACCELERATE_WARM=${ACCELERATE_WARM:-} bash tests/bench/maxbatch_bench.sh "$OUT" $((budget - 160)) \
+              >"$OUT/maxbatch_bench.txt" 2>&1 ;;
+  compile) LIMIT=120 pytest_gpu tests/gpu/test_train_compile_gpu.py 2>&1 | tee "$OUT/gpu_compile.txt"
+           (cd tests/bench && timeout $((budget - 130)) python3 compile_pairs.py --pairs 3 --steps 500 \
+              --cases "${CASES:-r50-224,r18-32}" --budget-s $((budget - 200))) 2>&1 | tee "$OUT/compile_pairs.txt" ;;
+  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report|maxbatch|compile"; exit 2 ;;
 esac
