@@ -112,3 +112,16 @@ def test_the_comparisons_catch_what_they_are_for():
     assert missing_terms(prose(english), "梯度的归约") == [checked_terms()[3][0].pattern]
     assert not missing_terms(prose(english), "梯度的全归约 (all-reduce)")
     assert code_blocks("# T\n\n    torchrun --nproc-per-node 2 x.py  # 两个进程\n") != code_blocks(english)
+
+
+def test_chinese_text_uses_no_marks_rich_measures_wrong():
+    """Rich counts `…` and curly quotes as one cell where some CJK terminals draw two (Rich#4197): the
+    Chinese says `...` and 「」 (code spans keep what the English writes)."""
+    def prose_marks(text: str) -> list[str]:
+        return re.findall(r"[…“”‘’]", INLINE_CODE.sub("", text))
+
+    with PO.open("rb") as po:
+        wrong = [m.id for m in read_po(po) if m.id and isinstance(m.string, str) and prose_marks(m.string)]
+    assert not wrong, wrong[:5]
+    for zh in sorted(REPO.glob("lessons/*/explanation.zh.md")):
+        assert not prose_marks(zh.read_text(encoding="utf-8")), zh
