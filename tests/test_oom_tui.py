@@ -4,6 +4,7 @@ faked at the CUDA boundary only) and runs the newest run's script again with --m
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,10 @@ async def test_troubleshoot_oom_finds_the_batch_with_every_trial_shown(monkeypat
         await wait_for_app(pilot, lambda: "--batch-size" in status() or "no answer" in status(), 240, what="the answer")
         assert "--batch-size 560" in status() and "measured maximum 600" in status()
         lines = screen.query_one("#ts-log", Log).lines
-        assert sum("batch finder: trial" in line for line in lines) >= 6
+        trials = [line for line in lines if "batch finder: trial" in line]
+        numbers = [int(re.search(r"trial +(\d+)", line).group(1)) for line in trials]
+        assert numbers == list(range(1, len(trials) + 1)) and len(trials) >= 4  # every trial, in order
+        assert any("out of memory on ranks 0, 1" in line for line in trials)  # both ranks hold 600 at most
         assert any(line.startswith("chosen batch      560") for line in lines)
 
 
