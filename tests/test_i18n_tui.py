@@ -159,24 +159,3 @@ async def test_a_lesson_and_its_run_in_chinese_at_80x24(in_chinese):
         status = text_of(screen, "#lesson-status")
         assert "在 CPU 上完成" in status and "已完成 1/16 课" in status
         footer_uncut(screen)
-
-
-@pytest.mark.integration
-async def test_a_failed_run_in_the_monitor_in_chinese_at_80x24(in_chinese):
-    from tests.monitor_helpers import make_app
-    from tests.test_monitor_live import launch_from_form, open_form
-
-    app = make_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
-                                       batch_size="16", inject="crash-rank", inject_rank="1")
-        await launch_from_form(pilot, form)
-        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 180, what="the run to end")
-        await pilot.pause(0.3)
-        state_line = screen.query_one("#run-state").plain
-        assert "启动中" in state_line and "失败" in state_line and "2 个 rank gloo" in state_line, state_line
-        banner = screen.query_one("#failure-banner").plain
-        if screen.finding is not None:
-            assert "解决：" in banner and f"(o：打开课程 {screen.finding.lesson})" in banner, banner
-            assert "最先失败的是 rank 1" in banner or "rank 1" in banner
-        footer_uncut(screen)

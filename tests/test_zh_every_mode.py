@@ -137,6 +137,12 @@ async def test_a_failed_run_in_the_monitor(in_chinese):
         await settle(pilot)
         text = no_english(screen, allow=RANK_WORDS)
         assert "失败" in text
+        state_line = screen.query_one("#run-state").plain
+        assert "启动中" in state_line and "失败" in state_line and "2 个 rank gloo" in state_line, state_line
+        banner = screen.query_one("#failure-banner").plain
+        if screen.finding is not None:
+            assert "解决：" in banner and f"(o：打开课程 {screen.finding.lesson})" in banner, banner
+            assert "rank 1" in banner
 
 
 async def test_troubleshoot_every_symptom(in_chinese):
