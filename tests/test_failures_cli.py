@@ -56,3 +56,17 @@ def test_event_only_failures(tmp_path: Path) -> None:
     assert found[0].evidence[0]["file"] == "events.jsonl" and found[0].evidence[0]["line"] == 3
     healthy = [dict(e, loss=e["loss"] + e["rank"] / 7) for e in same]
     assert diagnose_run(_run_with_events(tmp_path / "d", healthy)) == []
+
+
+def test_event_only_failures_in_chinese_say_their_numbers_in_chinese(tmp_path: Path) -> None:
+    from mgtutor.training.runs.i18n import set_language
+    from tests.english_left import english_left
+
+    same = [{"rank": r, "t": 1.0, "type": "step", "step": s, "loss": 2.0 - s / 10, "data_wait_s": 0.001}
+            for s in (1, 2, 3) for r in (0, 1)]
+    slow = [dict(e, loss=e["loss"] + e["rank"], data_wait_s=0.4 if e["rank"] == 1 else 0.002) for e in same]
+    nan = slow[:2] + [{"rank": 1, "t": 2.0, "type": "step", "step": 2, "loss": "nan"}]
+    set_language("zh")
+    for name, events, says in (("a", same, "第 1, 2, 3 步"), ("b", slow, "0.400"), ("c", nan, "第 2 步")):
+        summary = diagnose_run(_run_with_events(tmp_path / name, events))[0].summary
+        assert says in summary and not english_left(summary), summary

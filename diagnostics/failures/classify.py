@@ -158,7 +158,7 @@ def build_findings(scanner: Scanner, run: dict[str, Any] | None = None,
     if events:
         for name, rank, fields, lines in eventcheck.check_all(events):
             evidence = [{"file": events_file, "line": n, "text": text} for n, text in lines]
-            finding = make_finding(catalogue[name], [], rank, fields, evidence)
+            finding = make_finding(catalogue[name], [], rank, eventcheck.said_fields(fields), evidence)
             same = next((f for f in findings if f.kind == name), None)
             if same is not None:  # the log said it too: keep one finding, the event's numbers first
                 findings.remove(same)
