@@ -54,7 +54,7 @@ def start(options: BenchOptions) -> Run:
 
 
 def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
-            topology: Topology | None = None) -> dict[str, Any]:
+            topology: Topology | None = None) -> BenchReport:
     """Follow `run` to its end; `on_rows` gets each size's [out-of-place, in-place] rows live."""
     rows: list[dict[str, Any]] = []
     info: BenchResultEvent | None = None
