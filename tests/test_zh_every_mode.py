@@ -81,7 +81,10 @@ async def test_lessons_every_tab_but_the_code(in_chinese):
 
 @pytest.mark.integration
 async def test_a_lesson_run_and_its_checks(in_chinese):
-    from tests.test_lessons_tui import wait_idle
+    from textual.widgets import RichLog
+
+    from tests.test_i18n_tui import footer_uncut
+    from tests.test_lessons_tui import text_of, wait_idle
 
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -89,6 +92,15 @@ async def test_a_lesson_run_and_its_checks(in_chinese):
         screen = app.screen
         await pilot.press("g")
         await wait_idle(pilot, screen)
+        lines = [strip.text for strip in screen.query_one("#lesson-log", RichLog).lines]
+        assert lines[0].startswith("── PyTorch 看到了什么: 1 个 rank，gloo"), lines[:3]
+        log = "".join(lines)  # wrapped at the pane's width
+        assert "── 在每块 GPU 上真正算一次: 跳过：需要 1 块 NVIDIA GPU" in log, log
+        checks = text_of(screen, "#lesson-checks")
+        assert "– 跳过" in checks and "✓ 脚本运行到了最后" in checks and "PyTorch 数出了它能用的 GPU" in checks
+        status = text_of(screen, "#lesson-status")
+        assert "在 CPU 上完成" in status and "已完成 1/16 课" in status
+        footer_uncut(screen)
         for pane in ("tab-run", "tab-checks"):
             screen.query_one("#lesson-tabs").active = pane
             await pilot.pause()
