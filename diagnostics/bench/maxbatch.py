@@ -5,7 +5,6 @@ itself runs in the ranks (mgtutor.training.worker.maxbatch), never in this proce
 """
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ from mgtutor.training.runs.events import read_events
 from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.session import RunSession, follow_to_end
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.i18n import N_, _, cell_width
 
 WORKER = ["-m", "mgtutor.training.worker.maxbatch"]
 GIB = 1 << 30
@@ -117,8 +116,7 @@ LABEL_CELLS = 18  # the labels' column, in terminal cells
 
 def padded(text: str, cells: int) -> str:
     """`text` and spaces to fill `cells` terminal cells (a CJK character takes two)."""
-    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-    return text + " " * max(1, cells - used)
+    return text + " " * max(1, cells - cell_width(text))
 
 
 def _trial_json(trial: BatchTrialEvent) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import gettext
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,6 +132,22 @@ def retold(text: str, templates: tuple[str, ...], **say: Callable[[str], str]) -
 def _template_pattern(template: str) -> str:
     pieces = re.split(r"\{(\w+)\}", template)
     return "".join(re.escape(piece) if i % 2 == 0 else f"(?P<{piece}>.+?)" for i, piece in enumerate(pieces))
+
+
+def cell_width(text: str) -> int:
+    """The terminal cells `text` takes: two for a wide (CJK) character, none for a combining mark."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in text)
+
+
+def ljust_cells(text: str, width: int) -> str:
+    """`text` padded to `width` cells: `format(text, "<10")` counts characters, so a translated heading
+    would push its column out of line."""
+    return text + " " * max(width - cell_width(text), 0)
+
+
+def rjust_cells(text: str, width: int) -> str:
+    return " " * max(width - cell_width(text), 0) + text
 
 
 # A sentence ending in one of these needs no space before the next (Chinese sets none after 。).

@@ -5,13 +5,11 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, cell_width, ljust_cells, rjust_cells
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launcher import LaunchError
 from mgtutor.training.runs.train_options import check_train_options, worker_argv
-from rich.cells import cell_len
 
-from mgtutor.tui.commands.cells import left, right
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note
 from mgtutor.tui.errors import CliError, EXIT_FAILED
@@ -49,13 +47,14 @@ def describe_point(point: Point) -> str:
 
 
 def ranks_width() -> int:
-    return max(5, cell_len(_("ranks")))  # the one heading that may be wider than its numbers in another language
+    return max(5, cell_width(_("ranks")))  # the one heading that may be wider than its numbers in another language
 
 
 def header() -> str:
-    first = right(_("ranks"), ranks_width()) + "  " + left(_("strategy"), 8) + " " + right("samples/s", 12)
-    return "  ".join([first, right(_("speed-up"), 8), right(_("efficiency"), 10), right(_("step ms"), 8),
-                      right(_("data wait"), 9), right(_("compute+comm"), 12)])
+    first = (rjust_cells(_("ranks"), ranks_width()) + "  " + ljust_cells(_("strategy"), 8) + " "
+             + rjust_cells("samples/s", 12))
+    return "  ".join([first, rjust_cells(_("speed-up"), 8), rjust_cells(_("efficiency"), 10),
+                      rjust_cells(_("step ms"), 8), rjust_cells(_("data wait"), 9), rjust_cells(_("compute+comm"), 12)])
 
 
 def main(args: argparse.Namespace) -> int:

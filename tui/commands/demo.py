@@ -4,12 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.cells import cell_len
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, cell_width, ljust_cells
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launcher import LaunchError
-from mgtutor.tui.commands.cells import left
 from mgtutor.tui.commands.diagnose import format_finding
 from mgtutor.tui.errors import CliError
 
@@ -34,9 +32,9 @@ def scenario_table() -> str:
     """One row per scenario, the columns as wide as their longest entry (a title never runs into the
     symptom)."""
     rows = [(_("scenario"), _("what it reproduces"), _("symptom"))] + [(s.name, _(s.title), _(s.symptom)) for s in SCENARIOS.values()]
-    name_w = max(cell_len(row[0]) for row in rows)
-    title_w = max(cell_len(row[1]) for row in rows)
-    return "\n".join(f"{left(name, name_w)}  {left(title, title_w)}  {symptom}".rstrip() for name, title, symptom in rows)
+    name_w = max(cell_width(row[0]) for row in rows)
+    title_w = max(cell_width(row[1]) for row in rows)
+    return "\n".join(f"{ljust_cells(name, name_w)}  {ljust_cells(title, title_w)}  {symptom}".rstrip() for name, title, symptom in rows)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.i18n import _, rjust_cells
 from mgtutor.training.runs.event_types import Event, StepEvent
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch, said_device_note
 from mgtutor.training.runs.nvml import inventory
@@ -19,7 +19,6 @@ from mgtutor.training.runs.summary import TrainSummary, summarize
 from mgtutor.training.runs.train_options import check_train_options, worker_argv
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.training.runs.watch import Detector
-from mgtutor.tui.commands.cells import right
 from mgtutor.tui.commands.run import (
     FollowEnded,
     add_launch_options,
@@ -116,8 +115,9 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def summary_table(summary: TrainSummary) -> str:
-    headings = [right("rank", 4), right(_("steps"), 6), right("samples/s", 11), right(_("final loss"), 10),
-                right(_("peak MiB"), 9), right(_("data wait"), 9), _("outcome")]
+    headings = [rjust_cells("rank", 4), rjust_cells(_("steps"), 6), rjust_cells("samples/s", 11),
+                rjust_cells(_("final loss"), 10), rjust_cells(_("peak MiB"), 9), rjust_cells(_("data wait"), 9),
+                _("outcome")]
     lines = ["  ".join(headings)]
     for row in summary.ranks:
         step_s, wait = row.step_s, row.data_wait_s
@@ -126,7 +126,7 @@ def summary_table(summary: TrainSummary) -> str:
         lines.append(f"{row.rank:>4}  {_num(row.step, 'd'):>6}  {_num(row.samples_per_s, ',.0f'):>11}  "
                      f"{_num(row.loss, '.4f'):>10}  {_num(row.mem_peak_mib, ',.0f'):>9}  {share:>9}  {outcome}")
     if summary.complete:
-        lines.append(right(_("all"), 4) + f"  {'':>6}  {summary.samples_per_s:>11,.0f}")
+        lines.append(rjust_cells(_("all"), 4) + f"  {'':>6}  {summary.samples_per_s:>11,.0f}")
     return "\n".join(lines)
 
 

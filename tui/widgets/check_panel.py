@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from mgtutor.training.runs.i18n import N_, _, ngettext
+from mgtutor.training.runs.i18n import N_, _, ljust_cells, ngettext
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "advice": "bold cyan"}
 SEVERITY_WORDS = {"error": N_("error"), "warning": N_("warning"), "advice": N_("advice")}
@@ -46,7 +45,7 @@ def findings_text(findings: list[dict[str, Any]]) -> Text:
             text.append("\n")
         severity = finding.get("severity", "")
         word = _(SEVERITY_WORDS.get(severity, severity))
-        text.append(word + " " * max(0, 8 - cell_len(word)), SEVERITY_STYLE.get(severity, "bold"))
+        text.append(ljust_cells(word, 8), SEVERITY_STYLE.get(severity, "bold"))
         text.append(f"[{finding.get('rule')}] ", "bold")
         text.append(f"{finding.get('file')}:{finding.get('line')}", "underline")
         text.append(f"  {finding.get('message', '')}")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.i18n import N_, _, ljust_cells
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.tui.widgets.blocks import sparkline
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
@@ -26,10 +25,6 @@ def human(value: float | None, unit: str = "") -> str:
     return f"{value:.1f}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
 
 
-
-def padded(label: str, width: int) -> str:
-    """The label and spaces to `width` cells (a Chinese character takes two)."""
-    return label + " " * max(0, width - cell_len(label))
 
 class TrainingCharts(Widget):
     """Samples/s per rank and in total, and loss; from the run's step events."""
@@ -62,7 +57,7 @@ class TrainingCharts(Widget):
         if not any(r.throughput or r.loss for r in state.ranks.values()):
             waiting = _("no step events: a script of your own reports none (logs and meters still work)") \
                 if state.phase in ("running", "finished") and not state.has_events else _("waiting for the first step...")
-            text.append(padded(_("charts"), label_w), "bold")
+            text.append(ljust_cells(_("charts"), label_w), "bold")
             text.append(waiting, "dim")
             return text
         for rank, rank_state in sorted(state.ranks.items()):
@@ -75,12 +70,12 @@ class TrainingCharts(Widget):
             text.append(" " + _("slow!") if rank_state.straggler else "", "bold red")
             text.append("\n")
         totals = [v for _, v in state.total_throughput]
-        text.append(padded(_("total"), label_w), "bold")
+        text.append(ljust_cells(_("total"), label_w), "bold")
         text.append(f"{sparkline(totals, spark_w, low=0):<{spark_w}} ", "bold")
         text.append(f"{human(totals[-1] if totals else None, '/s'):>8}\n", "bold")
         loss_rank = min((r for r, s in state.ranks.items() if s.loss), default=None)
         losses = [v for _, v in state.ranks[loss_rank].loss] if loss_rank is not None else []
-        text.append(padded(_("loss"), label_w), "bold")
+        text.append(ljust_cells(_("loss"), label_w), "bold")
         text.append(f"{sparkline(losses, spark_w):<{spark_w}} ", "yellow")
         step = state.ranks[loss_rank].last_step if loss_rank is not None else None
         text.append(f"{human(losses[-1] if losses else None):>8}", "bold")
