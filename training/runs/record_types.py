@@ -12,6 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from enum import Enum
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mgtutor.training.runs.i18n import N_
@@ -140,6 +141,14 @@ class RankExitCode:
         return self.signal is not None or self.exit_code not in (0, None)
 
 
+
+# How a run ended, whole sentences for the catalogue (the record's English is their msgid)
+RUN_FAILED_FIRST = N_("run failed: rank {rank} failed first ({how})")
+BY_SIGNAL, BY_EXIT = N_("signal {signal}"), N_("exit code {code}")
+RUN_ENDED = {RunStatus.FINISHED: N_("run finished in {seconds} s on {ranks} {backend} rank(s)"),
+             RunStatus.FAILED: N_("run failed in {seconds} s on {ranks} {backend} rank(s)"),
+             RunStatus.STOPPED: N_("run stopped in {seconds} s on {ranks} {backend} rank(s)")}
+
 @dataclass
 class RunMeta(JsonRecord):
     """meta.json: what was launched, where, and when. `problem` says why the file could not be read."""
@@ -236,8 +245,8 @@ class FirstFailure:
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)
 
-    def how(self) -> str:
-        return f"signal {self.signal}" if self.signal else f"exit code {self.exit_code}"
+    def how(self, say: Callable[[str], str] = str) -> str:
+        return say(BY_SIGNAL).format(signal=self.signal) if self.signal else say(BY_EXIT).format(code=self.exit_code)
 
 
 @dataclass
@@ -291,10 +300,14 @@ class RunResult(JsonRecord):
             out.pop("stop")
         return out
 
-    def describe(self) -> str:
-        """One line: who failed first and how, or how the run ended."""
+    def describe(self, say: Callable[[str], str] = str) -> str:
+        """One line: who failed first and how, or how the run ended (English by default, as the record
+        says it; `say=_` for the reader)."""
         if self.first_failure:
-            return f"run failed: rank {self.first_failure.rank} failed first ({self.first_failure.how()})"
+            return say(RUN_FAILED_FIRST).format(rank=self.first_failure.rank, how=self.first_failure.how(say))
+        ended = RUN_ENDED.get(self.status)
+        if ended and self.duration_s is not None and self.world_size and self.backend:
+            return say(ended).format(seconds=self.duration_s, ranks=self.world_size, backend=self.backend)
         took = f" in {self.duration_s} s" if self.duration_s is not None else ""
         where = f" on {self.world_size} {self.backend or ''} rank(s)".replace("  ", " ") if self.world_size else ""
         return f"run {self.status}{took}{where}"

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.i18n import _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
@@ -281,24 +281,9 @@ def follow_exit_code(final: Update) -> int:
     return 128 + final.stop_signal if final.stop_signal else exit_code_for(final.result)
 
 
-# RunResult.describe()'s sentences (its English is the record's), whole for the catalogue
-RUN_FAILED_FIRST = N_("run failed: rank {rank} failed first ({how})")
-BY_SIGNAL, BY_EXIT = N_("signal {signal}"), N_("exit code {code}")
-RUN_ENDED = {RunStatus.FINISHED: N_("run finished in {seconds} s on {ranks} {backend} rank(s)"),
-             RunStatus.FAILED: N_("run failed in {seconds} s on {ranks} {backend} rank(s)"),
-             RunStatus.STOPPED: N_("run stopped in {seconds} s on {ranks} {backend} rank(s)")}
-
-
 def describe_result(result: RunResult) -> str:
-    """How the run ended, in the language in force (the same words as the record's in English)."""
-    first = result.first_failure
-    if first:
-        how = _(BY_SIGNAL).format(signal=first.signal) if first.signal else _(BY_EXIT).format(code=first.exit_code)
-        return _(RUN_FAILED_FIRST).format(rank=first.rank, how=how)
-    sentence = RUN_ENDED.get(result.status)
-    if sentence is None or result.duration_s is None or not result.world_size or not result.backend:
-        return result.describe()
-    return _(sentence).format(seconds=result.duration_s, ranks=result.world_size, backend=result.backend)
+    """How the run ended, in the language in force (the record's words in English)."""
+    return result.describe(_)
 
 
 def main(args: argparse.Namespace) -> int:
