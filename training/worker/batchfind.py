@@ -153,7 +153,7 @@ class TrialStep:
         loss = torch.zeros(())
         try:
             for _ in range(steps):
-                images, labels = next(bank.epoch_batches(list(range(batch)), batch))
+                images, labels = bank.gather(next(bank.epoch_selections(list(range(batch)), batch)))
                 loss = self.stepper.step([(images, labels)])
             return float(loss.item())
         finally:

@@ -89,16 +89,30 @@ class SyntheticBank:
             self.images[start:start + len(chunk)] = noise + patterns[chunk]
         self.device = device
 
-    def epoch_batches(self, indices: list[int], batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def epoch_selections(self, indices: list[int], batch_size: int) -> Iterator[torch.Tensor]:
+        """Each batch's rows of the bank, as an index tensor on the device (`gather` makes the batch)."""
         idx = torch.tensor(indices, dtype=torch.long)
         if self.device.type == "cuda":
             idx = idx.pin_memory()  # from pageable memory the copy would wait for the whole GPU queue
         idx = idx.to(self.device, non_blocking=True) % len(self.labels)
         for start in range(0, len(indices) - batch_size + 1, batch_size):
-            sel = idx[start:start + batch_size]
+            yield idx[start:start + batch_size]
+
+    def gather(self, sel: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The images and labels at `sel`, in the bank's layout; written into `out` (the same layout,
+        e.g. a CUDA graph's static inputs) and returned as it, when given, which saves a copy."""
+        if out is None:
             # indexing keeps the bank's channels_last layout; index_select would return NCHW, and every
             # step would pay a layout conversion before the first convolution
-            yield self.images[sel], self.labels[sel]
+            return self.images[sel], self.labels[sel]
+        images, labels = out
+        if images.is_contiguous():
+            torch.index_select(self.images, 0, sel, out=images)
+        else:  # channels_last: the same gather on the (contiguous) NHWC views
+            torch.index_select(self.images.permute(0, 2, 3, 1), 0, sel, out=images.permute(0, 2, 3, 1))
+        torch.index_select(self.labels, 0, sel, out=labels)
+        return out
 
 
 class CifarBatches(Dataset):

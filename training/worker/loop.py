@@ -1,7 +1,9 @@
 """The training loop of the worker: data, model, steps, timing, checkpoints and step events.
 
-Timing without per-step syncs: the host reads the loss (and so waits for the device) only every
-`--log-every` steps; a window's throughput is its samples over its wall time between two reads.
+Timing without per-step syncs: a window's numbers are taken every `--log-every` steps, and its
+throughput is its samples over its wall time between two log points. On a GPU the loss only starts
+its way to the host there: the window is reported at the next log point, by when it has landed,
+so the device never runs dry while the host writes an event and prints (see `send_to_host`).
 Data wait is the host time spent getting the next batch (plus, for slow-rank, the injected sleep).
 """
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import resource
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -53,6 +56,39 @@ def process_started() -> float:
         return time.time()
 
 
+def send_to_host(loss: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+    """The loss on its way to the host, and the event that says it landed (None: it is there already).
+
+    On a GPU a copy into pinned memory queued behind the step: `.item()` would block until the whole
+    queue drained, and the device would then idle while the host logs. Copying also keeps the value
+    safe from the next replay of a CUDA graph, which rewrites its static loss. On a CPU there is
+    nothing to wait for."""
+    if loss.device.type != "cuda":
+        return loss.detach(), None
+    host = torch.empty(loss.shape, dtype=loss.dtype, pin_memory=True)
+    host.copy_(loss, non_blocking=True)
+    landed = torch.cuda.Event()
+    landed.record()
+    return host, landed
+
+
+@dataclass
+class Window:
+    """A log window's numbers, taken at its log point; its loss may still be on its way to the host."""
+    step: int
+    epoch: int
+    steps: int
+    seconds: float
+    wait: float
+    alloc: float
+    peak: float
+    lr: float
+    loss: torch.Tensor
+    landed: torch.cuda.Event | None
+    # epochs that ended after this window's log point: their events carry its loss, so they follow it
+    epochs_after: list[tuple[int, int, float]] = field(default_factory=list)
+
+
 class TrainLoop:
     def __init__(self, args: argparse.Namespace, rank: int, world_size: int, device: torch.device,
                  events: EventWriter) -> None:
@@ -61,6 +97,8 @@ class TrainLoop:
         self.ready_at: float | None = None
         self.targeted = args.inject is not None and rank == args.inject_rank
         self.step = 0
+        self.pending: Window | None = None  # logged, not yet reported
+        self.last_loss: float | None = None  # the loss of the last window reported
         self.used_indices: list[int] = []
         on_gpu = device.type == "cuda"
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
@@ -160,7 +198,8 @@ class TrainLoop:
         indices = list(self.sampler)[: self.steps_per_epoch * self.per_step][skip_steps * self.per_step:]
         self.epoch_indices = indices
         if self.loader is None:
-            for images, labels in self.bank.epoch_batches(indices, self.micro_batch):
+            for sel in self.bank.epoch_selections(indices, self.micro_batch):
+                images, labels = self.bank.gather(sel, self._graph_inputs())
                 if self.channels_last:
                     images = images.contiguous(memory_format=torch.channels_last)
                 yield images, labels
@@ -171,6 +210,12 @@ class TrainLoop:
             if self.channels_last:
                 images = images.contiguous(memory_format=torch.channels_last)
             yield images, labels.to(self.device, non_blocking=True)
+
+    def _graph_inputs(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """A captured graph's static inputs, for a batch to be gathered into (a replay then copies nothing)."""
+        if isinstance(self.stepper, GraphStepper) and self.args.grad_accum == 1:
+            return self.stepper.static_inputs
+        return None
 
     def lr_at(self, step: int) -> float:
         if self.args.warmup > 0 and step < self.args.warmup:
@@ -187,7 +232,7 @@ class TrainLoop:
         t_timed = time.perf_counter()
         wait_timed = 0.0
         window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
-        loss = last_loss = None
+        loss = None
         while self.step < self.total_steps:
             epoch, in_epoch = divmod(self.step, self.steps_per_epoch)
             epoch_began = time.perf_counter()
@@ -216,15 +261,19 @@ class TrainLoop:
                     t_timed = time.perf_counter()
                     self.ready_at = time.time()
                 if self.step % args.log_every == 0 or self.step == self.total_steps:
-                    last_loss = self._log(loss, epoch, window_start, window_steps, window_wait)
+                    self._log(loss, epoch, window_start, window_steps, window_wait)
                     window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
                 if args.checkpoint_dir and args.checkpoint_every and self.step % args.checkpoint_every == 0:
+                    self._report_pending()  # saving waits for the device anyway; the step event comes first
                     self._checkpoint()
                 if self.step >= self.total_steps:
                     break
             if self.step % self.steps_per_epoch == 0:
-                self.events.emit("epoch", epoch=epoch, steps=self.step, loss=last_loss,
-                                 seconds=round(time.perf_counter() - epoch_began, 3))
+                ended = (epoch, self.step, round(time.perf_counter() - epoch_began, 3))
+                if self.pending is None:
+                    self._emit_epoch(*ended)
+                else:
+                    self.pending.epochs_after.append(ended)
         self._sync()
         elapsed = time.perf_counter() - t_timed
         timed_steps = self.step - timed_from
@@ -235,7 +284,7 @@ class TrainLoop:
         _alloc, peak = memory_mib(self.device)
         return {
             "samples_per_s": round(timed_steps * self.per_step / elapsed, 2) if elapsed > 0 else 0.0,
-            "final_loss": last_loss, "steps": self.step, "timed_steps": timed_steps,
+            "final_loss": self.last_loss, "steps": self.step, "timed_steps": timed_steps,
             "seconds": round(elapsed, 4), "step_s": round(per_step, 6), "data_wait_s": round(data_wait, 6),
             "compute_s": round(max(per_step - data_wait, 0.0), 6), "mem_peak_mib": round(peak, 1),
             "samples_per_step": self.per_step, "world_size": self.world_size, "strategy": args.strategy,
@@ -275,6 +324,8 @@ class TrainLoop:
         return loss
 
     def _sync(self) -> None:
+        """Wait for the device; every window logged so far is reported first."""
+        self._report_pending()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -289,23 +340,53 @@ class TrainLoop:
         elif args.inject == "nan-loss":
             micro[0] = (inject.poison(micro[0][0]), micro[0][1])
 
-    def _log(self, loss: torch.Tensor, epoch: int, window_start: float, steps: int, wait: float) -> float:
-        value = float(loss.item())  # the one device sync of the window
+    def _log(self, loss: torch.Tensor, epoch: int, window_start: float, steps: int, wait: float) -> None:
+        """Close a window: take its numbers now; report it now on a CPU, and at the next log point
+        on a GPU, after the window before it, whose loss has landed by then."""
         seconds = time.perf_counter() - window_start
         alloc, peak = memory_mib(self.device)
-        rate = steps * self.per_step / seconds if seconds > 0 else 0.0
-        per_step = seconds / steps
-        self.events.emit("step", step=self.step, epoch=epoch, loss=value, samples_per_s=round(rate, 2),
-                         data_wait_s=round(wait / steps, 6), compute_s=round(max(per_step - wait / steps, 0.0), 6),
-                         mem_alloc_mib=round(alloc, 1), mem_peak_mib=round(peak, 1), lr=self.lr_at(self.step - 1))
+        host, landed = send_to_host(loss)
+        window = Window(self.step, epoch, steps, seconds, wait, alloc, peak, self.lr_at(self.step - 1), host, landed)
+        self._report_pending()
+        if landed is None:
+            self._report(window)
+        else:
+            self.pending = window
+
+    def _report_pending(self) -> None:
+        if self.pending is not None:
+            window, self.pending = self.pending, None
+            if window.landed is not None:
+                window.landed.synchronize()  # normally long done: the newer steps stay queued
+            self._report(window)
+
+    def report_landed(self) -> None:
+        """On a failure: report the pending window if its loss is already on the host; never wait on a
+        device that may be what failed."""
+        if self.pending is not None and (self.pending.landed is None or self.pending.landed.query()):
+            self._report_pending()
+
+    def _report(self, w: Window) -> None:
+        value = float(w.loss.item())
+        rate = w.steps * self.per_step / w.seconds if w.seconds > 0 else 0.0
+        per_step = w.seconds / w.steps
+        self.events.emit("step", step=w.step, epoch=w.epoch, loss=value, samples_per_s=round(rate, 2),
+                         data_wait_s=round(w.wait / w.steps, 6),
+                         compute_s=round(max(per_step - w.wait / w.steps, 0.0), 6),
+                         mem_alloc_mib=round(w.alloc, 1), mem_peak_mib=round(w.peak, 1), lr=w.lr)
         if self.rank == 0:
-            print(f"step {self.step:>6}/{self.total_steps}  epoch {epoch}  loss {value:.4f}  "
-                  f"{rate:>10,.0f} samples/s/rank  data wait {100 * wait / seconds:>3.0f}%  "
-                  f"mem {alloc:,.0f}/{peak:,.0f} MiB", flush=True)
+            print(f"step {w.step:>6}/{self.total_steps}  epoch {w.epoch}  loss {value:.4f}  "
+                  f"{rate:>10,.0f} samples/s/rank  data wait {100 * w.wait / w.seconds:>3.0f}%  "
+                  f"mem {w.alloc:,.0f}/{w.peak:,.0f} MiB", flush=True)
         if not math.isfinite(value):
-            raise FloatingPointError(f"loss is {value} at step {self.step} on rank {self.rank}: the model's "
+            raise FloatingPointError(f"loss is {value} at step {w.step} on rank {self.rank}: the model's "
                                      "weights are now NaN on every rank (the all-reduce spread it)")
-        return value
+        self.last_loss = value
+        for ended in w.epochs_after:
+            self._emit_epoch(*ended)
+
+    def _emit_epoch(self, epoch: int, steps: int, seconds: float) -> None:
+        self.events.emit("epoch", epoch=epoch, steps=steps, loss=self.last_loss, seconds=seconds)
 
     def _checkpoint(self) -> None:
         if self.rank != 0:

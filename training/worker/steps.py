@@ -162,11 +162,19 @@ class GraphStepper:
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 static_loss = self._body(static_images, static_labels)
             self.captured = CapturedStep(graph, static_images, static_labels, static_loss)
-        else:
-            self.captured.images.copy_(images, non_blocking=True)
-            self.captured.labels.copy_(labels, non_blocking=True)
+        else:  # a batch gathered straight into the static inputs (see static_inputs) is there already
+            if images is not self.captured.images:
+                self.captured.images.copy_(images, non_blocking=True)
+            if labels is not self.captured.labels:
+                self.captured.labels.copy_(labels, non_blocking=True)
         self.captured.graph.replay()
         return self.captured.loss
+
+    @property
+    def static_inputs(self) -> Batch | None:
+        """Where a replay reads its batch from, once captured (None before): a batch written straight
+        into them saves the step its copy."""
+        return None if self.captured is None else (self.captured.images, self.captured.labels)
 
     def replace_model(self, model: nn.Module) -> None:
         """Warm up and capture again with `model` (a compile that failed falls back to the module it wrapped);

@@ -113,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             print(summary_line(result, world_size), flush=True)
         return 0
     except BaseException as exc:
+        if loop:
+            try:
+                loop.report_landed()  # the windows logged before the failure keep their step events
+            except Exception:  # a NaN window or a broken device must not hide the real error
+                pass
         events.emit("error", error=f"{type(exc).__name__}: {exc}", exception=type(exc).__name__,
                     step=loop.step if loop else None)
         if isinstance(exc, Exception) and world_size > 1 and dist.is_available() and dist.is_initialized():
