@@ -73,3 +73,33 @@ def test_a_failed_compile_falls_back_to_the_graphed_step(gpu: None, tmp_path: Pa
            "BackendCompilerFailed" in out and "ptxas not found" in out
     result = next(e for e in events(tmp_path) if e["type"] == "result")
     assert result["steps"] == 12 and math.isfinite(result["final_loss"])
+
+
+def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: None, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two per-step savings of the graphed step on a real GPU: the bank's gather straight into a
+    channels_last static input equals indexing, and the losses sent to pinned memory behind the step
+    are all reported, in order, the last one the result's final loss."""
+    import torch
+
+    from mgtutor.training.worker import train as worker
+    from mgtutor.training.worker.data import SyntheticBank
+
+    bank = SyntheticBank(32, torch.device("cuda"), 0, 512, channels_last=True)
+    sel = torch.randperm(512, device="cuda")[:64]
+    images, labels = bank.gather(sel)
+    out = (torch.empty_like(images), torch.empty_like(labels))
+    assert out[0].is_contiguous(memory_format=torch.channels_last) and not out[0].is_contiguous()
+    assert bank.gather(sel, out) is out
+    assert torch.equal(out[0], images) and torch.equal(out[1], labels)
+
+    monkeypatch.setenv("MGTUTOR_EVENTS", str(tmp_path / "events.jsonl"))
+    assert worker.main(["--strategy", "single", "--model", "resnet18", "--batch-size", "64", "--steps", "47",
+                        "--log-every", "5", "--compile", "off", "--cuda-graphs", "on"]) == 0
+    seen = events(tmp_path)
+    steps = [e for e in seen if e["type"] == "step"]
+    assert [e["step"] for e in steps] == [*range(5, 47, 5), 47]
+    assert all(math.isfinite(e["loss"]) for e in steps)
+    assert steps[-1]["loss"] < steps[0]["loss"]  # it trains on what was gathered into the graph's inputs
+    result = next(e for e in seen if e["type"] == "result")
+    assert result["final_loss"] == steps[-1]["loss"]
