@@ -100,6 +100,8 @@ def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: Non
     steps = [e for e in seen if e["type"] == "step"]
     assert [e["step"] for e in steps] == [*range(5, 47, 5), 47]
     assert all(math.isfinite(e["loss"]) for e in steps)
-    assert steps[-1]["loss"] < steps[0]["loss"]  # it trains on what was gathered into the graph's inputs
+    # it learns from what was gathered into the graph's inputs: well under chance (ln 10 = 2.30), where
+    # images and labels that do not belong together would keep it
+    assert steps[-1]["loss"] < 1.0
     result = next(e for e in seen if e["type"] == "result")
     assert result["final_loss"] == steps[-1]["loss"]
