@@ -9,6 +9,7 @@
 #   bash tests/gpu/device_check.sh convert   # check --fix and convert on one GPU (tests/gpu/test_convert_gpu.py)
 #   bash tests/gpu/device_check.sh report    # a 1-GPU run's report and its NVML charts (needs matplotlib's wheels)
 #   bash tests/gpu/device_check.sh maxbatch  # the batch finder's GPU tests, then beside its ground truth and anchors
+#   MODELS=resnet50 PROVE_STEPS=200 bash tests/gpu/device_check.sh maxbatch-bench  # one model's finder, truth, anchors
 #   bash tests/gpu/device_check.sh compile   # --compile auto's GPU tests, then the default against the plain loops
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
 # what it did. BUDGET_S (default 570) stops a part after that many seconds.
@@ -30,8 +31,10 @@ case "${1:-}" in
   maxbatch) LIMIT=150 pytest_gpu tests/gpu/test_maxbatch_gpu.py 2>&1 | tee "$OUT/gpu_maxbatch.txt"
             ACCELERATE_WARM=${ACCELERATE_WARM:-} bash tests/bench/maxbatch_bench.sh "$OUT" $((budget - 160)) \
               >"$OUT/maxbatch_bench.txt" 2>&1 ;;
+  maxbatch-bench) ACCELERATE_WARM=${ACCELERATE_WARM:-} bash tests/bench/maxbatch_bench.sh "$OUT" $((budget - 20)) \
+              >"$OUT/maxbatch_bench.txt" 2>&1 ;;
   compile) LIMIT=120 pytest_gpu tests/gpu/test_train_compile_gpu.py 2>&1 | tee "$OUT/gpu_compile.txt"
            (cd tests/bench && timeout $((budget - 130)) python3 compile_pairs.py --pairs 3 --steps 500 \
               --cases "${CASES:-r50-224,r18-32}" --budget-s $((budget - 200))) 2>&1 | tee "$OUT/compile_pairs.txt" ;;
-  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report|maxbatch|compile"; exit 2 ;;
+  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report|maxbatch|maxbatch-bench|compile"; exit 2 ;;
 esac
