@@ -13,6 +13,8 @@ The same hook serves Flight Recorder dumps where torch has no way to ask from ou
 has its own dump pipe): a daemon thread blocks on a FIFO `<live>/fr_pid<PID>.pipe` and, when a byte
 arrives, writes torch's own dump (`_dump_fr_trace`) to TORCH_FR_DUMP_TEMP_FILE + rank. It costs
 nothing until asked: the thread sleeps in read(). Forked DataLoader workers get no thread.
+
+At exit it collects garbage once, before Python finalizes (`_collect_before_exit` says why).
 """
 from __future__ import annotations
 
@@ -81,6 +83,17 @@ def _unlink(path: str) -> None:
         pass
 
 
+def _collect_before_exit() -> None:
+    """Free now what only Python's last garbage collection would: a DDP model caught in a reference
+    cycle keeps its process group alive, and when that collection tears the group down, its gloo
+    threads touch Python objects while the interpreter is finalizing and abort the process
+    ("terminate called without an active exception", pytorch#190489). Exit handlers run while the
+    interpreter is still whole."""
+    import gc
+
+    gc.collect()
+
+
 def _install(forked: bool = False) -> None:
     live = os.environ.get("MGTUTOR_STACKS_LIVE")
     signum = _signal_number()
@@ -98,6 +111,10 @@ def _install(forked: bool = False) -> None:
         handle = open(os.open(os.path.join(live, f"pid{os.getpid()}.txt"), flags, 0o600), "a", buffering=1)
     except OSError:
         return  # no stacks for this process; the capture says the live file is missing
+    if not forked:  # a forked worker leaves by os._exit: no exit handlers run there
+        import atexit
+
+        atexit.register(_collect_before_exit)  # the first registered runs last, after the script's own
     handle.write(f"# pid {os.getpid()} ppid {os.getppid()}\n")
     faulthandler.register(signum, file=handle, all_threads=True, chain=False)
     global _HANDLE
