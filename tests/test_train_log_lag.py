@@ -32,6 +32,9 @@ class LandedEvent:
     def query(self) -> bool:
         return True
 
+    def elapsed_time(self, later: "LandedEvent") -> float:
+        return 500.0  # ms from this mark to a later one, as the device's clock would say
+
 
 def lagged(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Make the CPU loop take the GPU's path: the loss copied at the log point, reported later."""
@@ -77,6 +80,9 @@ def test_a_lagged_window_is_reported_once_in_order_with_the_numbers_of_a_synchro
     late_out = capsys.readouterr().out
 
     assert [e["step"] for e in late if e["type"] == "step"] == [2, 4, 6, 7]
+    # the first window began at a host-side start (no mark on a CPU); each later one between two marks,
+    # so its length is the device clock's (0.5 s here), not the host's between two log points
+    assert [e["samples_per_s"] for e in late if e["type"] == "step"][1:] == [2 * 8 / 0.5, 2 * 8 / 0.5, 1 * 8 / 0.5]
     assert len(waits) == 4  # each window waited on its own copy before it was read
     assert story(late) == story(plain)  # the same order too: step 4 before its checkpoint, epochs after their window
     steps = [e for e in late if e["type"] == "step"]

@@ -1,7 +1,8 @@
 """The training loop of the worker: data, model, steps, timing, checkpoints and step events.
 
 Timing without per-step syncs: a window's numbers are taken every `--log-every` steps, and its
-throughput is its samples over its wall time between two log points. On a GPU the loss only starts
+throughput is its samples over its wall time between two log points (on a GPU, between two events
+in the device's queue, see `device_mark`). On a GPU the loss only starts
 its way to the host there: the window is reported at the next log point, by when it has landed,
 so the device never runs dry while the host writes an event and prints (see `send_to_host`).
 Data wait is the host time spent getting the next batch (plus, for slow-rank, the injected sleep).
@@ -67,9 +68,17 @@ def send_to_host(loss: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | N
         return loss.detach(), None
     host = torch.empty(loss.shape, dtype=loss.dtype, pin_memory=True)
     host.copy_(loss, non_blocking=True)
-    landed = torch.cuda.Event()
-    landed.record()
-    return host, landed
+    return host, device_mark(loss.device)
+
+
+def device_mark(device: torch.device) -> torch.cuda.Event | None:
+    """A timed event at this point of the device's queue (None on a CPU): two of them give a window's
+    length on the device's own clock."""
+    if device.type != "cuda":
+        return None
+    mark = torch.cuda.Event(enable_timing=True)
+    mark.record()
+    return mark
 
 
 @dataclass
@@ -85,6 +94,7 @@ class Window:
     lr: float
     loss: torch.Tensor
     landed: torch.cuda.Event | None
+    began: torch.cuda.Event | None = None  # the mark where the window began (the last window's `landed`)
     # epochs that ended after this window's log point: their events carry its loss, so they follow it
     epochs_after: list[tuple[int, int, float]] = field(default_factory=list)
 
@@ -98,6 +108,7 @@ class TrainLoop:
         self.targeted = args.inject is not None and rank == args.inject_rank
         self.step = 0
         self.pending: Window | None = None  # logged, not yet reported
+        self.window_mark: torch.cuda.Event | None = None  # where the current window began in the device's queue
         self.last_loss: float | None = None  # the loss of the last window reported
         self.used_indices: list[int] = []
         on_gpu = device.type == "cuda"
@@ -232,6 +243,7 @@ class TrainLoop:
         t_timed = time.perf_counter()
         wait_timed = 0.0
         window_start, window_steps, window_wait = time.perf_counter(), 0, 0.0
+        self.window_mark = device_mark(self.device)
         loss = None
         while self.step < self.total_steps:
             epoch, in_epoch = divmod(self.step, self.steps_per_epoch)
@@ -346,7 +358,9 @@ class TrainLoop:
         seconds = time.perf_counter() - window_start
         alloc, peak = memory_mib(self.device)
         host, landed = send_to_host(loss)
-        window = Window(self.step, epoch, steps, seconds, wait, alloc, peak, self.lr_at(self.step - 1), host, landed)
+        window = Window(self.step, epoch, steps, seconds, wait, alloc, peak, self.lr_at(self.step - 1), host, landed,
+                        began=self.window_mark)
+        self.window_mark = landed
         self._report_pending()
         if landed is None:
             self._report(window)
@@ -368,6 +382,10 @@ class TrainLoop:
 
     def _report(self, w: Window) -> None:
         value = float(w.loss.item())
+        if w.began is not None and w.landed is not None:
+            # on the device's clock: after a sync the host queues a window's steps in no time, so the
+            # host's clock between two log points would read that window far too fast (and the next slow)
+            w.seconds = w.began.elapsed_time(w.landed) / 1000
         rate = w.steps * self.per_step / w.seconds if w.seconds > 0 else 0.0
         per_step = w.seconds / w.steps
         self.events.emit("step", step=w.step, epoch=w.epoch, loss=value, samples_per_s=round(rate, 2),
