@@ -95,8 +95,7 @@ def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: Non
 
     monkeypatch.setenv("MGTUTOR_EVENTS", str(tmp_path / "events.jsonl"))
     assert worker.main(["--strategy", "single", "--model", "resnet18", "--batch-size", "64", "--steps", "47",
-                        "--log-every", "5", "--compile", "off", "--cuda-graphs", "on",
-                        "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "20"]) == 0
+                        "--log-every", "5", "--compile", "off", "--cuda-graphs", "on"]) == 0
     seen = events(tmp_path)
     steps = [e for e in seen if e["type"] == "step"]
     assert [e["step"] for e in steps] == [*range(5, 47, 5), 47]
@@ -106,7 +105,7 @@ def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: Non
     assert steps[-1]["loss"] < 1.0
     result = next(e for e in seen if e["type"] == "result")
     assert result["final_loss"] == steps[-1]["loss"]
-    # windows are timed on the device's clock: the ones after a sync (the timed start, the checkpoint at
-    # step 20) read like the others, not as fast as the host could queue their steps
-    rates = [e["samples_per_s"] for e in steps[3:-1]]
+    # windows are timed on the device's clock: the one after the sync at the timed start (step 9) reads
+    # like the others, not as fast as the host could queue its steps (host clock: many times faster)
+    rates = [e["samples_per_s"] for e in steps[2:-1]]
     assert max(rates) < 2 * min(rates), rates
