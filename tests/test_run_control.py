@@ -11,8 +11,8 @@ import os
 import pty
 import select
 import signal
-import sys
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -201,6 +201,24 @@ def test_sigterm_and_sighup_become_interrupted_and_an_ignored_signal_stays_ignor
         assert later.signals == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGHUP, old)
+
+
+def test_a_signal_whose_exception_a_finalizer_dropped_is_raised_at_the_next_check() -> None:
+    class Freed:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here, inside __del__: Python prints it and drops it
+
+    dropped: list[type[BaseException] | None] = []
+    hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: dropped.append(unraisable.exc_type)
+    try:
+        with pytest.raises(Interrupted) as got, follow_signals() as caught:
+            Freed()
+            assert dropped == [Interrupted]  # the stop was lost where it landed
+            caught.check()  # the follow loop's next turn raises it again
+    finally:
+        sys.unraisablehook = hook
+    assert got.value.signum == signal.SIGTERM
 
 
 def test_the_script_gets_its_arguments_as_given_through_torchruns_template() -> None:

@@ -46,14 +46,28 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+@dataclass
+class Caught:
+    """The signal that `follow_signals` turned into Interrupted. Python drops an exception raised
+    inside a finalizer (`__del__`) or a callback, and the handler may run there: the follow loop
+    calls `check()` on each turn, which raises it again."""
+    signum: int | None = None
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
 @contextmanager
-def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[None]:
+def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[Caught]:
     """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread while the block runs, once:
     the first hands the signals back to the handlers that were there before (inside `deferred()`
     they are only noted), so a second Ctrl+C cannot land between the first and the stop it asked for.
     `noted`: lists where signals that came before the block were noted (while launching): the last
-    of them is raised at once, after these handlers are in place, so none falls between two."""
+    of them is raised at once, after these handlers are in place, so none falls between two.
+    Yields the `Caught` to check on each turn of the loop inside."""
     previous: dict[int, Any] = {}
+    caught = Caught()
 
     def restore() -> None:
         for signum, handler in previous.items():
@@ -61,6 +75,7 @@ def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[None]:
 
     def raise_once(signum: int, _frame: FrameType | None) -> None:
         restore()
+        caught.signum = signum
         raise Interrupted(signum)
 
     for sig in FOLLOW_SIGNALS:
@@ -71,7 +86,7 @@ def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[None]:
         earlier = [signum for signals in noted for signum in signals]
         if earlier:
             raise_once(earlier[-1], None)
-        yield
+        yield caught
     finally:
         restore()
 

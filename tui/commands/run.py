@@ -239,8 +239,9 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
         session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs, verbose=verbose,
                              from_start=not attached, watcher="mgtutor runs attach" if attached else "mgtutor")
         try:
-            with follow_signals(noted=(pending, later.signals)):
+            with follow_signals(noted=(pending, later.signals)) as caught:
                 for update in session.updates():
+                    caught.check()  # a stop whose exception landed in a finalizer, and was dropped there
                     _print_lines(update.lines, out)
                     if update.detector_error:
                         say("mgtutor: " + _("live warnings off ({error})").format(error=update.detector_error))
