@@ -87,7 +87,7 @@ class Window:
     step: int
     epoch: int
     steps: int
-    seconds: float
+    host_seconds: float  # from the last log point to this one, on the host's clock
     wait: float
     alloc: float
     peak: float
@@ -97,6 +97,14 @@ class Window:
     began: torch.cuda.Event | None = None  # the mark where the window began (the last window's `landed`)
     # epochs that ended after this window's log point: their events carry its loss, so they follow it
     epochs_after: list[tuple[int, int, float]] = field(default_factory=list)
+
+    def seconds(self) -> float:
+        """How long the window took: on the device's clock where it has both marks (after a sync the
+        host queues a window's steps in no time, so its own clock would read that window far too fast,
+        and the next one slow), else on the host's."""
+        if self.began is not None and self.landed is not None:
+            return self.began.elapsed_time(self.landed) / 1000
+        return self.host_seconds
 
 
 class TrainLoop:
@@ -210,10 +218,7 @@ class TrainLoop:
         self.epoch_indices = indices
         if self.loader is None:
             for sel in self.bank.epoch_selections(indices, self.micro_batch):
-                images, labels = self.bank.gather(sel, self._graph_inputs())
-                if self.channels_last:
-                    images = images.contiguous(memory_format=torch.channels_last)
-                yield images, labels
+                yield self.bank.gather(sel, self._graph_inputs())  # in the bank's layout, channels_last or not
             return
         self.epoch_sampler.indices = indices
         for images, labels in self.loader:
@@ -382,19 +387,16 @@ class TrainLoop:
 
     def _report(self, w: Window) -> None:
         value = float(w.loss.item())
-        if w.began is not None and w.landed is not None:
-            # on the device's clock: after a sync the host queues a window's steps in no time, so the
-            # host's clock between two log points would read that window far too fast (and the next slow)
-            w.seconds = w.began.elapsed_time(w.landed) / 1000
-        rate = w.steps * self.per_step / w.seconds if w.seconds > 0 else 0.0
-        per_step = w.seconds / w.steps
+        seconds = w.seconds()
+        rate = w.steps * self.per_step / seconds if seconds > 0 else 0.0
+        per_step = seconds / w.steps
         self.events.emit("step", step=w.step, epoch=w.epoch, loss=value, samples_per_s=round(rate, 2),
                          data_wait_s=round(w.wait / w.steps, 6),
                          compute_s=round(max(per_step - w.wait / w.steps, 0.0), 6),
                          mem_alloc_mib=round(w.alloc, 1), mem_peak_mib=round(w.peak, 1), lr=w.lr)
         if self.rank == 0:
             print(f"step {w.step:>6}/{self.total_steps}  epoch {w.epoch}  loss {value:.4f}  "
-                  f"{rate:>10,.0f} samples/s/rank  data wait {100 * w.wait / w.seconds:>3.0f}%  "
+                  f"{rate:>10,.0f} samples/s/rank  data wait {100 * w.wait / seconds:>3.0f}%  "
                   f"mem {w.alloc:,.0f}/{w.peak:,.0f} MiB", flush=True)
         if not math.isfinite(value):
             raise FloatingPointError(f"loss is {value} at step {w.step} on rank {self.rank}: the model's "
