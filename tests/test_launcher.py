@@ -3,12 +3,19 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import threading
+import time
 
 import psutil
 import pytest
 
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, launch, plan
+from mgtutor.training.runs import launcher
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch, plan
 from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.records import RUN_ID_ENV, RunMeta, RunRecord, RunStatus
+from mgtutor.training.runs.runstate import RunStateFolder
 from mgtutor.training.runs.session import RunSession
 from tests.helpers import wait_for
 
@@ -98,6 +105,48 @@ def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in rank_pids)
     assert not run_processes(run.record.run_id)
     assert json.loads((run.record.path / "result.json").read_text())["status"] == "stopped"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_stop_is_the_end_of_the_run_only_once_its_report_is_in_the_result(tmp_path, monkeypatch):
+    """The supervisor writes its `stopped` result as it exits; Run.stop adds its report only after,
+    once it has seen that no process is left. Run.stop is held right there, after the real
+    supervisor's write: a follower (another thread, as in the Monitor) must not take that result
+    for the end, or it reads `stopped` with no report."""
+    record = RunRecord.create("held-stop", tmp_path)
+    torchrun = [sys.executable, "-c", "import time; time.sleep(120)"]  # stands in for torchrun: stops on SIGTERM
+    record.write_meta(RunMeta.from_json({"run_id": record.run_id, "world_size": 1, "started": time.time(),
+                                         "torchrun_argv": torchrun, "status": "running"}))
+    supervisor = subprocess.Popen([sys.executable, "-m", "mgtutor.training.runs.supervise", str(record.path)],
+                                  env={**os.environ, RUN_ID_ENV: record.run_id}, stdout=subprocess.DEVNULL,
+                                  start_new_session=True)
+    run = Run(record, supervisor)
+    wait_for(lambda: record.meta().torchrun_pid, 60, what="the supervisor's torchrun")
+    held, go_on = threading.Event(), threading.Event()
+
+    def last_look_held(run_id, root_pid=None):
+        if root_pid is None:  # Run.stop's look for survivors: the supervisor is gone, the report unwritten
+            held.set()
+            go_on.wait(60)
+        return run_processes(run_id, root_pid)
+
+    monkeypatch.setattr(launcher, "run_processes", last_look_held)
+    stopper = threading.Thread(target=run.stop, kwargs={"grace": 5})
+    stopper.start()
+    try:
+        assert held.wait(60), "Run.stop never got to its look for survivors"
+        written = record.saved_result()
+        assert supervisor.poll() is not None and written.status == RunStatus.STOPPED and written.stop is None
+        assert run.running() and record.status() == RunStatus.RUNNING and record.settled_result() is None
+        assert not RunStateFolder(record, alive=run.running).refresh().done
+    finally:
+        go_on.set()
+        stopper.join(60)
+    result = run.wait(timeout=10)
+    assert result.status == RunStatus.STOPPED and result.stop is not None and result.stop.clean is True
+    state = RunStateFolder(record, alive=run.running).refresh()
+    assert state.done and state.result.stop is not None
 
 
 @pytest.mark.integration

@@ -13,9 +13,11 @@ from mgtutor.training.runs.records import (
     RunRecord,
     RunResult,
     RunStatus,
+    StopReport,
     build_result,
     exit_code_for,
 )
+from mgtutor.training.runs.runstate import RunStateFolder
 
 FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
 
@@ -43,6 +45,22 @@ def test_a_record_written_today_opens_with_the_same_json(tmp_path: Path) -> None
     assert result.to_json()["first_failure"] == {"rank": 1, "exit_code": None, "signal": "SIGKILL"}
     assert exit_code_for(result) == 128 + 9
     assert record.status() == "failed" and f"{record.status()}" == "failed"
+
+
+def test_a_result_written_while_a_stop_holds_the_lock_is_not_the_last_word(tmp_path: Path) -> None:
+    record = RunRecord.create("stopping", tmp_path)
+    record.write_meta(RunMeta(run_id=record.run_id, world_size=1, started=100.0))
+    with record.stopping():
+        record.write_result(build_result(record, stopped=True))  # the supervisor's, as it exits
+        assert record.stop_under_way() and record.settled_result() is None
+        assert record.status() == RunStatus.RUNNING
+        assert not RunStateFolder(record).refresh().done
+        result = record.saved_result()
+        result.stop = StopReport(requested=101.0, processes=2, clean=True)
+        record.write_result(result)  # the stop's report joins it
+    assert not record.stop_under_way() and record.status() == RunStatus.STOPPED
+    state = RunStateFolder(record).refresh()
+    assert state.done and state.result.stop == StopReport(requested=101.0, processes=2, clean=True)
 
 
 def test_an_older_record_opens_with_defaults(tmp_path: Path) -> None:

@@ -240,25 +240,30 @@ class Run:
         return self.supervisor.pid if self.supervisor else self.record.supervisor_pid()
 
     def running(self) -> bool:
+        """True until the run's result is final: while the supervisor lives, and while a stop (from
+        any thread or process) is still to add its report to the supervisor's result."""
         if self.supervisor is not None:
-            return self.supervisor.poll() is None
+            return self.supervisor.poll() is None or self.record.stop_under_way()
         return self.record.status() == RunStatus.RUNNING
 
     def wait(self, timeout: float | None = None) -> RunResult:
+        deadline = None if timeout is None else time.monotonic() + timeout
         if self.supervisor is not None:
             self.supervisor.wait(timeout)
-        else:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while self.running():
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"run {self.record.run_id} still running")
-                time.sleep(0.1)
+        while self.running():
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {self.record.run_id} still running")
+            time.sleep(0.1)
         return self.record.result()
 
     def stop(self, grace: float = 10.0) -> RunResult:
         """SIGTERM every process of the run, wait `grace` s, SIGKILL the rest, verify none is left."""
-        run_id = self.record.run_id
         was_running = self.running()
+        with self.record.stopping():
+            return self._stop(grace, was_running)
+
+    def _stop(self, grace: float, was_running: bool) -> RunResult:
+        run_id = self.record.run_id
         procs = run_processes(run_id, self.pid)
         report = StopReport(requested=time.time(), processes=len(procs))
         signal_all(procs, signal.SIGTERM)

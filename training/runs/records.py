@@ -7,17 +7,20 @@
         ranks/rank<R>.json pid, exit code or signal, start/end (from the rank wrapper)
         events.jsonl       our workers' events
         result.json        per-rank outcome, first failure, duration
+        stop.lock          held by a stop until its report is in result.json (RunRecord.stopping)
 
 A run whose supervisor died still has a readable record: `result()` rebuilds it from the rank files.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import secrets
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,15 @@ from mgtutor.training.runs.record_types import (
     RunStatus,
     StopReport,
 )
-from mgtutor.training.runs.safe_io import PRIVATE_DIR, entries, private_dir, read_regular, write_private_atomic
+from mgtutor.training.runs.safe_io import (
+    PRIVATE_DIR,
+    entries,
+    open_private,
+    open_regular,
+    private_dir,
+    read_regular,
+    write_private_atomic,
+)
 
 __all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "RunResult", "RunStatus",
            "StopReport", "build_result", "exit_code_for", "find_run", "list_runs", "runs_root"]
@@ -45,6 +56,7 @@ __all__ = ["FirstFailure", "RankExit", "RankOutcome", "RunMeta", "RunRecord", "R
 RUN_DIR_ENV = "MGTUTOR_RUN_DIR"
 RUN_ID_ENV = "MGTUTOR_RUN_ID"
 SUPERVISOR_MODULE = "mgtutor.training.runs.supervise"
+STOP_LOCK = "stop.lock"
 MIN_ID_PART = 4  # `runs show 2` must not pick a run by one character
 _RANK_LOG = re.compile(r"rank(\d+)\.(stdout|stderr)\.log$")
 
@@ -139,6 +151,7 @@ class RunRecord:
         for sub in ("logs", "ranks"):
             (path / sub).mkdir(mode=PRIVATE_DIR)
             os.chmod(path / sub, PRIVATE_DIR)
+        os.close(open_private(path / STOP_LOCK, exclusive=True))  # there before any reader looks (settled)
         return cls(path)
 
     @property
@@ -218,14 +231,57 @@ class RunRecord:
         """The saved result, or one rebuilt from the rank files when the supervisor died."""
         return self.saved_result() or build_result(self)
 
+    # stop.lock
+    @contextmanager
+    def stopping(self) -> Iterator[None]:
+        """Held by a stop (Run.stop) from its first signal until its report is in result.json. The
+        supervisor writes its own result as it exits, before the stop can tell whether anything
+        survived: until the stop is done, that result is not the run's last word."""
+        try:
+            fd = open_private(self.path / STOP_LOCK, append=True)
+        except OSError:  # no lock to take: the stop itself must still go ahead
+            fd = None
+        try:
+            if fd is not None:
+                _lock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)  # the lock goes with it, also when the stopping process dies
+
+    @contextmanager
+    def settled(self) -> Iterator[bool]:
+        """False while a stop is under way. True holds the lock shared to the end of the block, so
+        no stop can begin and end between the reads made in it."""
+        try:
+            handle = open_regular(self.path / STOP_LOCK)
+        except OSError:  # a record from before the lock, or not ours to read: no stop of ours runs
+            handle = None
+        if handle is None:
+            yield True
+            return
+        with handle:
+            yield _lock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+    def settled_result(self) -> RunResult | None:
+        """The saved result, unless a stop is still to add its report to it (then None)."""
+        with self.settled() as settled:
+            return self.saved_result() if settled else None
+
+    def stop_under_way(self) -> bool:
+        with self.settled() as settled:
+            return not settled
+
     def status(self) -> RunStatus:
-        """running | finished | failed | stopped | lost (no result and no live process)."""
-        result = self.saved_result()
-        if result:
-            return result.status
-        if self.supervisor_pid() is not None:
-            return RunStatus.RUNNING
-        return RunStatus.LOST
+        """running | finished | failed | stopped | lost (no result and no live process). A run
+        whose stop is under way is running: its processes are still being ended."""
+        with self.settled() as settled:
+            result = self.saved_result() if settled else None
+            if result:
+                return result.status
+            if not settled or self.supervisor_pid() is not None:
+                return RunStatus.RUNNING
+            return RunStatus.LOST
 
     def supervisor_pid(self) -> int | None:
         """The pid of this run's live supervisor, or None. A pid in meta.json may since have been
@@ -253,6 +309,18 @@ def is_supervisor_of(proc: psutil.Process, record: RunRecord) -> bool:
         return os.path.samefile(folder, record.path)
     except OSError:
         return folder.rstrip(os.sep).endswith(os.sep + record.run_id)
+
+
+def _lock(fd: int, how: int) -> bool:
+    """flock; False only when the lock is held through another open of the file (this process's
+    too). A filesystem without locks leaves things as they were before the lock existed."""
+    try:
+        fcntl.flock(fd, how)
+    except BlockingIOError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
 def pid_alive(pid: Any) -> bool:

@@ -134,9 +134,9 @@ class RunStateFolder:
             self.apply(event)
         for info in self.record.ranks():
             self._apply_rank_record(info)
-        result = self.record.saved_result()
+        result = self.record.settled_result()  # a stop under way has yet to add its report
         if result is None and not self._alive():
-            result = self.record.saved_result()  # it may have been written just before exiting
+            result = self.record.settled_result()  # it may have been written just before exiting
         self._set_phase(result, meta, now)
         self._mark_stragglers()
         return state
