@@ -40,11 +40,12 @@ def run(argv: list[str], env: dict[str, str], timeout: float) -> str:
     return proc.stdout
 
 
-def mgtutor_run(case: tuple[str, int, int], steps: int, env: dict[str, str], timeout: float) -> dict[str, Any]:
+def mgtutor_run(case: tuple[str, int, int], steps: int, env: dict[str, str], timeout: float,
+                extra: tuple[str, ...] = ()) -> dict[str, Any]:
     model, size, batch = case
     began = time.perf_counter()
     out = run([sys.executable, "-m", "mgtutor.tui", "train", "--strategy", "single", "--model", model,
-               "--image-size", str(size), "--batch-size", str(batch), "--steps", str(steps)], env, timeout)
+               "--image-size", str(size), "--batch-size", str(batch), "--steps", str(steps), *extra], env, timeout)
     wall = time.perf_counter() - began
     record = next(line.split("run record: ", 1)[1].strip() for line in reversed(out.splitlines())
                   if "run record: " in line)

@@ -11,6 +11,7 @@
 #   bash tests/gpu/device_check.sh maxbatch  # the batch finder's GPU tests, then beside its ground truth and anchors
 #   MODELS=resnet50 PROVE_STEPS=200 bash tests/gpu/device_check.sh maxbatch-bench  # one model's finder, truth, anchors
 #   bash tests/gpu/device_check.sh compile   # --compile auto's GPU tests, then the default against the plain loops
+#   [SHAPES=resnet18:224:64,…] bash tests/gpu/device_check.sh compile-rule  # the trainer, --compile off vs default, per shape
 # Output goes to $OUT (default /tmp/out) as it comes, so a part stopped by its time limit keeps
 # what it did. BUDGET_S (default 570) stops a part after that many seconds.
 set -u
@@ -36,5 +37,8 @@ case "${1:-}" in
   compile) LIMIT=120 pytest_gpu tests/gpu/test_train_compile_gpu.py 2>&1 | tee "$OUT/gpu_compile.txt"
            (cd tests/bench && timeout $((budget - 130)) python3 compile_pairs.py --pairs 3 --steps 500 \
               --cases "${CASES:-r50-224,r18-32}" --budget-s $((budget - 200))) 2>&1 | tee "$OUT/compile_pairs.txt" ;;
-  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report|maxbatch|maxbatch-bench|compile"; exit 2 ;;
+  compile-rule) (cd tests/bench && timeout "$budget" python3 compile_rule.py --pairs 3 --steps 500 \
+              ${SHAPES:+--shapes "$SHAPES"} --budget-s $((budget - 90)) --out "$OUT/compile_rule.json") 2>&1 \
+              | tee "$OUT/compile_rule.txt" ;;
+  *) echo "usage: bash tests/gpu/device_check.sh suite|lessons|overhead|one|convert|report|maxbatch|maxbatch-bench|compile|compile-rule"; exit 2 ;;
 esac

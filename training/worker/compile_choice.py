@@ -9,6 +9,9 @@ launch per step. At small images the whole-step graph already removes what limit
 Short runs and CPU ranks stay eager unless `--compile` names a mode. With several ranks the
 compiled backward is one autograd node, so the bucketed all-reduce starts when it ends rather than
 while it runs (measured on one GPU only; what that costs on several is not known yet).
+The rule rests on two shapes the trainer was measured at (ResNet-50 224² batch 128, ResNet-18 32²
+batch 512); lesson 11's plain loops found ResNet-18 at 224² batch 64 faster graphed eager, and at 32²
+batch 256 faster compiled inside the graph. tests/bench/compile_rule.py measures the trainer there.
 
 Inductor's caches (FX graphs, autotuning, Triton kernels) live under mgtutor's own cache folder,
 so the second run of the same model and shape skips most of the compiling.
