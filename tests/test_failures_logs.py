@@ -46,6 +46,7 @@ CASES = {
     "dataloader_worker_killed.log": ("dataloader_worker_killed", None),
     "nan_loss.log": ("nan_loss", 0),
     "child_failed_segv.log": ("child_failed", 2),
+    "segfault_faulthandler.log": ("child_failed", 1),  # torch 2.14, 2 gloo ranks, PYTHONFAULTHANDLER=1
     "exit_abort_gloo.log": ("exit_abort", None),  # torch 2.14, 2 gloo ranks, aborted at exit (pytorch#190489)
     # held out from the first catalogue (issue 16 items 4-6, issue 20 item 3)
     "dataset_download_failed.log": ("dataset_download_failed", 0),

@@ -42,7 +42,8 @@ CODE_LINE = re.compile(r"^\s+(\d+ \||[-+] )")
 BAD_SCRIPTS = sorted(p.name for p in (DATA / "check").glob("*.bad.py"))
 LOGS = ["cuda_oom_interleaved.log", "collective_timeout_nccl.log", "collective_timeout_norank.log",
         "port_in_use_libuv.log", "rendezvous_timeout_gloo_keys.log", "same_batches_no_sampler.log",
-        "nccl_error_remote.log", "cuda_driver_too_old.log", "dataloader_worker_killed.log"]
+        "nccl_error_remote.log", "cuda_driver_too_old.log", "dataloader_worker_killed.log",
+        "segfault_faulthandler.log"]
 CAPTURES = sorted(p.name for p in (DATA / "hang").iterdir())
 
 

@@ -22,6 +22,7 @@ from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
 from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
+from mgtutor.diagnostics.failures.fatal_error import CrashSite, crash_site, fix_text, summary_text
 from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.oom_explain import explain_hits
 from mgtutor.diagnostics.failures.scan import Hit, Scanner
@@ -281,12 +282,13 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
         return []
     out: list[Finding] = []
     failing = root if root is not None else next((r for r, e in sorted(exits.items()) if e.get("failed")), None)
-    if failing is None and not exits:
-        failing = next(iter(scanner.exceptions), None)  # a log with a traceback and no exit information
-    if failing is None and not scanner.exceptions:
+    if failing is None and not exits:  # a log with a traceback or a fatal error and no exit information
+        failing = next(iter(scanner.exceptions), next(iter(scanner.fatal.first), None))
+    if failing is None and not scanner.exceptions and not scanner.fatal.first:
         return out
     info = exits.get(failing, {}) if failing is not None else {}
     exception = scanner.exceptions.get(failing)
+    fatal = scanner.fatal.of(failing) if exception is None else None
     killed = info.get("signal") == "SIGKILL" or info.get("exit_code") == -9
     if killed and exception is None and not any(f.kind == "host_oom_killed" for f in found):
         out.append(make_finding(catalogue["host_oom_killed"], [], failing, {},
@@ -295,7 +297,10 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
         return out
     if any(catalogue[f.kind].cause or failing in f.hit_ranks for f in found + out):
         return out  # something more specific already explains the failure
-    if failing is None and exception is None:
+    if failing is None and exception is None and fatal is None:
+        return out
+    if fatal is not None:
+        out.append(_crashed(catalogue["child_failed"], failing, info, crash_site(fatal)))
         return out
     how = _exit_how(info.get("exit_code"), info.get("signal")) if info else _("it raised an exception")
     evidence = ([exception.evidence()] if exception else []) + list(info.get("evidence", []))
@@ -303,6 +308,17 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
                             {"how": how, "exception_text": _(" after {error}").format(error=exception.text.strip()[:200])
                              if exception else _(", with no Python error in its log")}, evidence[:MAX_EVIDENCE]))
     return out
+
+
+def _crashed(spec: KindSpec, rank: int | None, info: dict[str, Any], site: CrashSite) -> Finding:
+    """child_failed for a rank that died of a fatal signal with faulthandler's dump in its log: the
+    error, the crashing thread's innermost line and the user's own, and what to do about native code."""
+    signal = info.get("signal") or site.signal
+    how = _exit_how(info.get("exit_code"), signal) if info or signal else _("a fatal error")
+    evidence = (site.evidence + list(info.get("evidence", [])))[:MAX_EVIDENCE]
+    finding = make_finding(spec, [], rank, {"how": how, "exception_text": summary_text(site)}, evidence)
+    finding.fix = _unknown_rank(fix_text(site, _UNKNOWN if rank is None else rank))
+    return finding
 
 
 def explain_oom(findings: list[Finding], scanner: Scanner, record: Any = None) -> list[Finding]:

@@ -4,7 +4,9 @@
     where = locate(procs)        # the user's innermost frame, the torch call it waits in, what kind
 
 Frames are kept innermost first. "The user's code" is any file outside the Python installation,
-site-packages and mgtutor's own run layer; that is where a fix goes, so that is what the report names.
+site-packages, torch.compile's generated code and mgtutor's own run layer; that is where a fix goes,
+so that is what the report names. A faulthandler dump marks the thread it was written from ("Current
+thread"): after a fatal signal, that is the thread that crashed (fatal_error.py reads those).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ _PYSPY_THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')
 _PYSPY_NATIVE = re.compile(rf"^    {re.escape(NATIVE)} (\S.*)$")  # matched first: native frames are not the user's code
 _PYSPY_FRAME = re.compile(r"^    (\S.*) \((.+):(\d+)\)$")
 _PYSPY_ARG = re.compile(r"^            (\w+): (.*)$")
-_FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
+# "Stack": the one thread of a dump without all_threads; newer Pythons add the thread's name in brackets
+_FH_THREAD = re.compile(r"^(?:(Current thread|Thread) (0x[0-9a-f]+)(?: \[.*\])?|(Stack)) \(most recent call first\):$")
 _FH_FRAME = re.compile(r'^  File "(.+)", line (\d+) in (.+)$')
 
 INIT_CALLS = {"init_process_group", "rendezvous", "_create_c10d_store", "_store_based_barrier",
@@ -36,7 +39,7 @@ COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_i
 NCCL_SETUP = ("ncclCommInitRank", "bootstrapInit", "ProcessGroupNCCL::initNCCLComm")
 BACKWARD_CALLS = {"backward", "_engine_run_backward", "run_backward"}
 DATA_CALLS = {"_next_data", "__next__", "_get_data", "_try_get_data"}
-LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "<frozen ", "/training/runs/")
+LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "<frozen ", "/training/runs/", "/torchinductor_")
 # mgtutor's own rank programs stand in for the user's script (a demo, a lesson), wherever installed
 USER_MARKERS = ("/mgtutor/lessons/", "/diagnostics/failures/demo_workers.py")
 
@@ -47,6 +50,7 @@ class Frame:
     file: str
     line: int
     args: tuple[tuple[str, str], ...] = ()
+    at: int = field(default=-1, compare=False)  # index of the line it was read from in the parsed text
 
     @property
     def short_name(self) -> str:
@@ -61,6 +65,7 @@ class Thread:
     name: str
     frames: list[Frame] = field(default_factory=list)  # innermost first
     native: list[str] = field(default_factory=list)  # py-spy --native: the native frames' text, innermost first
+    current: bool = False  # faulthandler's "Current thread": the one that wrote the dump
 
     @property
     def is_main(self) -> bool:
@@ -88,27 +93,27 @@ def parse_dump(text: str) -> list[Thread]:
     threads: list[Thread] = []
     current: Thread | None = None
     args: list[tuple[str, str]] = []
-    for raw in text.splitlines():
+    for index, raw in enumerate(text.splitlines()):
         line = raw.rstrip()
         if m := _PYSPY_THREAD.match(line):
             current = Thread(name=m.group(3) or "")
             threads.append(current)
         elif m := _FH_THREAD.match(line):
-            current = Thread(name="")
+            current = Thread(name="", current=bool(m.group(1) == "Current thread" or m.group(3)))
             threads.append(current)
         elif current is None:
             continue
         elif m := _PYSPY_NATIVE.match(line):
             current.native.append(m.group(1))
         elif m := _PYSPY_FRAME.match(line):
-            current.frames.append(Frame(m.group(1), m.group(2), int(m.group(3))))
+            current.frames.append(Frame(m.group(1), m.group(2), int(m.group(3)), at=index))
             args = []
         elif m := _FH_FRAME.match(line):
-            current.frames.append(Frame(m.group(3), m.group(1), int(m.group(2))))
+            current.frames.append(Frame(m.group(3), m.group(1), int(m.group(2)), at=index))
         elif (m := _PYSPY_ARG.match(line)) and current.frames:
             args.append((m.group(1), m.group(2).strip('"')))
             last = current.frames[-1]
-            current.frames[-1] = Frame(last.function, last.file, last.line, tuple(args))
+            current.frames[-1] = Frame(last.function, last.file, last.line, tuple(args), last.at)
     return threads
 
 

@@ -1,8 +1,10 @@
-"""One pass over log lines: catalogue matches, each rank's first exception, and torchrun's exit report.
+"""One pass over log lines: catalogue matches, each rank's first exception and first fatal-error dump
+(fatal_error.py), and torchrun's exit report.
 
 Only the first few hits per kind are kept, so memory does not grow with the log. blockscan.py feeds
 the scanner only the lines its prefilter (`Scanner.prefilter`) points at, and every line while
-`wants_every_line` (an open traceback whose exception line is still to come).
+`wants_every_line` (an open traceback whose exception line is still to come, or a fatal-error dump
+still being read).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgtutor.diagnostics.failures.catalogue import KindSpec, Pattern
+from mgtutor.diagnostics.failures.fatal_error import FATAL_TRIGGERS, FatalDumps
 from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.prefilter import Prefilter
 from mgtutor.diagnostics.failures.samedata import SAME_DATA_TRIGGERS, SameData
@@ -39,7 +42,8 @@ def prefilter_for(catalogue: dict[str, KindSpec]) -> Prefilter:
     cached = _PREFILTERS.get(id(catalogue))
     if cached is None or cached[0] is not catalogue:
         patterns = [p for spec in catalogue.values() for p in spec.patterns]
-        literals = [t for p in patterns for t in p.triggers] + list(SCANNER_TRIGGERS) + list(SAME_DATA_TRIGGERS)
+        literals = [t for p in patterns for t in p.triggers]
+        literals += [*SCANNER_TRIGGERS, *SAME_DATA_TRIGGERS, *FATAL_TRIGGERS]
         cached = (catalogue, Prefilter(literals, [r for p in patterns for r in p.trigger_res]))
         _PREFILTERS[id(catalogue)] = cached
     return cached[1]
@@ -79,10 +83,11 @@ class Scanner:
         self._patterns: list[tuple[str, Pattern]] = [(s.kind, p) for s in catalogue.values() for p in s.patterns]
         self.prefilter = prefilter_for(catalogue)
         self.same_data = SameData()
+        self.fatal = FatalDumps()
 
     @property
     def wants_every_line(self) -> bool:
-        return bool(self._open_tracebacks)
+        return bool(self._open_tracebacks) or self.fatal.open
 
     def note_rank(self, rank: int | None) -> None:
         if rank is not None and 0 <= rank < 1 << 20:
@@ -93,6 +98,7 @@ class Scanner:
         self.note_rank(line.rank)
         text = line.text
         self._track_traceback(line)
+        self.fatal.feed(line)
         if line.rank is not None and (found := self.same_data.feed(line)):
             self._same_data_hits(found)
         if "exitcode" in text or "Root Cause" in text or "rank" in text or "Signal" in text or text.startswith("="):

@@ -15,6 +15,12 @@ arrives, writes torch's own dump (`_dump_fr_trace`) to TORCH_FR_DUMP_TEMP_FILE +
 nothing until asked: the thread sleeps in read(). Forked DataLoader workers get no thread.
 
 At exit it collects garbage once, before Python finalizes (`_collect_before_exit` says why).
+
+A rank that dies of a fatal signal in native code (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: a crash
+in a C++ extension, a CUDA library, a compiler) leaves no Python traceback, so the hook also turns on
+faulthandler's fatal-error handler: it writes "Fatal Python error: Segmentation fault" and every
+thread's Python stack into the rank's stderr, then lets the signal end the process as before (the
+exit code stays -11). It costs nothing until such a signal.
 """
 from __future__ import annotations
 
@@ -94,6 +100,19 @@ def _collect_before_exit() -> None:
     gc.collect()
 
 
+def _enable_fatal_dumps() -> None:
+    """faulthandler on fatal signals, unless PYTHONFAULTHANDLER or -X faulthandler turned it on already
+    (then it writes where the user asked)."""
+    import faulthandler
+
+    if faulthandler.is_enabled():
+        return
+    try:
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+    except (AttributeError, OSError, RuntimeError, ValueError):  # no usable stderr (None, or without a descriptor)
+        pass
+
+
 def _install(forked: bool = False) -> None:
     live = os.environ.get("MGTUTOR_STACKS_LIVE")
     signum = _signal_number()
@@ -101,6 +120,11 @@ def _install(forked: bool = False) -> None:
         return
     import faulthandler
 
+    if not forked:
+        _enable_fatal_dumps()
+    # A forked worker needs nothing more: fork copies faulthandler's handlers and the stderr descriptor
+    # they write to. A DataLoader worker then puts torch's own SIGSEGV/SIGBUS/SIGFPE handlers in their
+    # place, and the main process raises "DataLoader worker ... is killed by signal", which says enough.
     try:
         old_umask = os.umask(0o077)  # every folder it makes is 0700, the parents too
         try:
