@@ -30,7 +30,13 @@ def setup(device, batch, size, compiled, backend):
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10).to(device).to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, fused=device.type == "cuda")
-    forward = torch.compile(model, backend=backend) if compiled else model
+    forward = model
+    if compiled:
+        # One process measures two sizes of the same model: compiled again at the second size, Dynamo
+        # would make that graph's shapes symbolic (generic kernels, slower) unless it starts afresh and
+        # is told to keep them static.
+        torch.compiler.reset()
+        forward = torch.compile(model, backend=backend, dynamic=False)
     x = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (batch,), device=device)
 

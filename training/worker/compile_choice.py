@@ -10,8 +10,8 @@ Short runs and CPU ranks stay eager unless `--compile` names a mode. With severa
 compiled backward is one autograd node, so the bucketed all-reduce starts when it ends rather than
 while it runs (measured on one GPU only; what that costs on several is not known yet).
 The rule rests on two shapes the trainer was measured at (ResNet-50 224² batch 128, ResNet-18 32²
-batch 512); lesson 11's plain loops found ResNet-18 at 224² batch 64 faster graphed eager, and at 32²
-batch 256 faster compiled inside the graph. tests/bench/compile_rule.py measures the trainer there.
+batch 512); lesson 11's plain loop found ResNet-18 at 32² batch 256 faster compiled inside the graph
+(1.35×, one run). tests/bench/compile_rule.py measures the trainer at such shapes.
 
 Inductor's caches (FX graphs, autotuning, Triton kernels) live under mgtutor's own cache folder,
 so the second run of the same model and shape skips most of the compiling.
