@@ -69,6 +69,14 @@ def plain_run(case: tuple[str, int, int], steps: int, mode: str, env: dict[str, 
             "ready_s": row["ready_s"], "wall_s": round(time.perf_counter() - began, 2)}
 
 
+def print_and_save(result: dict[str, Any], out: Path | None) -> None:
+    """The result as one JSON line on stdout, and in OUT when given."""
+    line = json.dumps(result)
+    print(line)
+    if out:
+        out.write_text(line + "\n")
+
+
 def spread(values: list[float]) -> dict[str, float]:
     return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
             "max": round(max(values), 3)} if values else {}
@@ -140,10 +148,8 @@ def main() -> int:
                                                         for v, s in summary["samples_per_s"].items())
               + (f"; mgtutor ÷ best plain per pair: median {r['median']:.3f} ({r['min']:.3f}–{r['max']:.3f})"
                  if r else ""), flush=True)
-    line = json.dumps({"steps": args.steps, "seconds": round(time.perf_counter() - began, 1), "cases": summaries})
-    print(line)
-    if args.out:
-        args.out.write_text(line + "\n")
+    print_and_save({"steps": args.steps, "seconds": round(time.perf_counter() - began, 1), "cases": summaries},
+                   args.out)
     return 0
 
 

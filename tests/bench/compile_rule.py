@@ -12,14 +12,13 @@ and one JSON line (--out FILE writes it too).
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from compile_pairs import mgtutor_run, spread
+from compile_pairs import mgtutor_run, print_and_save, spread
 
 DEFAULT_SHAPES = "resnet18:32:256,resnet18:32:512,resnet18:224:64,resnet18:224:256,resnet50:224:128"
 VARIANTS = ("off", "default")
@@ -75,10 +74,8 @@ def main() -> int:
                    "compiled_over_off": spread(ratios), "ratios": [round(r, 4) for r in ratios]}
         summaries.append(summary)
         print(f"{name}: compiled inside the graph ÷ graphed eager per pair: {summary['ratios']}", flush=True)
-    line = json.dumps({"steps": args.steps, "seconds": round(time.perf_counter() - began, 1), "shapes": summaries})
-    print(line)
-    if args.out:
-        args.out.write_text(line + "\n")
+    print_and_save({"steps": args.steps, "seconds": round(time.perf_counter() - began, 1), "shapes": summaries},
+                   args.out)
     return 0
 
 
