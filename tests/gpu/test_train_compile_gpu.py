@@ -35,8 +35,12 @@ def train(*args: str) -> tuple[str, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "mgtutor.tui", "train", "--strategy", "single", *args],
                           capture_output=True, text=True, timeout=540)
     print(done.stdout[-3000:], done.stderr[-2000:])
+    record = Path(next(line.split("run record: ", 1)[1].strip() for line in reversed(done.stdout.splitlines())
+                       if "run record: " in line))
+    if done.returncode != 0:  # the ranks' own stderr holds what the summary cannot (a fatal signal's stack)
+        for log in sorted(record.glob("logs/rank*.stderr.log")):
+            print(f"--- {log.name}\n" + log.read_text(errors="replace")[-6000:])
     assert done.returncode == 0
-    record = Path(done.stdout.strip().splitlines()[-1].removeprefix("run record: "))
     return done.stdout, next(e for e in events(record) if e["type"] == "result")
 
 
