@@ -40,7 +40,7 @@ def test_auto_compiles_a_long_gpu_run_at_large_images_inside_the_graph() -> None
     ((*BIG, "--inject", "oom"), True, False, 5000, "--inject oom"),
     ((*BIG, "--strategy", "dp"), True, False, 5000, "--strategy dp"),
     (("--image-size", "224"), True, True, 5000, "tinycnn trains in seconds"),
-    (("--model", "resnet18", "--image-size", "32"), True, True, 500, "whole-step CUDA graph already removes"),
+    (("--model", "resnet18", "--image-size", "32"), True, True, 19_999, "only after about 20,000 steps, not 19,999"),
     (("--model", "resnet18", "--image-size", "32", "--warmup", "3"), True, False, 500, "bound by kernel launches"),
 ], ids=["CPU", "short", "inject", "dp", "tinycnn", "32px graphed", "32px eager"])
 def test_auto_stays_eager_and_says_why(argv: tuple[str, ...], on_gpu: bool, graphs: bool, steps: int,
@@ -49,6 +49,16 @@ def test_auto_stays_eager_and_says_why(argv: tuple[str, ...], on_gpu: bool, grap
     assert plan.mode is None and plan.label == "off"
     assert plan.why.startswith("off (auto: ") and reason in plan.why, plan.why
     assert ("--compile default to force it" in plan.why) is on_gpu
+
+
+def test_auto_compiles_small_images_inside_the_graph_for_a_run_long_enough_to_repay_it() -> None:
+    from mgtutor.training.worker.compile_choice import SMALL_IMAGE_STEPS
+
+    argv = ("--model", "resnet18", "--image-size", "32")
+    plan = compile_choice(parsed(*argv), on_gpu=True, graphs=True, total_steps=SMALL_IMAGE_STEPS)
+    assert (plan.mode, plan.in_graph) == ("default", True), plan.why
+    alone = compile_choice(parsed(*argv), on_gpu=True, graphs=False, total_steps=10 * SMALL_IMAGE_STEPS)
+    assert alone.mode is None and "bound by kernel launches" in alone.why
 
 
 def test_an_explicit_mode_wins_over_auto_even_on_a_cpu() -> None:
@@ -134,14 +144,15 @@ def test_a_cpu_run_with_default_flags_never_compiles(
 
 def test_lesson_11_tells_the_choice_auto_makes() -> None:
     from mgtutor.lessons.loader import get_lesson
-    from mgtutor.training.worker.compile_choice import MIN_IMAGE_PX, MIN_STEPS
+    from mgtutor.training.worker.compile_choice import MIN_IMAGE_PX, MIN_STEPS, SMALL_IMAGE_STEPS
 
     text = " ".join(get_lesson("11").explanation().split())
     assert f"a real model at {MIN_IMAGE_PX} px or more and {MIN_STEPS} steps or more" in text
+    assert f"below {MIN_IMAGE_PX} px only from {SMALL_IMAGE_STEPS:,} steps" in text
     big = compile_choice(parsed(*BIG), on_gpu=True, graphs=True, total_steps=MIN_STEPS)
     small = compile_choice(parsed("--model", "resnet18"), on_gpu=True, graphs=True, total_steps=5000)
     assert big.in_graph and "runs it inside the whole-step graph" in text
-    assert small.mode is None and "at small images it keeps the graphed eager step" in text
+    assert small.mode is None and "keeps the graphed eager step" in text
 
 
 @pytest.mark.integration

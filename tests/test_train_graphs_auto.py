@@ -17,7 +17,7 @@ def test_cuda_graphs_auto_is_on_only_for_a_fixed_gpu_step() -> None:
     assert cuda_graphs_choice(parsed(), on_gpu=True)[0] is True
     assert cuda_graphs_choice(parsed("--data", "cifar10", "--data-dir", "/d"), on_gpu=True)[0] is True
     assert cuda_graphs_choice(parsed("--strategy", "single"), on_gpu=True)[0] is True
-    off = {"CPU": ((), False), "dp": (("--strategy", "dp"), True), "compile": (("--compile", "default"), True),
+    off = {"CPU": ((), False), "dp": (("--strategy", "dp"), True), "compile": (("--compile", "reduce-overhead"), True),
            "fp16": (("--amp", "fp16"), True), "accum": (("--grad-accum", "2"), True),
            "warmup": (("--warmup", "5"), True), "inject": (("--inject", "oom"), True),
            "ddp option": (("--static-graph", "off"), True)}
@@ -25,6 +25,8 @@ def test_cuda_graphs_auto_is_on_only_for_a_fixed_gpu_step() -> None:
         on, why = cuda_graphs_choice(parsed(*argv), on_gpu=on_gpu)
         assert on is False and why.startswith("off (auto: "), (name, why)
     assert "CPU" in cuda_graphs_choice(parsed(), on_gpu=False)[1]
+    # --compile default runs the compiled model inside the graph, as --compile auto's choice does
+    assert cuda_graphs_choice(parsed("--compile", "default"), on_gpu=True)[0] is True
     # what the user says wins over auto, either way
     assert cuda_graphs_choice(parsed("--cuda-graphs", "off"), on_gpu=True) == (False, "off (--cuda-graphs off)")
     assert cuda_graphs_choice(parsed("--cuda-graphs", "--warmup", "5"), on_gpu=True)[0] is True

@@ -60,7 +60,7 @@ def main() -> int:
             pair = {}
             for variant in VARIANTS if i % 2 == 0 else reversed(VARIANTS):
                 try:
-                    row = mgtutor_run(shape, args.steps, env, args.timeout, ("--compile", variant))
+                    row = mgtutor_run(shape, args.steps, env, args.timeout, ("--compile", variant, "--cuda-graphs", "on"))
                 except (RuntimeError, subprocess.TimeoutExpired, StopIteration, KeyError, ValueError) as exc:
                     print(f"{name} pair {i + 1} --compile {variant}: {exc}", file=sys.stderr, flush=True)
                     continue

@@ -113,3 +113,12 @@ def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: Non
     # like the others, not as fast as the host could queue its steps (host clock: many times faster)
     rates = [e["samples_per_s"] for e in steps[2:-1]]
     assert max(rates) < 2 * min(rates), rates
+
+
+def test_compile_default_at_small_images_runs_inside_the_graph_as_auto_would(gpu: None, xdg_homes: Path) -> None:
+    out, result = train("--model", "resnet18", "--image-size", "32", "--batch-size", "64", "--steps", "40",
+                        "--log-every", "20", "--compile", "default")
+    assert "cuda graphs: on (auto: GPU" in out
+    assert "compile: default inside the whole-step CUDA graph (--compile default)" in out
+    assert result["compile"] == "default inside the whole-step CUDA graph" and result["compile_fallback"] is None
+    assert math.isfinite(result["final_loss"])

@@ -116,7 +116,8 @@ def cuda_graphs_choice(args: argparse.Namespace, on_gpu: bool) -> tuple[bool, st
     reasons = [
         (not on_gpu, "the ranks run on the CPU"),
         (args.strategy == "dp", "--strategy dp (DataParallel) is not captured"),
-        (args.compile not in ("off", "auto"), f"--compile {args.compile} has its own graph modes"),
+        # --compile default runs inside the captured step, as auto's choice does; the other modes graph themselves
+        (args.compile not in ("off", "auto", "default"), f"--compile {args.compile} has its own graph modes"),
         (args.amp == "fp16", "--amp fp16's loss scaler reads its scale back every step"),
         (args.grad_accum > 1, "--grad-accum changes the step from one micro-step to the next"),
         (args.warmup > 0, "--warmup changes the learning rate every step"),

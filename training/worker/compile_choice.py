@@ -1,17 +1,18 @@
 """`--compile auto|off|default|reduce-overhead|max-autotune`: whether the trainer compiles, how and why.
 
-Auto compiles where the steady-state gain is large and the run is long enough to be worth the
-wait: a GPU run of a real model (ResNet) at large images (GPU-bound: inductor's fused kernels
-cut the work itself), for at least MIN_STEPS steps. When the step is already one CUDA graph
+Auto compiles where the steady-state gain pays back the wait before the first step: a GPU run of a
+real model (ResNet) for at least MIN_STEPS steps. When the step is already one CUDA graph
 (`--cuda-graphs auto` said on), the compiled model runs inside that graph: fused kernels and one
-launch per step. At small images the whole-step graph already removes what limits the step
-(launching kernels from Python), so compiling gains little there for a run's worth of steps.
+launch per step. Measured on one H200 (tests/bench/compile_rule.py, the trainer, 500 steps), that is
+1.26–1.44× the graphed eager step at every shape tried (ResNet-18 at 32² batch 256 and 512 and at 224²
+batch 64, ResNet-50 at 224² batch 128). What differs is the pay-back: a graphed step at 224² takes tens
+of milliseconds, so compiling (25–65 s cold, 3–15 s with a warm cache) is repaid within a few thousand
+steps; at small images a step takes about 2 ms and saves about 0.4 ms, which repays a warm compile
+after about 20,000 steps (a cold one after about 75,000). Hence SMALL_IMAGE_STEPS. Without the graph,
+inductor alone does not remove the launch cost that limits small steps, so auto does not compile them.
 Short runs and CPU ranks stay eager unless `--compile` names a mode. With several ranks the
 compiled backward is one autograd node, so the bucketed all-reduce starts when it ends rather than
 while it runs (measured on one GPU only; what that costs on several is not known yet).
-The rule rests on two shapes the trainer was measured at (ResNet-50 224² batch 128, ResNet-18 32²
-batch 512); lesson 11's plain loop found ResNet-18 at 32² batch 256 faster compiled inside the graph
-(1.35×, one run). tests/bench/compile_rule.py measures the trainer at such shapes.
 
 Inductor's caches (FX graphs, autotuning, Triton kernels) live under mgtutor's own cache folder,
 so the second run of the same model and shape skips most of the compiling.
@@ -28,7 +29,8 @@ from pathlib import Path
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 MIN_STEPS = 300        # below it a run is a try-out: a cold compile (20–70 s) is most of its time
-MIN_IMAGE_PX = 128     # from here the step is GPU-bound and fusion pays (1.4× at 224², ResNet-50, H200)
+MIN_IMAGE_PX = 128     # from here a step is long enough that a few thousand of them repay the compile
+SMALL_IMAGE_STEPS = 20_000  # below MIN_IMAGE_PX: ~0.4 ms saved per ~2 ms step repays a warm compile (~8 s)
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,11 @@ def compile_choice(args: argparse.Namespace, on_gpu: bool, graphs: bool, total_s
         (args.model == "tinycnn", "tinycnn trains in seconds, less than compiling it takes"),
         (total_steps < MIN_STEPS, f"a run of {total_steps} steps (< {MIN_STEPS}) is over before compiling "
                                   "would pay back"),
-        (small and graphs, f"at {args.image_size}² the whole-step CUDA graph already removes the launch cost, "
-                           "which is what limits this step"),
-        (small, f"at {args.image_size}² the step is bound by kernel launches, which inductor alone "
-                "does not remove"),
+        (small and graphs and total_steps < SMALL_IMAGE_STEPS,
+         f"at {args.image_size}² a graphed step takes milliseconds: compiling saves about a fifth of each, "
+         f"which repays the compile only after about {SMALL_IMAGE_STEPS:,} steps, not {total_steps:,}"),
+        (small and not graphs, f"at {args.image_size}² the step is bound by kernel launches, which inductor alone "
+                               "does not remove"),
     ]
     for applies, why in reasons:
         if applies:
