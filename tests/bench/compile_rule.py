@@ -3,7 +3,7 @@
 
     python tests/bench/compile_rule.py [--pairs 3] [--steps 500] [--shapes resnet18:32:256,resnet18:224:64]
 
-A pair is two processes in an order that turns pair by pair; `--cuda-graphs auto` graphs both, so
+A pair is two processes in an order that turns pair by pair; both run with `--cuda-graphs on`, so
 `--compile default` runs the compiled model inside the graph (as auto would choose it) and `off` the graphed
 eager step. Inductor's caches start empty in a fresh folder: the first compiled run is cold, the later ones
 warm. Prints every run, then per shape the median images/s of each and the ratio per pair (compiled ÷ off),
@@ -22,6 +22,7 @@ from compile_pairs import mgtutor_run, print_and_save, spread
 
 DEFAULT_SHAPES = "resnet18:32:256,resnet18:32:512,resnet18:224:64,resnet18:224:256,resnet50:224:128"
 VARIANTS = ("off", "default")
+GRAPHED = ("--cuda-graphs", "on")  # both variants in the whole-step graph, as auto runs them
 
 
 def parse_shapes(text: str) -> list[tuple[str, int, int]]:
@@ -60,7 +61,7 @@ def main() -> int:
             pair = {}
             for variant in VARIANTS if i % 2 == 0 else reversed(VARIANTS):
                 try:
-                    row = mgtutor_run(shape, args.steps, env, args.timeout, ("--compile", variant, "--cuda-graphs", "on"))
+                    row = mgtutor_run(shape, args.steps, env, args.timeout, ("--compile", variant, *GRAPHED))
                 except (RuntimeError, subprocess.TimeoutExpired, StopIteration, KeyError, ValueError) as exc:
                     print(f"{name} pair {i + 1} --compile {variant}: {exc}", file=sys.stderr, flush=True)
                     continue
