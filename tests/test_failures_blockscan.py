@@ -75,3 +75,13 @@ def test_a_catalogue_pattern_without_a_literal_must_say_what_to_look_for() -> No
         parse_catalogue({"kinds": [kind]})
     kind["patterns"] = [{"re": "(?:a|b)+", "triggers": ["ab"]}]
     assert parse_catalogue({"kinds": [kind]})["k"].patterns[0].triggers == ("ab",)
+
+
+def test_a_long_line_with_escapes_is_cut_where_raw_lines_cuts_it() -> None:
+    # the first line puts the second across a read edge, so the second comes whole in a block with its
+    # line end: 156 raw bytes, 106 once the escapes go; cut after cleaning, the OOM message would stay whole
+    data = b"[rank0]: step 0 ok\n" + b"\x1b[31m" * 10 + b"x" * 60 + b"CUDA out of memory. Tried to allocate 2.00 GiB\n" + b"[rank0]: step 1\n"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blockscan, "BLOCK", 64)
+        patch.setattr(blockscan, "CHUNK", 128)
+        assert _by_blocks(data) == _every_line(data, 128)

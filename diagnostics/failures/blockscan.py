@@ -8,19 +8,21 @@ rank that printed only noise still counts toward the world size), and the lines 
 every line while the scanner wants them all, go through logparse.lines_of, which cleans them as
 for any other reader. Other control bytes are not removed from the whole block (that pass costs
 more than the rest of the prefilter): one inside a message hides that line from the prefilter.
-A piece of an over-long line is searched only in its first PIECE_HEAD bytes, which hold the first
+A block with escapes and a line longer than CHUNK is read line by line as raw_lines cuts it (cut
+after cleaning, its pieces would end elsewhere). A piece of an over-long line is searched only in its first PIECE_HEAD bytes, which hold the first
 MATCH_CHARS characters the scanner matches against (a 200 MB line of letters would otherwise stop
 the trie regex at almost every byte).
 """
 from __future__ import annotations
 
 import bisect
+import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from mgtutor.diagnostics.failures.logparse import CHUNK, lines_of
+from mgtutor.diagnostics.failures.logparse import CHUNK, lines_of, raw_lines
 from mgtutor.diagnostics.failures.scan import MATCH_CHARS, Scanner
 from mgtutor.training.runs.safe_io import open_regular
 
@@ -54,6 +56,23 @@ def _clean(block: bytes) -> bytes:
     return _ANSI.sub(b"", block) if b"\x1b" in block else block
 
 
+def _has_long_line(block: bytes) -> bool:
+    if len(block) <= CHUNK:
+        return False
+    start = 0
+    while (end := block.find(b"\n", start)) >= 0:
+        if end - start > CHUNK:
+            return True
+        start = end + 1
+    return len(block) - start > CHUNK
+
+
+def _feed_every_piece(scanner: Scanner, raw: bytes, name: str, lineno: int, default_rank: int | None) -> None:
+    for offset, piece in raw_lines(io.BytesIO(raw), CHUNK):
+        for line in lines_of(piece, name, lineno + offset - 1, default_rank):
+            scanner.feed(line)
+
+
 def _note_ranks(scanner: Scanner, block: bytes) -> None:
     head = _LINE_RANK.findall(b"\n" + block[:200]) if block[:1] == b"[" else []  # the first line has no \n before it
     for by_rank, by_name in set(head + _LINE_RANK.findall(block)):
@@ -67,6 +86,10 @@ def scan_handle(scanner: Scanner, handle: BinaryIO, name: str, default_rank: int
         block = _clean(raw)
         any_text = any_text or bool(block.strip())
         _note_ranks(scanner, block)
+        if block is not raw and _has_long_line(raw):  # escapes gone, its pieces would be cut elsewhere than raw_lines cuts
+            _feed_every_piece(scanner, raw, name, lineno, default_rank)
+            lineno += raw.count(b"\n")
+            continue
         if b"\n" in block or b"\r" in block:
             hits = scanner.prefilter.positions(block.lower())
         else:  # a piece of an over-long line: the scanner reads only its start (scan.MATCH_CHARS)
