@@ -177,3 +177,62 @@ def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xd
     assert warm["compile_cache"]["fx_miss"] == 0 and warm["compile_cache"]["fx_hit"] == cold["compile_cache"]["fx_miss"]
     assert any((xdg_homes / "xdg_cache_home" / "mgtutor" / "inductor").rglob("*.py"))
     assert warm["final_loss"] == pytest.approx(cold["final_loss"])  # the same model, from the cache
+
+
+def compile_events(*phases: tuple[int, str]) -> list[Any]:
+    from mgtutor.training.runs.events import encode, parse_event
+
+    return [parse_event(encode("step", rank, kind="compile", phase=phase, plan="default")) for rank, phase in phases]
+
+
+@pytest.mark.parametrize("signal, phases, crashed", [
+    ("SIGSEGV", [(0, "began"), (1, "began")], True),
+    ("SIGABRT", [(1, "began"), (0, "began")], True),
+    ("SIGSEGV", [(0, "began"), (0, "compiled")], False),  # it died later, in training
+    ("SIGSEGV", [(0, "began"), (0, "fell_back")], False),
+    ("SIGSEGV", [], False),  # an eager run
+    ("SIGSEGV", [(1, "began")], False),  # another rank compiling is not the one that died
+    ("SIGKILL", [(0, "began")], False),  # the OOM killer or a user, not the compiler
+    (None, [(0, "began")], False),
+], ids=["segv", "abort", "after compiled", "after fallback", "eager", "other rank", "sigkill", "exit code"])
+def test_a_rank_that_died_of_a_native_crash_inside_the_compiler_is_told_apart(
+        signal: str | None, phases: list[tuple[int, str]], crashed: bool) -> None:
+    from mgtutor.training.runs.compile_crash import crashed_while_compiling
+    from mgtutor.training.runs.event_types import CompileEvent
+    from mgtutor.training.runs.records import FirstFailure, RunResult, RunStatus
+
+    events = compile_events(*phases)
+    assert all(isinstance(e, CompileEvent) for e in events)
+    result = RunResult(status=RunStatus.FAILED, first_failure=FirstFailure(rank=0, exit_code=None if signal else 1,
+                                                                           signal=signal))
+    crash = crashed_while_compiling(result, events)
+    assert (crash is not None) is crashed
+    if crash:
+        assert (crash.rank, crash.signal, crash.plan) == (0, signal, "default")
+
+
+@pytest.mark.integration
+def test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling(tmp_path: Path) -> None:
+    """Two real gloo ranks whose compile dies of SIGSEGV (the fake at the compile boundary): the run
+    fails as it happened, is named as a crash in the compiler, and trains again eagerly to the end."""
+    import subprocess
+
+    from conftest import mgtutor_argv, no_gpu_env
+
+    env = {**no_gpu_env(), compiling.FAKE_CRASH_ENV: "1"}
+    proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "2", "--compile", "default",
+                                       "--batch-size", "8", "--dataset-size", "64", "--steps", "4", "--log-every", "2"),
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "run failed: rank " in proc.stderr and "(signal SIGSEGV)" in proc.stderr
+    assert ("died of SIGSEGV while inductor compiled its step (default): a crash in the compiler, not in training; "
+            "training again without compiling (--compile off)") in proc.stderr
+    records = [Path(line.removeprefix("run record: ")) for line in proc.stdout.splitlines()
+               if line.startswith("run record: ")]
+    assert len(records) == 2
+    first, second = (json.loads((r / "result.json").read_text()) for r in records)
+    assert first["status"] == "failed" and first["first_failure"]["signal"] == "SIGSEGV"
+    assert second["status"] == "finished"
+    argv = json.loads((records[1] / "meta.json").read_text())["torchrun_argv"]
+    assert argv[argv.index("--compile") + 1] == "off"
+    assert "[rank 0] compile: off (--compile off)" in proc.stdout and "[rank 0] done: 4 steps" in proc.stdout

@@ -209,8 +209,21 @@ class BatchResultEvent(Event):
     proved: bool | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompileEvent(Event):
+    """A rank's compiled step: a `step` event with `kind: "compile"`; `began` is on disk before the
+    compiler runs, so a rank that dies inside it leaves a `began` with no `compiled` or `fell_back`."""
+    type: ClassVar[EventType] = EventType.STEP
+    kind: str
+    phase: str  # began | compiled | fell_back
+    plan: str
+    seconds: float | None = None
+    reason: str | None = None
+
+
 BY_TYPE: dict[EventType, type[Event]] = {cls.type: cls for cls in (
     StartEvent, RendezvousEvent, StepEvent, EpochEvent, CheckpointEvent, ResultEvent, ErrorEvent)}
 BY_KIND: dict[tuple[EventType, str], type[Event]] = {
     (EventType.STEP, "allreduce"): BenchRowsEvent, (EventType.RESULT, "allreduce"): BenchResultEvent,
-    (EventType.STEP, "maxbatch"): BatchTrialEvent, (EventType.RESULT, "maxbatch"): BatchResultEvent}
+    (EventType.STEP, "maxbatch"): BatchTrialEvent, (EventType.RESULT, "maxbatch"): BatchResultEvent,
+    (EventType.STEP, "compile"): CompileEvent}

@@ -7,6 +7,8 @@ rebuilds the step without compiling and says why, instead of ending the run.
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +21,15 @@ from mgtutor.training.worker.compile_choice import CompilePlan
 
 # What torch.compile compiles with; tests put a backend here that fails, to see the fallback.
 BACKEND: str | Callable[..., Any] = "inductor"
+# The tests' stand-in for a compiler that crashes its process (as inductor has, with SIGSEGV in a
+# native thread): set, every rank dies of SIGSEGV inside its first compile.
+FAKE_CRASH_ENV = "MGTUTOR_FAKE_COMPILE_CRASH"
+
+
+def _crashing_backend(gm: Any, example_inputs: Any, **_kwargs: Any) -> Any:
+    os.kill(os.getpid(), signal.SIGSEGV)
+    return gm  # not reached
+
 
 _COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch", "triton")
 
@@ -26,7 +37,8 @@ _COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch._functorch", "tr
 def compile_module(model: nn.Module, plan: CompilePlan) -> nn.Module:
     mode = None if plan.mode in (None, "default") else plan.mode
     # for a module torch.compile returns an OptimizedModule (an nn.Module); its stub says only Callable
-    return cast(nn.Module, torch.compile(model, mode=mode, backend=BACKEND))
+    backend = _crashing_backend if os.environ.get(FAKE_CRASH_ENV) else BACKEND
+    return cast(nn.Module, torch.compile(model, mode=mode, backend=backend))
 
 
 def is_compile_failure(exc: BaseException, capturing: bool) -> bool:

@@ -319,6 +319,7 @@ class TrainLoop:
             return self.stepper.step(micro)
         if self.watch is None:
             self.watch = CompileWatch(self.plan)
+            self._compile_event("began")
         stepper = self.stepper
         capturing = isinstance(stepper, GraphStepper) and stepper.calls == stepper.warm_steps
         try:
@@ -327,6 +328,7 @@ class TrainLoop:
             if not is_compile_failure(exc, capturing):
                 raise
             self.watch.fell_back, self.watch.done = one_line(exc), True
+            self._compile_event("fell_back", reason=self.watch.fell_back)
             stepper.replace_model(self.uncompiled)
             if self.rank == 0:
                 print(self.watch.summary(), flush=True)
@@ -336,9 +338,13 @@ class TrainLoop:
             self.watch.compiled()
         if not isinstance(stepper, GraphStepper) or stepper.captured is not None:
             self.watch.done = True
+            self._compile_event("compiled", seconds=round(self.watch.seconds or 0.0, 2))
             if self.rank == 0:
                 print(self.watch.summary(), flush=True)
         return loss
+
+    def _compile_event(self, phase: str, **fields: Any) -> None:
+        self.events.emit("step", kind="compile", phase=phase, plan=self.plan.label, **fields)
 
     def _sync(self) -> None:
         """Wait for the device; every window logged so far is reported first."""

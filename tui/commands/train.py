@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mgtutor.training.runs.i18n import _, rjust_cells
+from mgtutor.training.runs.compile_crash import CompileCrash, crashed_while_compiling
 from mgtutor.training.runs.event_types import Event, StepEvent
 from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch, said_device_note
 from mgtutor.training.runs.nvml import inventory
@@ -134,6 +135,18 @@ def main(args: argparse.Namespace) -> int:
     problem = check(args)
     if problem:
         raise CliError(problem)
+    exit_code, crash = train_once(args)
+    if crash is None or args.compile == "off":
+        return exit_code
+    say("mgtutor: " + _("rank {rank} died of {signal} while inductor compiled its step ({plan}): a crash in the "
+                        "compiler, not in training; training again without compiling (--compile off)").format(
+        rank=crash.rank, signal=crash.signal, plan=crash.plan))
+    args.compile = "off"
+    return train_once(args)[0]
+
+
+def train_once(args: argparse.Namespace) -> tuple[int, CompileCrash | None]:
+    """One run from launch to its record; the exit code, and a crash inside the compiler if that ended it."""
     nproc = 1 if args.strategy != "ddp" else args.nproc
     with deferred() as early:  # open from the launch to the exit: a signal is noted, then stops the run
         try:
@@ -148,10 +161,10 @@ def main(args: argparse.Namespace) -> int:
             final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
                                             verbose=args.verbose, pending=early.signals)
         except FollowEnded as end:
-            return end.exit_code
+            return end.exit_code, None
         assert final.result is not None
         put(summary_table(summarize(events, meta.world_size)), sys.stdout)
         say(describe_result(final.result))
         print_failure_diagnosis(run, final)
         put(f"run record: {run.record.path}", sys.stdout)
-        return follow_exit_code(final)
+        return follow_exit_code(final), crashed_while_compiling(final.result, events)
