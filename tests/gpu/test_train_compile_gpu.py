@@ -31,9 +31,9 @@ def events(record: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (record / "events.jsonl").read_text().splitlines() if line.strip()]
 
 
-def train(*args: str) -> tuple[str, dict[str, Any]]:
+def train(*args: str, env: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "mgtutor.tui", "train", "--strategy", "single", *args],
-                          capture_output=True, text=True, timeout=540)
+                          capture_output=True, text=True, timeout=540, env=env)
     print(done.stdout[-3000:], done.stderr[-2000:])
     record = Path(next(line.split("run record: ", 1)[1].strip() for line in reversed(done.stdout.splitlines())
                        if "run record: " in line))
@@ -41,7 +41,7 @@ def train(*args: str) -> tuple[str, dict[str, Any]]:
         for log in sorted(record.glob("logs/rank*.stderr.log")):
             print(f"--- {log.name}\n" + log.read_text(errors="replace")[-6000:])
     assert done.returncode == 0
-    return done.stdout, next(e for e in events(record) if e["type"] == "result")
+    return done.stdout + done.stderr, next(e for e in events(record) if e["type"] == "result")
 
 
 def test_auto_compiles_inside_the_graph_and_the_second_run_uses_the_cache(gpu: None, xdg_homes: Path) -> None:
@@ -122,3 +122,17 @@ def test_compile_default_at_small_images_runs_inside_the_graph_as_auto_would(gpu
     assert "compile: default inside the whole-step CUDA graph (--compile default)" in out
     assert result["compile"] == "default inside the whole-step CUDA graph" and result["compile_fallback"] is None
     assert math.isfinite(result["final_loss"])
+
+
+def test_a_compiler_that_crashes_the_rank_is_trained_again_graphed_without_compiling(gpu: None,
+                                                                                   xdg_homes: Path) -> None:
+    """The rank dies of SIGSEGV inside its compile (the fake at the compile boundary, as inductor's own
+    native crashes did here): the run is named a crash in the compiler and trains again, graphed, eager."""
+    import os
+
+    out, result = train("--model", "resnet18", "--image-size", "32", "--batch-size", "64", "--steps", "40",
+                        "--log-every", "20", "--compile", "default", env={**os.environ, compiling.FAKE_CRASH_ENV: "1"})
+    assert "(signal SIGSEGV)" in out
+    assert "rank 0 died of SIGSEGV while inductor compiled its step (default inside the whole-step CUDA graph)" in out
+    assert "compile: off (--compile off)" in out and "cuda graphs: on (auto: GPU" in out
+    assert result["compile"] == "off" and result["steps"] == 40 and math.isfinite(result["final_loss"])
