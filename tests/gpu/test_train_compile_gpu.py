@@ -111,9 +111,10 @@ def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: Non
     steps = [e for e in seen if e["type"] == "step"]
     assert [e["step"] for e in steps] == [*range(5, 47, 5), 47]
     assert all(math.isfinite(e["loss"]) for e in steps)
-    # it learns from what was gathered into the graph's inputs: well under chance (ln 10 = 2.30), where
-    # images and labels that do not belong together would keep it
-    assert steps[-1]["loss"] < 1.0
+    # it learns from what was gathered into the graph's inputs: some step well under chance (ln 10 = 2.30),
+    # where images and labels that do not belong together would keep every step. Not the last step: at this
+    # batch one step's loss swings between 0.1 and 3.6 (two runs on an H200), so one value tells nothing.
+    assert min(e["loss"] for e in steps[1:]) < 1.0
     result = next(e for e in seen if e["type"] == "result")
     assert result["final_loss"] == steps[-1]["loss"]
     # windows are timed on the device's clock: the one after the sync at the timed start (step 9) reads
