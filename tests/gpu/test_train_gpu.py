@@ -55,7 +55,11 @@ def test_fast_paths_train_correctly(two_gpus, extra: list[str]) -> None:
     assert record.result().status == "finished", logs(record)
     results = of(record, "result")
     assert results[0]["params_sha256"] == results[1]["params_sha256"]
-    assert of(record, "start")[0]["cuda_graphs"] is (extra == ["--cuda-graphs"])  # --compile: auto says off
+    # --compile default keeps --cuda-graphs auto on: DDP's compiled step runs inside the whole-step graph
+    assert of(record, "start")[0]["cuda_graphs"] is (extra != ["--cuda-graphs", "off"])
+    if "--compile" in extra:
+        assert results[0]["compile"] == "default inside the whole-step CUDA graph", logs(record)
+        assert results[0]["compile_fallback"] is None, results[0]["compile_fallback"]
     losses = [e.loss for e in read_events(record.events_path) if isinstance(e, StepEvent) and e.rank == 0]
     assert losses[-1] < losses[0] / 10, losses
 
