@@ -156,3 +156,33 @@ def test_the_parser_marks_the_current_thread_and_reads_thread_names_and_line_ind
 
 def test_the_code_torch_compile_generates_is_not_the_users() -> None:
     assert not is_user_file("/tmp/torchinductor_user/qz/cqzkq3f2.py") and is_user_file("/home/user/train.py")
+
+
+# As an H200 rank wrote it when inductor crashed in a cold compile (torch 2.11): the crashing thread was
+# native, so faulthandler dumped no thread at all.
+NO_THREAD = """\
+Fatal Python error: Segmentation fault
+
+
+Extension modules: numpy._core._multiarray_umath, torch._C, torch._C._dynamo.eval_frame, cuda_utils (total: 4)
+"""
+
+
+def test_a_crash_with_no_python_thread_while_the_trainer_compiled_says_compile_off() -> None:
+    """The events say what the dump cannot: the rank's compile began and never ended."""
+    from mgtutor.diagnostics.failures.classify import build_findings
+    from mgtutor.training.runs.events import encode, parse_event
+
+    def finding(*phases: str):
+        scanner = Scanner(load_catalogue())
+        for line in read_text(NO_THREAD, "logs/rank0.stderr.log", default_rank=0):
+            scanner.feed(line)
+        events = [parse_event(encode("step", 0, kind="compile", phase=p, plan="default")) for p in phases]
+        run = {"status": "failed", "first_failure": {"rank": 0, "signal": "SIGSEGV"}}
+        return build_findings(scanner, run, events)[0]
+
+    compiling = finding("began")
+    assert (compiling.kind, compiling.rank) == ("child_failed", 0)
+    assert "re-run `mgtutor train` with `--compile off`" in compiling.fix and "report it to PyTorch" in compiling.fix
+    for done in (finding("began", "compiled"), finding()):  # it crashed in training, or never compiled
+        assert "--compile off" not in done.fix and "native code with no Python of its own" in done.fix

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import string
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs.i18n import _, sentences
 from mgtutor.training.runs import eventcheck
+from mgtutor.training.runs.compile_crash import compiling_ranks
 from mgtutor.training.runs.event_types import Event
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
@@ -166,7 +167,8 @@ def build_findings(scanner: Scanner, run: dict[str, Any] | None = None,
                 finding.evidence = (evidence + same.evidence)[:MAX_EVIDENCE]
                 finding.order, finding.hit_ranks = same.order, same.hit_ranks
             findings.append(finding)
-    findings += _exit_findings(scanner, catalogue, exits, root, stopped, findings)
+    findings += _exit_findings(scanner, catalogue, exits, root, stopped, findings,
+                               set(compiling_ranks(events or ())))
     present = {f.kind for f in findings}
     findings = [f for f in findings if not set(catalogue[f.kind].absorbed_by) & present]
     for finding in findings:
@@ -276,8 +278,10 @@ _SHAPERS = {
 
 
 def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict[int, dict[str, Any]],
-                   root: int | None, stopped: bool, found: list[Finding]) -> list[Finding]:
-    """host_oom_killed and child_failed come from how ranks ended, not from one message."""
+                   root: int | None, stopped: bool, found: list[Finding], compiling: set[int]) -> list[Finding]:
+    """host_oom_killed and child_failed come from how ranks ended, not from one message. `compiling`: the
+    ranks the events show inside the trainer's compile when they ended (a crash with no Python frame of its
+    own, as inductor's native threads have crashed, is still the compiler's)."""
     if stopped:
         return []
     out: list[Finding] = []
@@ -300,7 +304,10 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
     if failing is None and exception is None and fatal is None:
         return out
     if fatal is not None:
-        out.append(_crashed(catalogue["child_failed"], failing, info, crash_site(fatal)))
+        site = crash_site(fatal)
+        if failing in compiling:
+            site = replace(site, in_compile=True, in_trainer=True)
+        out.append(_crashed(catalogue["child_failed"], failing, info, site))
         return out
     how = _exit_how(info.get("exit_code"), info.get("signal")) if info else _("it raised an exception")
     evidence = ([exception.evidence()] if exception else []) + list(info.get("evidence", []))

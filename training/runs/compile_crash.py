@@ -24,11 +24,18 @@ class CompileCrash:
     plan: str
 
 
+def compiling_ranks(events: Iterable[Event]) -> dict[int, str]:
+    """Each rank whose last compile event is `began` (its compile never ended), with the plan's label."""
+    last: dict[int, CompileEvent] = {}
+    for event in events:
+        if isinstance(event, CompileEvent) and event.rank is not None:
+            last[event.rank] = event
+    return {rank: e.plan for rank, e in last.items() if e.phase == "began"}
+
+
 def crashed_while_compiling(result: RunResult, events: Iterable[Event]) -> CompileCrash | None:
     first = result.first_failure
     if first is None or first.rank is None or first.signal not in NATIVE_CRASHES:
         return None
-    phases = [e for e in events if isinstance(e, CompileEvent) and e.rank == first.rank]
-    if not phases or phases[-1].phase != "began":
-        return None
-    return CompileCrash(rank=first.rank, signal=first.signal, plan=phases[-1].plan)
+    plan = compiling_ranks(events).get(first.rank)
+    return None if plan is None else CompileCrash(rank=first.rank, signal=first.signal, plan=plan)
