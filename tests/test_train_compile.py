@@ -236,3 +236,28 @@ def test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling(tmp
     argv = json.loads((records[1] / "meta.json").read_text())["torchrun_argv"]
     assert argv[argv.index("--compile") + 1] == "off"
     assert "[rank 0] compile: off (--compile off)" in proc.stdout and "[rank 0] done: 4 steps" in proc.stdout
+
+
+def test_a_compiler_crash_on_a_multi_node_job_is_not_started_again_by_one_node(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """One node alone cannot train again: its peers would never join. It says what to do on every node."""
+    from mgtutor.training.runs.compile_crash import CompileCrash
+    from mgtutor.tui.commands import train as command
+
+    launches: list[str] = []
+
+    def once(args: argparse.Namespace) -> tuple[int, CompileCrash | None]:
+        launches.append(args.compile)
+        return 1, CompileCrash(rank=3, signal="SIGSEGV", plan="default")
+
+    def command_line(*argv: str) -> argparse.Namespace:
+        parser = argparse.ArgumentParser()
+        command.register(parser.add_subparsers())
+        return parser.parse_args(["train", *argv])
+
+    monkeypatch.setattr(command, "train_once", once)
+    monkeypatch.setattr(command, "check", lambda args: None)
+    args = command_line("--compile", "default", "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0:29500")
+    assert command.main(args) == 1 and launches == ["default"]
+    assert "start the job again with --compile off on every node" in capsys.readouterr().err
+    assert command.main(command_line("--compile", "default")) == 1 and launches == ["default", "default", "off"]

@@ -138,6 +138,11 @@ def main(args: argparse.Namespace) -> int:
     exit_code, crash = train_once(args)
     if crash is None or args.compile == "off":
         return exit_code
+    if args.nnodes > 1:  # one node alone cannot start the job again: its peers would not join
+        say("mgtutor: " + _("rank {rank} died of {signal} while inductor compiled its step ({plan}): a crash in the "
+                            "compiler, not in training; start the job again with --compile off on every "
+                            "node").format(rank=crash.rank, signal=crash.signal, plan=crash.plan))
+        return exit_code
     say("mgtutor: " + _("rank {rank} died of {signal} while inductor compiled its step ({plan}): a crash in the "
                         "compiler, not in training; training again without compiling (--compile off)").format(
         rank=crash.rank, signal=crash.signal, plan=crash.plan))
