@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _posixsubprocess
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run under nohup, every child would inherit SIGHUP ignored, and mgtutor keeps an ignored signal
+    ignored: the tests of what a closed terminal does would test nohup instead."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)

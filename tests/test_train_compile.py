@@ -261,3 +261,21 @@ def test_a_compiler_crash_on_a_multi_node_job_is_not_started_again_by_one_node(
     assert command.main(args) == 1 and launches == ["default"]
     assert "start the job again with --compile off on every node" in capsys.readouterr().err
     assert command.main(command_line("--compile", "default")) == 1 and launches == ["default", "default", "off"]
+
+
+@pytest.mark.parametrize("target, again", [
+    (["-m", "mgtutor.training.worker.train", "--compile", "default", "--steps", "4"],
+     ["-m", "mgtutor.training.worker.train", "--compile", "off", "--steps", "4"]),
+    (["-m", "mgtutor.training.worker.train", "--steps", "4"],  # auto, the default, chose to compile
+     ["-m", "mgtutor.training.worker.train", "--steps", "4", "--compile", "off"]),
+    (["-m", "mgtutor.training.worker.train", "--compile", "off"], None),  # it did not compile: nothing to take away
+    (["train.py", "--compile", "default"], None),  # the user's own script compiles as it was written
+], ids=["default", "auto", "off", "script"])
+def test_training_again_without_compiling_is_the_same_trainer_argv_with_compile_off(
+        target: list[str], again: list[str] | None) -> None:
+    from mgtutor.training.runs.compile_crash import CompileCrash, without_compiling
+
+    assert without_compiling(target) == again
+    crash = CompileCrash(rank=1, signal="SIGSEGV", plan="default")
+    assert crash.said().endswith("training again without compiling (--compile off)")
+    assert crash.said(nnodes=2).endswith("start the job again with --compile off on every node")

@@ -11,6 +11,7 @@ from typing import Any
 
 from mgtutor.training.runs.i18n import N_
 
+TRAINER_MODULE = "mgtutor.training.worker.train"
 MODELS = ("tinycnn", "resnet18", "resnet50", "convnext_tiny", "vit_b_16")
 DATASETS = ("synthetic", "cifar10", "imagefolder")
 STRATEGIES = ("ddp", "single", "dp")

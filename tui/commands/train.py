@@ -17,7 +17,7 @@ from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.control import deferred
 from mgtutor.training.runs.session import Update
 from mgtutor.training.runs.summary import TrainSummary, summarize
-from mgtutor.training.runs.train_options import check_train_options, worker_argv
+from mgtutor.training.runs.train_options import TRAINER_MODULE, check_train_options, worker_argv
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.training.runs.watch import Detector
 from mgtutor.tui.commands.run import (
@@ -36,7 +36,7 @@ from mgtutor.tui.commands.run import (
 )
 from mgtutor.tui.errors import CliError
 
-WORKER = ["-m", "mgtutor.training.worker.train"]
+WORKER = ["-m", TRAINER_MODULE]
 FAKE_MEMORY_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (worker/batchfind.py)
 
 
@@ -138,14 +138,9 @@ def main(args: argparse.Namespace) -> int:
     exit_code, crash = train_once(args)
     if crash is None or args.compile == "off":
         return exit_code
+    say("mgtutor: " + crash.said(args.nnodes))
     if args.nnodes > 1:  # one node alone cannot start the job again: its peers would not join
-        say("mgtutor: " + _("rank {rank} died of {signal} while inductor compiled its step ({plan}): a crash in the "
-                            "compiler, not in training; start the job again with --compile off on every "
-                            "node").format(rank=crash.rank, signal=crash.signal, plan=crash.plan))
         return exit_code
-    say("mgtutor: " + _("rank {rank} died of {signal} while inductor compiled its step ({plan}): a crash in the "
-                        "compiler, not in training; training again without compiling (--compile off)").format(
-        rank=crash.rank, signal=crash.signal, plan=crash.plan))
     args.compile = "off"
     return train_once(args)[0]
 

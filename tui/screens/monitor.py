@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from textual import work
@@ -26,7 +27,8 @@ from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang_watch import HangWatch
 from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.runs.launcher import LaunchError, Run, launch
+from mgtutor.training.runs.compile_crash import CompileCrash, without_compiling
+from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
 from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.samples import SampleRecorder
@@ -35,7 +37,7 @@ from mgtutor.training.runs.watch import Alert, Detector, RunWatch
 from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
-from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of, this_node
+from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, compile_crash_of, script_of, this_node
 from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.widgets.check_panel import CheckPanel
@@ -89,6 +91,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
         self.finding: Finding | None = None
         self.lines_seen = 0
         self.check_token = 0  # which launch the check panel belongs to
+        self.launched: dict[str, LaunchSpec] = {}  # the spec of each run started here, by run id
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -155,9 +158,10 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
         except LaunchError as exc:
             self.app.call_from_thread(self.query_one(LaunchForm).show_message, str(exc))
             return
-        self.app.call_from_thread(self._launched, run)
+        self.app.call_from_thread(self._launched, run, spec)
 
-    def _launched(self, run: Run) -> None:
+    def _launched(self, run: Run, spec: LaunchSpec) -> None:
+        self.launched[run.record.run_id] = spec
         self.post_message(RunStarted(run))
         self.attach(run.record, run, keep_check=True)
 
@@ -206,8 +210,11 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
                     last_node = now
                     node = this_node(record, state)
             if update.final and state is not None:
-                finding = update.findings[0] if update.findings and state.phase in (RunStatus.FAILED, RunStatus.LOST) else None
-                self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node))
+                failed = state.phase in (RunStatus.FAILED, RunStatus.LOST)
+                finding = update.findings[0] if update.findings and failed else None
+                crash = compile_crash_of(record) if failed and record.run_id in self.launched else None
+                self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node,
+                                            compile_crash=crash))
                 return
             self.post_hangs(record, update.new_alerts)  # the hang panel: where each rank waits, stacks folded
             alerts = None if update.alerts is None or state is None else self.visible_alerts(update.alerts, state)
@@ -251,6 +258,19 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
             self.query_one(FailureBanner).show(message.state, message.finding)
             if not was_done:
                 self.refresh_bindings()
+                if message.compile_crash is not None:
+                    self.train_again_without_compiling(message.run_id, message.compile_crash)
+
+    def train_again_without_compiling(self, run_id: str, crash: CompileCrash) -> None:
+        """The compiler crashed, not the training: the same launch again with --compile off (as
+        `mgtutor train` does); the failed run stays in Runs. One node of several only says so."""
+        spec = self.launched.pop(run_id)  # once: a reattach to the failed run does not train again
+        target = without_compiling(spec.target)
+        if target is None:
+            return
+        self.notify(crash.said(spec.nnodes), severity="warning", timeout=20)
+        if spec.nnodes == 1:
+            self.start_run(replace(spec, target=target))
 
     # keys
     def action_stop(self) -> None:

@@ -8,6 +8,8 @@ from textual.message import Message
 
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot
+from mgtutor.training.runs.compile_crash import CompileCrash, crashed_while_compiling
+from mgtutor.training.runs.event_reader import read_events
 from mgtutor.training.runs.multinode import NodeState, node_state
 from mgtutor.training.runs.records import RunRecord, RunStatus
 from mgtutor.training.runs.runstate import RunState
@@ -20,11 +22,13 @@ class RunUpdate(Message):
 
     def __init__(self, run_id: str, lines: list[tuple[int | None, str, str]], state: RunState | None,
                  sample: tuple[GpuSample, HostSnapshot] | None, finding: Finding | None = None,
-                 alerts: list[Alert] | None = None, node: NodeState | None = None) -> None:
+                 alerts: list[Alert] | None = None, node: NodeState | None = None,
+                 compile_crash: CompileCrash | None = None) -> None:
         super().__init__()
         self.run_id, self.lines, self.state, self.sample, self.finding = run_id, lines, state, sample, finding
         self.alerts = alerts  # None: not polled this tick (the banner keeps what it shows)
         self.node = node  # this node of a multi-node job (None: single node, or not read this tick)
+        self.compile_crash = compile_crash  # the last update of a run that the compiler crashed
         self.prepared = prepare_lines(lines)  # per-tab split and prefixes, made in the sending thread
 
 
@@ -51,3 +55,8 @@ def this_node(record: RunRecord, state: RunState) -> NodeState | None:
     if meta.nnodes < 2:
         return None
     return node_state(meta, record.ranks(), state.phase if state.done else RunStatus.RUNNING)
+
+
+def compile_crash_of(record: RunRecord) -> CompileCrash | None:
+    """A crash inside inductor that ended the run (worker thread: it reads the events file)."""
+    return crashed_while_compiling(record.result(), read_events(record.events_path))

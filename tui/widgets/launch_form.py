@@ -19,9 +19,7 @@ from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.launcher import BACKENDS, LaunchSpec
 from mgtutor.tui.options.flags import OptionError
 from mgtutor.tui.options.launch import LaunchOptions
-from mgtutor.training.runs.train_options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS
-
-TRAINER_MODULE = "mgtutor.training.worker.train"
+from mgtutor.training.runs.train_options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS, TRAINER_MODULE
 
 
 class FormError(ValueError):

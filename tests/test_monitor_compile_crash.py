@@ -1,0 +1,45 @@
+"""The Monitor, like `mgtutor train`, trains again with --compile off when the compiler (not the
+training) killed a rank: two real gloo ranks whose compile dies of SIGSEGV at the compile boundary."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mgtutor.training.runs.records import list_runs
+from mgtutor.training.worker import compiling
+from tests.helpers import wait_for_app
+from tests.monitor_helpers import make_app
+from tests.test_monitor_live import SIZE, launch_from_form, open_form
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def no_nvml(monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+
+
+async def test_a_compiler_crash_in_the_monitor_trains_again_without_compiling(monkeypatch):
+    monkeypatch.setenv(compiling.FAKE_CRASH_ENV, "1")  # the ranks inherit it: their compile dies of SIGSEGV
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="4", log_every="2",
+                                       batch_size="8", compile="default")
+        await launch_from_form(pilot, form)
+        await wait_for_app(pilot, lambda: _second_run_ended(screen), 300, what="the run without compiling to end")
+        first, second = sorted(list_runs(), key=lambda r: r.run_id)
+        assert first.result().first_failure.signal == "SIGSEGV"
+        assert screen.record.run_id == second.run_id and screen.state.phase == "finished"
+        argv = json.loads((second.path / "meta.json").read_text())["target"]
+        assert argv[argv.index("--compile") + 1] == "off"
+        said = " ".join(str(n.message) for n in app._notifications)
+        assert "died of SIGSEGV while inductor compiled its step (default): a crash in the compiler" in said
+        assert "training again without compiling (--compile off)" in said
+        assert list(screen.launched) == [second.run_id]  # a reattach to the failed run later starts no third
+
+
+def _second_run_ended(screen) -> bool:
+    runs = list(list_runs())
+    return (len(runs) == 2 and screen.record is not None and screen.record.run_id == runs[0].run_id
+            and screen.state is not None and screen.state.done)
