@@ -15,9 +15,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Run under nohup, every child would inherit SIGHUP ignored, and mgtutor keeps an ignored signal
-    ignored: the tests of what a closed terminal does would test nohup instead."""
+    """Under nohup every child inherits SIGHUP ignored, and a shell's background job SIGINT; mgtutor keeps
+    an ignored signal ignored, so the tests of a closed terminal or Ctrl+C would test how pytest was started."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -106,3 +106,24 @@ def test_on_several_nodes_this_nodes_ranks_are_enough(tmp_path):
     (tmp_path / "meta.json").write_text('{"world_size": 4, "nnodes": 2, "nproc_per_node": 2}')
     clock = StallClock(record, quiet_s=5)
     assert clock.check(State(world_size=4), T0 + 6) == "no output and no event from any rank for 6 s"
+
+
+def test_no_look_while_a_rank_compiles_until_the_compile_ends_or_runs_too_long(tmp_path):
+    """A cold inductor compile is silent for a minute: looking there (a faulthandler dump from a signal
+    without py-spy) crashed ranks on the H200, and it is no hang. The clock waits for the compile to end,
+    or for `compile_quiet_s`."""
+    from mgtutor.training.runs.event_types import CompileEvent
+
+    def compile_event(phase: str, t: float) -> CompileEvent:
+        return CompileEvent(rank=0, t=t, kind="compile", phase=phase, plan="default")
+
+    record = record_with_logs(tmp_path, T0)
+    clock = StallClock(record, quiet_s=5, compile_quiet_s=100)
+    clock.observe([compile_event("began", T0)])
+    assert clock.check(State(), T0 + 60) is None  # compiling: no look
+    assert clock.check(State(), T0 + 101) == "no output and no event from any rank for 101 s"  # too long now
+
+    ended = StallClock(record_with_logs(tmp_path / "b", T0), quiet_s=5, compile_quiet_s=100)
+    ended.observe([compile_event("began", T0), compile_event("compiled", T0 + 40)])
+    assert ended.check(State(), T0 + 44) is None  # the end of the compile was activity
+    assert ended.check(State(), T0 + 46) == "no output and no event from any rank for 6 s"

@@ -27,7 +27,11 @@ async def test_a_compiler_crash_in_the_monitor_trains_again_without_compiling(mo
         screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="4", log_every="2",
                                        batch_size="8", compile="default")
         await launch_from_form(pilot, form)
-        await wait_for_app(pilot, lambda: _second_run_ended(screen), 300, what="the run without compiling to end")
+        try:
+            await wait_for_app(pilot, lambda: _second_run_ended(screen), 300, what="the run without compiling to end")
+        except AssertionError as exc:  # say where it stood: which runs, their states, the shown line
+            runs = [(r.run_id, r.status(), r.result().first_failure) for r in list_runs()]
+            raise AssertionError(f"{exc}; runs {runs}; shown {screen.query_one('#run-state').plain!r}") from None
         first, second = sorted(list_runs(), key=lambda r: r.run_id)
         assert first.result().first_failure.signal == "SIGSEGV"
         assert screen.record.run_id == second.run_id and screen.state.phase == "finished"

@@ -281,7 +281,7 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
                    root: int | None, stopped: bool, found: list[Finding], compiling: set[int]) -> list[Finding]:
     """host_oom_killed and child_failed come from how ranks ended, not from one message. `compiling`: the
     ranks the events show inside the trainer's compile when they ended (a crash with no Python frame of its
-    own, as inductor's native threads have crashed, is still the compiler's)."""
+    own, which native code leaves, is still the compiler's)."""
     if stopped:
         return []
     out: list[Finding] = []

@@ -2,7 +2,7 @@
 
 The worker writes a `compile` step event with phase `began` before its first compiled step runs,
 and `compiled` or `fell_back` after; a Python error there falls back in the rank itself. A crash of
-the process (inductor's native threads have died of SIGSEGV) cannot be caught there, so the
+the process (native code that dies of SIGSEGV) cannot be caught there, so the
 launching side reads it from the events: the first failing rank died of a fatal signal with a
 `began` and nothing after it. `mgtutor train` and the Monitor then run again without compiling.
 """

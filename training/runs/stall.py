@@ -9,6 +9,11 @@ Two rules (issue: hang forensics):
   for `quiet_s` seconds, once every rank has started;
 - once steps arrive: some rank's last step is older than max(`min_step_gap_s`, `step_factor` × its
   median time between steps).
+While a rank compiles (the trainer's `compile` event `began`, and no `compiled` or `fell_back` yet) the
+clock does not ask, for up to `compile_quiet_s`: a cold inductor compile is silent for a minute or more,
+and a look there is not free. Without py-spy a look is faulthandler's all-thread dump from a signal
+handler, which reads every thread's frames without the GIL; on an H200 it died of SIGSEGV in about one
+cold compile in four, reading the autograd thread that compiled the backward (docs/benchmarks.md).
 While the run moves this costs one stat() per rank log per poll. A check that turns out to be no
 hang (the caller looked at the stacks: still importing, computing) calls `not_stuck()`, and the
 clock asks again later while the silence lasts: `quiet_s`, then twice that, up to a minute.
@@ -22,7 +27,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from mgtutor.training.runs.event_types import Event, StepEvent
+from mgtutor.training.runs.event_types import CompileEvent, Event, StepEvent
 from mgtutor.training.runs.i18n import _, ngettext
 from mgtutor.training.runs.records import RunRecord
 
@@ -31,12 +36,15 @@ MIN_STEP_GAP_S = 20.0
 STEP_FACTOR = 10.0
 RECENT = 50
 MAX_WAIT_S = 60.0
+COMPILE_QUIET_S = 900.0  # a compile still going after this long is looked at like any silence
 
 
 class StallClock:
     def __init__(self, record: RunRecord, quiet_s: float = QUIET_S, min_step_gap_s: float = MIN_STEP_GAP_S,
-                 step_factor: float = STEP_FACTOR) -> None:
+                 step_factor: float = STEP_FACTOR, compile_quiet_s: float = COMPILE_QUIET_S) -> None:
         self.record = record
+        self.compile_quiet_s = compile_quiet_s
+        self._compiling: dict[int, float] = {}  # rank → when its compile began (until it ends)
         self.quiet_s = quiet_s
         self.min_step_gap_s = min_step_gap_s
         self.step_factor = step_factor
@@ -54,6 +62,11 @@ class StallClock:
             self._last_event = max(self._last_event, event.t)
             if isinstance(event, StepEvent):
                 self._steps.setdefault(event.rank, deque(maxlen=RECENT)).append(event.t)
+            elif isinstance(event, CompileEvent) and event.rank is not None:
+                if event.phase == "began":
+                    self._compiling[event.rank] = event.t
+                else:
+                    self._compiling.pop(event.rank, None)
 
     @property
     def spell(self) -> float | None:
@@ -71,7 +84,7 @@ class StallClock:
             activity = self._spell_start  # what we caused is not the ranks moving
         if self._spell_start is None or activity > self._spell_start:  # it moved: a new spell
             self._spell_start, self._reported, self._next_check, self._wait = activity, False, 0.0, self.quiet_s
-        if self._reported or now < self._next_check or not self._all_started(state):
+        if self._reported or now < self._next_check or not self._all_started(state) or self._compiles(now):
             return None
         why = self._step_gap(now) if self._steps else self._silence(now, activity)
         if why is not None:
@@ -89,6 +102,10 @@ class StallClock:
         self._reported = False
         self._next_check = now + self._wait
         self._wait = min(self._wait * 2, MAX_WAIT_S)
+
+    def _compiles(self, now: float) -> bool:
+        """Some rank is inside its compile, begun less than `compile_quiet_s` ago."""
+        return any(now - began < self.compile_quiet_s for began in self._compiling.values())
 
     def _silence(self, now: float, activity: float) -> str | None:
         quiet = now - activity if activity else 0.0
