@@ -212,7 +212,7 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
             if update.final and state is not None:
                 failed = state.phase in (RunStatus.FAILED, RunStatus.LOST)
                 finding = update.findings[0] if update.findings and failed else None
-                crash = compile_crash_of(record) if failed and record.run_id in self.launched else None
+                crash = compile_crash_of(record, update.result) if failed and record.run_id in self.launched else None
                 self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node,
                                             compile_crash=crash))
                 return

@@ -11,7 +11,7 @@ from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot
 from mgtutor.training.runs.compile_crash import CompileCrash, crashed_while_compiling
 from mgtutor.training.runs.event_reader import read_events
 from mgtutor.training.runs.multinode import NodeState, node_state
-from mgtutor.training.runs.records import RunRecord, RunStatus
+from mgtutor.training.runs.records import RunRecord, RunResult, RunStatus
 from mgtutor.training.runs.runstate import RunState
 from mgtutor.training.runs.watch import Alert
 from mgtutor.tui.widgets.rank_logs import prepare_lines
@@ -57,6 +57,7 @@ def this_node(record: RunRecord, state: RunState) -> NodeState | None:
     return node_state(meta, record.ranks(), state.phase if state.done else RunStatus.RUNNING)
 
 
-def compile_crash_of(record: RunRecord) -> CompileCrash | None:
-    """A crash inside inductor that ended the run (worker thread: it reads the events file)."""
-    return crashed_while_compiling(record.result(), read_events(record.events_path))
+def compile_crash_of(record: RunRecord, result: RunResult | None) -> CompileCrash | None:
+    """A crash inside inductor that ended the run (worker thread: it reads the events file once, at
+    the end, rather than keeping every event of a long run in memory for this)."""
+    return crashed_while_compiling(result or record.result(), read_events(record.events_path))
