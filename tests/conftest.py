@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _posixsubprocess
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -121,6 +122,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         report.longrepr = message
     elif report.failed:  # e.g. a worker thread's refused start made the test wait and fail otherwise
         report.sections.append(("processes refused", message))
+
+
+STANDIN_TORCHRUN = REPO / "tests" / "standin" / "torchrun.py"
+
+
+@pytest.fixture
+def standin_torchrun(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Runs this test launches (in process or through the CLI) start their ranks with the torch-free
+    stand-in instead of torchrun: for tests of mgtutor's own plumbing, not of torchrun's."""
+    from mgtutor.training.runs.launcher import LAUNCHER_ENV
+
+    argv = [sys.executable, str(STANDIN_TORCHRUN)]
+    monkeypatch.setenv(LAUNCHER_ENV, shlex.join(argv))
+    return argv
 
 
 def mgtutor_argv(*args: str) -> list[str]:

@@ -1,4 +1,7 @@
-"""Real 2-rank gloo jobs through the launcher: the run record, failures, stop, and lossless logs."""
+"""Real 2-rank gloo jobs through the launcher: the run record, failures, stop, and lossless logs.
+
+Where a test takes `either_launcher` it runs twice, through torchrun and through the torch-free stand-in
+(tests/standin/torchrun.py): what the run layer's other tests take from the stand-in, torchrun does too."""
 from __future__ import annotations
 
 import json
@@ -55,6 +58,24 @@ sys.stdout.write("no newline at the end")
 """
 
 
+IDENTITY = """
+import json, os, sys
+keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK")
+print(json.dumps({"env": {k: os.environ.get(k) for k in keys}, "args": sys.argv[1:],
+                  "master": bool(os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")),
+                  "wrapper_in_own_session": os.getsid(0) == os.getppid()}))
+"""
+
+
+@pytest.fixture(params=["torchrun", "stand-in"])
+def either_launcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "stand-in":
+        request.getfixturevalue("standin_torchrun")
+    else:
+        monkeypatch.delenv(launcher.LAUNCHER_ENV, raising=False)
+    return request.param
+
+
 def collect(run):
     lines = {}
     for update in RunSession(run.record, run).updates():
@@ -83,7 +104,20 @@ def test_two_ranks_allreduce_and_print(write_script):
 
 
 @pytest.mark.integration
-def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
+def test_each_rank_gets_its_identity_its_arguments_as_given_and_a_session_of_its_own(write_script, either_launcher):
+    args = ["plain", "$$HOME", "${local_rank}", "a b"]
+    run = launch(LaunchSpec(target=[str(write_script("identity.py", IDENTITY)), *args], nproc=2, backend="gloo"))
+    lines = collect(run)
+    assert run.wait(timeout=120).status == RunStatus.FINISHED
+    for rank in (0, 1):
+        seen = json.loads(lines[(rank, "stdout")][0])
+        assert seen == {"env": {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+                                "GROUP_RANK": "0", "ROLE_RANK": str(rank)},
+                        "args": args, "master": True, "wrapper_in_own_session": True}, either_launcher
+
+
+@pytest.mark.integration
+def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script, either_launcher):
     run = launch(LaunchSpec(target=[str(write_script("fail.py", RANK1_EXITS_3))], nproc=2, backend="gloo"))
     result = run.wait(timeout=120).to_json()
     assert result["status"] == "failed"
@@ -94,7 +128,7 @@ def test_rank1_exit_3_fails_first_and_the_rest_are_stopped(write_script):
 
 
 @pytest.mark.integration
-def test_stop_ends_a_hanging_job_with_no_survivor(write_script):
+def test_stop_ends_a_hanging_job_with_no_survivor(write_script, either_launcher):
     run = launch(LaunchSpec(target=[str(write_script("hang.py", HANGS))], nproc=2, backend="gloo"))
     wait_for(lambda: sum(1 for r in run.record.ranks() if r.pid) == 2, 60, what="both ranks' pids")
     rank_pids = [r.pid for r in run.record.ranks()]
@@ -150,7 +184,7 @@ def test_a_stop_is_the_end_of_the_run_only_once_its_report_is_in_the_result(tmp_
 
 
 @pytest.mark.integration
-def test_long_lines_and_carriage_returns_are_not_lost(write_script):
+def test_long_lines_and_carriage_returns_are_not_lost(write_script, standin_torchrun):
     run = launch(LaunchSpec(target=[str(write_script("noisy.py", NOISY))], nproc=2, backend="gloo"))
     lines = collect(run)
     run.wait()

@@ -10,6 +10,7 @@ each its own session) → the rank itself. Headless; never imports torch.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -42,6 +43,9 @@ from mgtutor.training.runs.records import (
 )
 
 BACKENDS = ("auto", "nccl", "gloo")
+# An argv, shell-quoted, that stands in for `python -m torch.distributed.run` and takes its arguments:
+# the tests' torch-free stand-in (tests/standin/torchrun.py) for the run layer's own plumbing.
+LAUNCHER_ENV = "MGTUTOR_LAUNCHER"
 BACKEND_ENV = "MGTUTOR_BACKEND"
 _RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "CUDA_", "OMP_", "MGTUTOR_")
 
@@ -141,6 +145,12 @@ def torchrun_literal(text: str) -> str:
     return text.replace("$", "$$")
 
 
+def launcher_argv() -> list[str]:
+    """torchrun as this Python runs it, or what MGTUTOR_LAUNCHER names in its place."""
+    custom = os.environ.get(LAUNCHER_ENV, "").strip()
+    return shlex.split(custom) if custom else [sys.executable, "-m", "torch.distributed.run"]
+
+
 def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str,
                   rendezvous: list[str] | None = None) -> list[str]:
     """The supervisor's command: torchrun, which starts the rank wrapper with `target` (given
@@ -148,7 +158,7 @@ def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str,
     rendezvous = rendezvous or ["--nnodes", "1", "--rdzv-backend", "c10d",
                                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id]
     return [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), *rendezvous,
+        *launcher_argv(), "--nproc-per-node", str(nproc), *rendezvous,
         "--max-restarts", "0",
         "-m", "mgtutor.training.runs.rank", *(torchrun_literal(arg) for arg in target),
     ]
