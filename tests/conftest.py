@@ -11,13 +11,37 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual import constants as _textual_constants
 
 REPO = Path(__file__).resolve().parent.parent
+
+# No animations in the apps the tests drive (a tab's underline slides for a while after each switch,
+# and Pilot waits it out); the apps the tests start as processes inherit the same.
+os.environ["TEXTUAL_ANIMATIONS"] = "none"
+_textual_constants.TEXTUAL_ANIMATIONS = "none"
+
+
+def examples(full: int) -> int:
+    """A Hypothesis test's number of examples: `full` in the whole suite, a fifth of it in the fast tier
+    (the profile pytest_configure loads), so a maintainer's run before each commit stays short."""
+    from hypothesis import settings
+
+    return max(10, full * settings.default.max_examples // 100)
+
+
+def _hypothesis_profile(config: pytest.Config) -> None:
+    from hypothesis import settings
+
+    settings.register_profile("full", max_examples=100)
+    settings.register_profile("fast", max_examples=20)
+    fast = "not integration" in (config.option.markexpr or "")
+    settings.load_profile(os.environ.get("MGTUTOR_HYPOTHESIS", "fast" if fast else "full"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under nohup every child inherits SIGHUP ignored, and a shell's background job SIGINT; mgtutor keeps
     an ignored signal ignored, so the tests of a closed terminal or Ctrl+C would test how pytest was started."""
+    _hypothesis_profile(config)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.conftest import examples
 
 from mgtutor.diagnostics.check.script import MAX_BYTES, CheckError, CheckFinding, check_bytes, check_file, check_source
 
@@ -70,13 +71,13 @@ def test_other_encodings_are_read_like_python_reads_them():
     assert check_source("") == []
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
 def test_any_bytes_give_findings_or_one_clear_error(data):
     assert_sane(outcome(data))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(list("()[]{}:=,.'\"\\#\n\t abcdrnkt0123+-*/@if") + [
     "import torch\n", "dist.barrier()", "if rank == 0:\n    ", "def f(rank):\n    ", "for x in loader:\n    ",
     "DataLoader(ds, shuffle=True)", "loss.backward()", "torch.save(m, p)", ".item()", "else:\n", "return\n",
@@ -85,7 +86,7 @@ def test_python_like_text_gives_findings_or_one_clear_error(text):
     assert_sane(outcome(text.encode("utf-8")), text.count("\n") + 1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, len(SNIPPET_TEXTS) - 1), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 8),
                                                                     st.text(max_size=6)), max_size=4))
 def test_mutated_training_scripts_give_findings_or_one_clear_error(index, edits):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import examples
 
 from mgtutor.diagnostics.failures import blockscan
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
@@ -48,7 +49,7 @@ pieces = st.sampled_from([
 ])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(pieces, max_size=30), st.sampled_from([64, 257, 4096]))
 def test_block_edges_never_change_the_findings(chunks: list[bytes], block: int) -> None:
     data = b"".join(chunks)

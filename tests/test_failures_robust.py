@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import examples
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_lines
 from mgtutor.diagnostics.failures.logparse import read_log
@@ -17,7 +18,7 @@ pieces = st.sampled_from([OOM, b"\xff\xfe\x80", b"\x1b[31m", b"\x1b]0;title\x07"
                           b"{rank}", b"\x00", "é".encode()])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.one_of(st.binary(max_size=200), pieces), max_size=40))
 def test_any_bytes_never_raise(chunks: list[bytes]) -> None:
     data = b"".join(chunks)

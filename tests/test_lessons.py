@@ -65,7 +65,6 @@ def dist_call(node, name) -> bool:
             and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == name)
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
 def test_distributed_scripts_tear_down_cleanly(lesson):
     """A script that starts a process group destroys it in a `finally`, and the `try` ends with a

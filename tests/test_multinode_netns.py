@@ -22,7 +22,7 @@ from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.training.runs.events import ResultEvent, read_events
 from mgtutor.training.runs.records import RunRecord, list_runs
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("netns")]  # one worker: subnets by pid
 
 PORT = 29411
 TIMEOUT_S = 6  # --rdzv-timeout in the failure cases: how long a node waits for the other / the store

@@ -3,7 +3,9 @@
 A terminal's Ctrl+C reaches the whole foreground process group at once: the shell, mgtutor and the
 pipe's reader, which usually dies first, so mgtutor's next write meets a closed pipe; the ranks run
 in sessions of their own and stop only if mgtutor stops them. Each try sends SIGINT to the group at
-another moment: while mgtutor starts, while it launches, while the ranks print."""
+another moment: while mgtutor starts, while it launches, while the ranks print. The ranks start through
+the torch-free stand-in for torchrun (what is tested is mgtutor's stop, twenty times); Ctrl+C through the
+real torchrun: tests/test_cli_run.py::test_ctrl_c_stops_every_rank."""
 from __future__ import annotations
 
 import os
@@ -75,7 +77,7 @@ def one_try(script: str, delay: float, after_lines: int) -> str:
 
 
 @pytest.mark.integration
-def test_ctrl_c_on_a_piped_run_stops_every_rank_every_time(write_script):
+def test_ctrl_c_on_a_piped_run_stops_every_rank_every_time(write_script, standin_torchrun):
     script = str(write_script("chatty.py", CHATTY))
     for attempt in range(TRIES):
         if attempt % 2:  # while the ranks print, a little later each time

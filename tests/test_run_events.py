@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import examples
 
 from mgtutor.training.runs.events import (
     EVENT_TYPES,
@@ -85,7 +86,7 @@ def test_a_torn_line_waits_for_its_end(tmp_path: Path) -> None:
     assert reader.poll() == []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.one_of(
     st.builds(lambda s: encode("step", 0, step=s, loss=0.5), st.integers(0, 10**6)),
     st.builds(lambda r: encode("start", r, pid=r + 1), st.integers(0, 64)),

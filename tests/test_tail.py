@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import examples
 
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.training.runs.tail import RunTail, _Follower
@@ -34,7 +35,7 @@ def test_crlf_split_across_reads_is_one_line_break(tmp_path):
     assert split_all([b"\r", b"", b"\n"], tmp_path) == [""]  # an empty read between the halves
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.binary(max_size=40) | st.sampled_from([b"\r", b"\n", b"\r\n", b"\xff\xfe"]), max_size=30))
 def test_any_chunking_gives_the_same_lines(tmp_path_factory, chunks):
     tmp_path = tmp_path_factory.mktemp("tail")

@@ -20,7 +20,7 @@ export MGTUTOR_PYSPY=/tmp/site/bin/py-spy
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 budget=${BUDGET_S:-570}
-pytest_gpu() { timeout "${LIMIT:-$budget}" python3 -m pytest -m gpu -q -s -rA --durations=0 -p no:cacheprovider "$@"; }
+pytest_gpu() { timeout "${LIMIT:-$budget}" python3 -m pytest -n 0 -m gpu -q -s -rA --durations=0 -p no:cacheprovider "$@"; }
 case "${1:-}" in
   suite) pytest_gpu tests/gpu --ignore=tests/gpu/test_lessons_gpu.py --ignore=tests/gpu/test_one_gpu.py 2>&1 | tee "$OUT/gpu_suite.txt" ;;
   lessons) pytest_gpu tests/gpu/test_lessons_gpu.py 2>&1 | tee "$OUT/gpu_lessons.txt" ;;
