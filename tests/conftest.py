@@ -162,6 +162,15 @@ def standin_torchrun(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return argv
 
 
+@pytest.fixture(scope="session")
+def doctor_runs(tmp_path_factory: pytest.TempPathFactory):
+    """`mgtutor doctor`'s outputs, each run once per worker (tests/doctor_runs.py); tests that read them
+    carry @pytest.mark.xdist_group("doctor"), so they share one worker."""
+    from tests.doctor_runs import DoctorRuns
+
+    return DoctorRuns(tmp_path_factory.mktemp("doctor"))
+
+
 def mgtutor_argv(*args: str) -> list[str]:
     """The CLI as a subprocess, through the installed package (no PATH lookup)."""
     return [sys.executable, "-m", "mgtutor.tui", *args]

@@ -78,9 +78,9 @@ def test_broken_torch_is_a_failure_not_a_crash(monkeypatch):
 
 
 @pytest.mark.integration
-def test_cli_doctor_json_on_this_machine_says_no_gpu_clearly():
-    done = subprocess.run(mgtutor_argv("doctor", "--json"), capture_output=True, text=True, env=no_gpu_env(),
-                          timeout=240)
+@pytest.mark.xdist_group("doctor")
+def test_cli_doctor_json_on_this_machine_says_no_gpu_clearly(doctor_runs):
+    done = doctor_runs["english json"]
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert errors(report, load_schema("doctor")) == []

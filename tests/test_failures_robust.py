@@ -35,15 +35,17 @@ def test_ten_megabyte_line_with_escapes_is_read(tmp_path: Path) -> None:
     assert findings[0].kind == "cuda_oom" and findings[0].evidence[0]["line"] == 2
 
 
-def test_200_megabyte_log_in_bounded_memory(tmp_path: Path) -> None:
+def test_a_log_far_larger_than_the_memory_bound_is_read_within_it(tmp_path: Path) -> None:
+    """85 MB, under a 32 MiB bound: the whole file never sits in memory (the 200 MB case and its time
+    are a benchmark: tests/bench/diagnose_big_log.py)."""
     log = tmp_path / "big.log"
     block = (b"[rank0]: step 10 loss 2.30 progress " * 1000 + b"\n") * 28  # ~0.95 MB, 32 KB lines
     with log.open("wb") as handle:
-        for _ in range(220):
+        for _ in range(85):
             handle.write(block)
         handle.write(b"\xff" * (3 << 20))  # 3 MB with no newline at all
         handle.write(b"\n" + OOM)
-    assert log.stat().st_size >= 200_000_000
+    assert log.stat().st_size >= 85_000_000
     tracemalloc.start()
     try:
         findings = diagnose_files([log])

@@ -3,15 +3,12 @@ English JSON whatever the language, so scripts keep their contract."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
 from mgtutor.lessons.progress import Progress
 from mgtutor.training.runs.i18n import current_language
 from mgtutor.tui.cli import language_flag, main
-from tests.conftest import mgtutor_argv
 
 CHINESE = "检查 GPU 和 CUDA"
 
@@ -69,20 +66,15 @@ def test_a_bad_language_is_a_clear_error(capsys):
     assert "invalid choice: 'fr'" in capsys.readouterr().err
 
 
-def doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "MGTUTOR_NO_NVML": "1", **(env or {})})
-
-
 @pytest.mark.integration
-def test_doctor_in_chinese_and_its_json_in_english():
-    text = doctor("--lang", "zh", "doctor")
+@pytest.mark.xdist_group("doctor")
+def test_doctor_in_chinese_and_its_json_in_english(doctor_runs):
+    text = doctor_runs["chinese text"]
     assert text.returncode in (0, 1), text.stderr
     assert "mgtutor doctor：这台机器准备好多卡训练了吗？" in text.stdout
     assert "检查项" in text.stdout and "结论：" in text.stdout and "没有 NVIDIA GPU" in text.stdout
-    english = json.loads(doctor("doctor", "--json").stdout)
-    chinese = json.loads(doctor("--lang", "zh", "doctor", "--json",
-                                env={"LANGUAGE": "", "LANG": "zh_CN.UTF-8"}).stdout)
+    english = json.loads(doctor_runs["english json"].stdout)
+    chinese = json.loads(doctor_runs["chinese json from LANG"].stdout)
     assert chinese["checks"] == english["checks"]  # the part with words: identical
     assert set(chinese) == set(english)
     assert any(check["message"].startswith("no NVIDIA GPU") for check in english["checks"])

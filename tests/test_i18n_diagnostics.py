@@ -249,11 +249,10 @@ def test_the_rendezvous_probe_reads_in_chinese_and_its_json_stays_english():
 
 
 @pytest.mark.integration  # the real doctor: torch's facts from a child process
-def test_mgtutor_doctor_on_this_machine_leaves_only_machine_data_in_english():
-    said = subprocess.run(mgtutor_argv("--lang", "zh", "doctor"), capture_output=True, text=True, env=no_gpu_env(),
-                          timeout=300)
-    report = json.loads(subprocess.run(mgtutor_argv("--lang", "zh", "doctor", "--json"), capture_output=True,
-                                       text=True, env=no_gpu_env(), timeout=300).stdout)
+@pytest.mark.xdist_group("doctor")
+def test_mgtutor_doctor_on_this_machine_leaves_only_machine_data_in_english(doctor_runs):
+    said = doctor_runs["chinese text"]
+    report = json.loads(doctor_runs["chinese json from LANG"].stdout)
     assert said.returncode in (0, 1), said.stderr
     assert english_left(said.stdout, allow=machine_data(report)) == []
     assert "CPU、构建工具、分配器" in said.stdout and not chinese(json.dumps(report))
