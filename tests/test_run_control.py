@@ -320,7 +320,7 @@ def test_sigterm_to_mgtutor_run_stops_every_rank_like_ctrl_c(write_script, tmp_p
 
 
 @pytest.mark.integration
-def test_sighup_detaches_and_runs_stop_ends_the_detached_run(write_script, tmp_path: Path) -> None:
+def test_sighup_detaches_and_runs_stop_ends_the_detached_run(write_script, tmp_path: Path, standin_torchrun) -> None:
     cli_out, run_id = ticking_cli(write_script, tmp_path)
     try:
         assert listed(run_id)["detached"] is False  # the CLI watches it
@@ -345,7 +345,7 @@ def test_sighup_detaches_and_runs_stop_ends_the_detached_run(write_script, tmp_p
 
 
 @pytest.mark.integration
-def test_a_terminal_that_goes_away_leaves_the_run_going_detached(write_script, tmp_path: Path) -> None:
+def test_a_terminal_that_goes_away_leaves_the_run_going_detached(write_script, tmp_path: Path, standin_torchrun) -> None:
     """The real thing behind SIGHUP: the CLI's terminal (a pty) closes under it."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the CLI on the pty, as in a terminal window
@@ -413,7 +413,7 @@ def test_attach_follows_a_detached_run_then_prints_its_end(write_script, tmp_pat
 
 
 @pytest.mark.integration
-def test_attach_with_stop_stops_the_run_on_sigterm(write_script, tmp_path: Path) -> None:
+def test_attach_with_stop_stops_the_run_on_sigterm(write_script, tmp_path: Path, standin_torchrun) -> None:
     run = launch(LaunchSpec(target=[str(write_script("ticks.py", TICKS)), str(tmp_path / "never")], nproc=2,
                             backend="gloo"))
     run_id = run.record.run_id

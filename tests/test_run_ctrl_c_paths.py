@@ -6,7 +6,8 @@ to happen at its exact moment, in this process, on a real 2-rank run:
   the write blocks);
 - the reader dies first, so a write meets a closed pipe (BrokenPipeError ended the command);
 - a stop that comes before the supervisor started torchrun (torchrun, started after it, never
-  heard of it)."""
+  heard of it).
+The runs start through the torch-free stand-in for torchrun: these are mgtutor's own paths."""
 from __future__ import annotations
 
 import io
@@ -24,6 +25,8 @@ from mgtutor.training.runs.procs import run_processes
 from mgtutor.training.runs.records import RunStatus, list_runs
 from mgtutor.tui.cli import build_parser
 from mgtutor.tui.commands import run as run_command
+
+pytestmark = pytest.mark.usefixtures("standin_torchrun")
 
 CHATTY = "import time\ni = 0\nwhile True:\n    i += 1\n    print('tick', i, flush=True)\n    time.sleep(0.005)\n"
 
