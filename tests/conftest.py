@@ -180,6 +180,13 @@ def no_gpu_env() -> dict[str, str]:
     return dict(os.environ, MGTUTOR_NO_NVML="1")
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Where the GPU suite is left out, its modules are not even imported (some import torch: 2 s a worker)."""
+    if "not gpu" in (config.option.markexpr or "") and collection_path.is_relative_to(REPO / "tests" / "gpu"):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/gpu/ is the GPU suite: `pytest -m gpu` on a machine with 2+ NVIDIA GPUs."""
     gpu_dir = str(REPO / "tests" / "gpu")
