@@ -18,7 +18,7 @@ def test_lessons_show_in_chinese_with_the_flag(capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"第 1 课：{CHINESE}  (01-check-gpus)")
     assert "目标：" in out and "## 要看什么" in out and "检查：脚本运行到了最后" in out
-    assert "    python example.py\n" in out  # code as it is
+    assert "```sh\npython example.py\n" in out  # code as it is
 
 
 def test_lessons_show_json_is_the_english_json(capsys):

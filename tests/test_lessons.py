@@ -272,3 +272,23 @@ def test_lessons_list_marks_like_the_tui():
              len(line.split()) > 2 and line.split()[1].isdigit()}
     assert lines["3"].lstrip().startswith("✓") and "(CPU)" in lines["3"] and "[GPU]" in lines["3"]
     assert lines["7"].lstrip().startswith("–")
+
+
+def test_every_code_block_in_a_lesson_text_names_its_language():
+    """Textual's Markdown guesses the language of an unlabelled block with every Pygments lexer (a quarter
+    of a second a block): the Lessons screen would open that much later."""
+    from markdown_it import MarkdownIt
+
+    from mgtutor.lessons.loader import all_lessons
+    from mgtutor.tui.widgets.lesson_text import lesson_markdown
+    from mgtutor.training.runs.i18n import set_language
+
+    lessons = all_lessons()
+    unlabelled = []
+    for language in ("en", "zh"):
+        set_language(language)
+        for lesson in lessons:
+            tokens = MarkdownIt("gfm-like").parse(lesson_markdown(lesson, len(lessons)))
+            unlabelled += [(language, lesson.id, token.content[:40]) for token in tokens
+                           if token.type in ("fence", "code_block") and not token.info]
+    assert unlabelled == []

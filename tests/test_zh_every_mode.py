@@ -12,6 +12,7 @@ from textual.widgets import Input, OptionList, Static
 from mgtutor.diagnostics.failures.demos import SCENARIOS
 from mgtutor.training.runs.records import RunRecord
 from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.messages import ShowLesson
 from tests.english_left import english_left
 from tests.helpers import wait_for_app
 from tests.screen_text import rows, screen_text
@@ -43,7 +44,7 @@ def no_english(screen, allow: tuple[str, ...] = ()) -> str:
 
 
 async def settle(pilot) -> None:
-    await pilot.pause(0.3)
+    await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
 
@@ -73,8 +74,7 @@ async def test_lessons_every_tab_but_the_code(in_chinese, first):
         await settle(pilot)
         screen = app.screen
         tabs = screen.query_one("#lesson-tabs")
-        for _ in range(first):
-            await pilot.press("n")
+        screen.post_message(ShowLesson(screen.lessons[first].id))  # as a fix card's link does: straight there
         await pilot.pause()
         for lesson in range(first, min(first + LESSONS_PER_TEST, len(screen.lessons))):
             assert screen.lessons.index(screen.lesson) == lesson
