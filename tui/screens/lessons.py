@@ -54,12 +54,15 @@ class LessonsScreen(Screen):
         self.lesson: Lesson = next(lesson for lesson in self.lessons if lesson.id == self.progress.current)
         self.busy = False
         self._pending: deque[str] = deque()  # rank lines from the worker thread, drained on a timer
+        self._marks_shown: dict[str, tuple[object, object]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="lessons-body"):
-            yield ListView(*[ListItem(Horizontal(Static(lesson_mark(lesson, self.progress), classes="lesson-mark"),
-                                                 Static(lesson_label(lesson, self.progress), classes="lesson-title"),
+            self._marks_shown = {lesson.id: (lesson_mark(lesson, self.progress), lesson_label(lesson, self.progress))
+                                 for lesson in self.lessons}
+            yield ListView(*[ListItem(Horizontal(Static(self._marks_shown[lesson.id][0], classes="lesson-mark"),
+                                                 Static(self._marks_shown[lesson.id][1], classes="lesson-title"),
                                                  classes="lesson-item"),
                                       id=f"item-{lesson.id}") for lesson in self.lessons], id="lesson-list")
             with Vertical(id="lesson-main"):
@@ -149,10 +152,15 @@ class LessonsScreen(Screen):
         self.query_one("#lesson-exercise", Static).update(exercise_text(lesson, hints, copy, code))
 
     def _refresh_marks(self) -> None:
+        """Only the marks that changed are drawn again: each update lays the list out anew."""
         for lesson in self.lessons:
+            marks = (lesson_mark(lesson, self.progress), lesson_label(lesson, self.progress))
+            if self._marks_shown.get(lesson.id) == marks:
+                continue
+            self._marks_shown[lesson.id] = marks
             item = self.query_one(f"#item-{lesson.id}", ListItem)
-            item.query_one(".lesson-mark", Static).update(lesson_mark(lesson, self.progress))
-            item.query_one(".lesson-title", Static).update(lesson_label(lesson, self.progress))
+            item.query_one(".lesson-mark", Static).update(marks[0])
+            item.query_one(".lesson-title", Static).update(marks[1])
 
     # -- actions ---------------------------------------------------------------------------
     def action_next_lesson(self) -> None:

@@ -208,9 +208,7 @@ class LaunchForm(VerticalScroll):
 
     def refresh_command(self) -> tuple[LaunchSpec, str] | None:
         values = self.values()
-        self.set_class(values.kind == "script", "-script")
-        self.set_class(values.kind != "script", "-builtin")
-        self.set_class(values.nnodes.strip() in ("", "1"), "-one-node")
+        self.show_fields_for(values)
         try:
             spec, command = build_launch(values)
         except FormError as exc:
@@ -220,6 +218,16 @@ class LaunchForm(VerticalScroll):
         self.show_message("")
         self.query_one("#form-command", Static).update(_("same as: {command}").format(command=command))
         return spec, command
+
+    def show_fields_for(self, values: FormValues) -> None:
+        """The rows of this kind of launch; the form's styles are worked out again only when they change
+        (each change restyles every field, and every field's first value posts a change as the form mounts)."""
+        wanted = {"-script": values.kind == "script", "-builtin": values.kind != "script",
+                  "-one-node": values.nnodes.strip() in ("", "1")}
+        if any(self.has_class(name) != on for name, on in wanted.items()):
+            for name, on in wanted.items():
+                self.set_class(on, name, update=False)
+            self.update_node_styles()
 
     def show_message(self, message: str) -> None:
         self.query_one("#form-message", Static).update(message)
