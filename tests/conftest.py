@@ -15,6 +15,11 @@ from textual import constants as _textual_constants
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Containers often export PYTHONDONTWRITEBYTECODE: then each of the suite's processes (the two workers, each
+# CLI and torchrun child) compiles mgtutor and the test modules anew, a second or more every time.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # No animations in the apps the tests drive (a tab's underline slides for a while after each switch,
 # and Pilot waits it out); the apps the tests start as processes inherit the same.
 os.environ["TEXTUAL_ANIMATIONS"] = "none"
@@ -29,13 +34,24 @@ def examples(full: int) -> int:
     return max(10, full * settings.default.max_examples // 100)
 
 
+def fast_tier(config: pytest.Config) -> bool:
+    return "not integration" in (config.option.markexpr or "")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Two workers for the whole suite (its real processes want the cores), one more in the fast tier, whose
+    Pilot tests sit a fifth of their time in pause() waiting for the app to go idle (measured on 2 cores:
+    55-57 s with three workers, 61-64 s with two)."""
+    workers = min(os.cpu_count() or 1, 2)
+    return workers + 1 if fast_tier(config) else workers
+
+
 def _hypothesis_profile(config: pytest.Config) -> None:
     from hypothesis import settings
 
     settings.register_profile("full", max_examples=100)
     settings.register_profile("fast", max_examples=20)
-    fast = "not integration" in (config.option.markexpr or "")
-    settings.load_profile(os.environ.get("MGTUTOR_HYPOTHESIS", "fast" if fast else "full"))
+    settings.load_profile(os.environ.get("MGTUTOR_HYPOTHESIS", "fast" if fast_tier(config) else "full"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -193,6 +209,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if str(item.fspath).startswith(gpu_dir):
             item.add_marker(pytest.mark.gpu)
+    if fast_tier(config) and os.environ.get("MGTUTOR_SWEEPS") != "all":
+        _first_case_of_each_sweep(config, items)
+
+
+def _first_case_of_each_sweep(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A sweep (`@pytest.mark.sweep`: one check over every mode, screen or symptom, each case the same code
+    on other data) runs its first case in the fast tier and every case in the whole suite, as Hypothesis
+    runs fewer examples there: each path is still taken before a commit."""
+    seen: set[tuple[str, str]] = set()
+    kept, left_out = [], []
+    for item in items:
+        if item.get_closest_marker("sweep") is not None:
+            key = (str(item.path), getattr(item, "originalname", item.name))
+            if key in seen:
+                left_out.append(item)
+                continue
+            seen.add(key)
+        kept.append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -203,3 +240,12 @@ def two_gpus():
     if len(inv.gpus) < 2:
         pytest.skip(f"needs 2 NVIDIA GPUs; found {len(inv.gpus)} ({inv.error})")
     return inv
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported to collect the suite lives to its end: frozen, the garbage collector stops
+    walking those objects again at each full collection (and pytest's five at the end)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()

@@ -30,6 +30,7 @@ def footer_bindings(screen) -> list[Binding]:
     return wanted
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("mode_key", MODES)
 async def test_footer_fits_80_columns_with_help_quit_and_the_screens_keys(mode_key, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

@@ -51,6 +51,7 @@ async def settle(pilot) -> None:
     await pilot.pause()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("keys", ["hl", "mt", "r"])
 async def test_home_and_the_help_of_every_mode(in_chinese, keys):
     app = MgTutorApp()
@@ -87,6 +88,7 @@ def test_every_lessons_own_words(in_chinese):
     assert {lesson: lines for lesson, lines in left.items() if lines} == {}
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("first", [0, 14])  # the first lesson and two with an exercise, hints and GPU steps
 async def test_lessons_every_tab_but_the_code(in_chinese, first):
     app = MgTutorApp()
@@ -185,6 +187,7 @@ async def test_a_failed_run_in_the_monitor(in_chinese):
             assert "rank 1" in banner
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("half", [0, 1])
 async def test_troubleshoot_every_symptom(in_chinese, half):
     app = MgTutorApp()
@@ -203,6 +206,7 @@ async def test_troubleshoot_every_symptom(in_chinese, half):
             no_english(screen, allow=DEMO_WORDS + GPUS_CHECK)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("log", ["collective_timeout_nccl.log", "cuda_oom_old.log", "rendezvous_timeout_server.log"])
 async def test_troubleshoot_a_diagnosed_log(in_chinese, log):
     app = MgTutorApp()

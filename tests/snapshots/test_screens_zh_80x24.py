@@ -25,6 +25,7 @@ async def wait_settled(pilot) -> None:
     await pilot.pause()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("keys", [["h"], ["l"], ["h", "question_mark"], ["t"], ["m"]],
                          ids=["home", "lessons", "help", "troubleshoot", "monitor-launch-form"])
 def test_screen_in_chinese_at_80x24(snap_compare, keys, monkeypatch):
