@@ -20,7 +20,7 @@ from mgtutor.diagnostics.report.gather import Fact, RunReport, gather
 from mgtutor.diagnostics.report.redact import Redactor
 from mgtutor.training.runs.i18n import in_language
 from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.safe_io import write_private_atomic
+from mgtutor.training.runs.safe_io import STDOUT_NAMES, write_output
 
 GITHUB_BODY_LIMIT = 65536  # characters GitHub accepts in an issue body
 MARKDOWN_TAILS = (40, 20, 10, 4, 0)  # log lines per file, fewer until the body fits
@@ -121,18 +121,21 @@ def to_markdown(report: RunReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     return body[:limit - len(note)] + note
 
 
-def write(path: Path, text: str) -> Path:
-    """Write the report readable by its owner only (0600): it holds logs and paths of this machine."""
+def write(path: Path, text: str) -> Path | None:
+    """Write the report readable by its owner only (0600): it holds logs and paths of this machine.
+    `-` is standard output (None); a device or FIFO is written in place, never replaced (safe_io)."""
+    if str(path) in STDOUT_NAMES:
+        return write_output(str(path), text)
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_private_atomic(path, text)
-    return path
+    return write_output(path, text)
 
 
 def write_report(record: RunRecord, output: str | os.PathLike[str] | None = None, markdown: bool = False,
-                 redact_hosts: bool = False, doctor: str = "fresh") -> Path:
+                 redact_hosts: bool = False, doctor: str = "fresh") -> Path | None:
     """Make and write the report (CLI and TUI alike): report.html or issue.md in the run folder by default.
-    In English whatever the app speaks: it is a record, and it is written for a maintainer."""
+    In English whatever the app speaks: it is a record, and it is written for a maintainer.
+    None: it went to standard output (`-o -`)."""
     with in_language("en"):
         report = build(record, redact_hosts=redact_hosts, doctor=doctor)
         text = to_markdown(report) if markdown else to_html(report)

@@ -149,13 +149,19 @@ def open_private(path: Path, append: bool = False, exclusive: bool = False) -> i
 def write_private_atomic(path: Path, data: bytes | str) -> None:
     """Readers never see half a file: a new 0600 file beside it, then renamed over it (a symlink
     at `path` is replaced, never followed)."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    _replace_atomically(path, data.encode("utf-8") if isinstance(data, str) else data, PRIVATE_FILE)
+
+
+def _replace_atomically(path: Path, payload: bytes, mode: int) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         os.unlink(tmp)  # a leftover of a crashed writer with this pid
     except FileNotFoundError:
         pass
-    fd = open_private(tmp, exclusive=True)
+    if mode == PRIVATE_FILE:
+        fd = open_private(tmp, exclusive=True)
+    else:  # a job file (0755, 0644): the mode less the umask, like any new file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -166,3 +172,107 @@ def write_private_atomic(path: Path, data: bytes | str) -> None:
         except OSError:
             pass
         raise
+
+
+STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+_MAGIC_LINKS = ("/proc/", "/dev/fd/")  # a link through these names an open file, not a place to put one
+
+
+def write_output(output: str | os.PathLike[str], data: bytes | str, mode: int = PRIVATE_FILE,
+                 replace: bool = True) -> Path | None:
+    """Write a file the user named (`-o FILE`), for every command alike. `-` (or /dev/stdout) is
+    standard output (None is returned). A regular file, or a new name, is written atomically: a new
+    file beside it renamed over it (a symlink to a file is replaced, never followed). Anything else is
+    never replaced by a rename: a character device (/dev/null, a terminal) or a FIFO with a reader is
+    opened and written in place; a folder, block device, socket or a FIFO nobody reads is refused
+    (NotARegularFile, which says what it is). `replace=False`: an existing file is FileExistsError."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    if os.fspath(output) in STDOUT_NAMES:
+        _write_stdout(payload)
+        return None
+    path = Path(output)
+    try:
+        info: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        if _through_magic_link(path):
+            _write_in_place(path, payload)  # /dev/stderr, /dev/fd/3: an open file of this process
+            return path
+        try:
+            info = os.stat(path)  # where it points decides: a device is written, a file replaced
+        except OSError:
+            info = None  # a dangling link: replaced
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            _write_in_place(path, payload)
+            return path
+        if not replace:
+            raise FileExistsError(errno.EEXIST, "a symlink is there already", str(path))
+    elif info is not None and not stat.S_ISREG(info.st_mode):
+        _write_in_place(path, payload)
+        return path
+    elif info is not None and not replace:
+        raise FileExistsError(errno.EEXIST, "a file is there already", str(path))
+    if replace:
+        _replace_atomically(path, payload, mode)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+    return path
+
+
+def _write_stdout(payload: bytes) -> None:
+    import sys  # noqa: PLC0415 - only the `-o -` path needs it
+
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is not None:
+        buffer.write(payload)
+        buffer.flush()
+    else:
+        sys.stdout.write(payload.decode("utf-8", "replace"))
+        sys.stdout.flush()
+
+
+def _through_magic_link(path: Path) -> bool:
+    """Whether following `path` goes through /proc (a process's open file): renaming over such a
+    link (/dev/stderr) would replace the system's link, not write the file it stands for."""
+    seen = 0
+    current = os.fspath(path)
+    while seen < 40:
+        try:
+            target = os.readlink(current)
+        except OSError:
+            return False
+        if not target.startswith("/"):
+            target = os.path.join(os.path.dirname(current), target)
+        if target.startswith(_MAGIC_LINKS):
+            return True
+        current, seen = target, seen + 1
+    return False
+
+
+def _write_in_place(path: Path, payload: bytes) -> None:
+    """Open what is there (no create, no truncate) and write to it: a device, a FIFO with a reader."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO with no reader (opening it would wait), or a socket
+            kind = path_kind(path) or "a file"
+            raise NotARegularFile(errno.ENXIO, f"{path} is {kind} that nobody reads; give a file name",
+                                  str(path)) from None
+        if exc.errno == errno.EISDIR:
+            raise NotARegularFile(errno.EISDIR, f"{path} is a directory; give a file name", str(path)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+            raise NotARegularFile(errno.EINVAL, f"{path} is {kind_of(mode)}; give a file name", str(path))
+        os.set_blocking(fd, True)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)

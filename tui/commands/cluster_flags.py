@@ -3,11 +3,11 @@ GPUs), the target after `--`, the network interface, KEY=VALUE environment, and 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.safe_io import STDOUT_NAMES, write_output
 from mgtutor.tui.errors import CliError
 
 
@@ -30,33 +30,22 @@ def add_output_and_target(parser: argparse.ArgumentParser) -> None:
 
 
 def write_job_file(text: str, output: str | None, mode: int = 0o644, force: bool = False) -> Path | None:
-    """The text on stdout, or in the new file `output` (mode `mode`, less the umask). An existing
-    FILE is refused unless `force`; then it is replaced by a rename, so a symlink at FILE is replaced,
-    never followed (nothing is written, or chmodded, where it points). CliError says why it failed."""
-    if output is None:
+    """The text on stdout (no FILE, or `-`), or in the new file `output` (mode `mode`, less the umask).
+    An existing FILE is refused unless `force`; then it is replaced by a rename, so a symlink at FILE is
+    replaced, never followed (nothing is written, or chmodded, where it points). A device or FIFO
+    (/dev/null) is written in place, never replaced (safe_io.write_output). CliError says why it failed."""
+    if output is None or output in STDOUT_NAMES:
         sys.stdout.write(text)
         return None
-    path = Path(output)
-    target = path if not force else path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        if force:
-            os.replace(target, path)
+        path = write_output(output, text, mode=mode, replace=force)
     except FileExistsError:
-        if force:
-            raise CliError(_("cannot write {file}: {other} is in the way; remove it").format(
-                file=output, other=target.name)) from None
-        there = (_("{file} is a symlink already: give another -o FILE, or --force to replace it") if path.is_symlink()
+        there = (_("{file} is a symlink already: give another -o FILE, or --force to replace it")
+                 if Path(output).is_symlink()
                  else _("{file} is there already: give another -o FILE, or --force to replace it"))
         raise CliError(there.format(file=output)) from None
     except OSError as exc:
-        if force:
-            try:
-                os.unlink(target)
-            except OSError:
-                pass
         raise CliError(_("cannot write {file}: {error}").format(file=output, error=exc.strerror or exc)) from None
-    print(_("wrote {path}").format(path=path), file=sys.stderr)
+    if path is not None:
+        print(_("wrote {path}").format(path=path), file=sys.stderr)
     return path

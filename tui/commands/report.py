@@ -8,12 +8,14 @@ from pathlib import Path
 
 from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
+from mgtutor.training.runs.safe_io import STDOUT_NAMES
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
   mgtutor report                                the newest run, as report.html in its run folder
   mgtutor report 1a2b -o ~/hang.html            a run by (part of) its id, to a file of your choice
   mgtutor report 1a2b --markdown -o issue.md    the body of a GitHub issue (PyTorch's and NCCL's fields)
+  mgtutor report 1a2b --markdown -o - | gh issue create -F -    the issue body on standard output
   mgtutor report 1a2b --redact-hosts            host names and addresses replaced (host-1, addr-1)
 
 The HTML file opens offline in any browser: its styles and charts (SVG) are inside it, nothing is
@@ -64,7 +66,11 @@ def main(args: argparse.Namespace) -> int:
     from mgtutor.diagnostics.report.render import write_report
 
     record = resolve_run(args.run_id)
-    if args.output and Path(args.output).expanduser().is_dir():
+    to_stdout = args.output in STDOUT_NAMES
+    if to_stdout and args.json:
+        raise CliError(_("-o {output} and --json both write to standard output; give -o FILE").format(
+            output=args.output))
+    if args.output and not to_stdout and Path(args.output).expanduser().is_dir():
         raise CliError(_("-o {output}: that is a folder; give a file name, e.g. {example}").format(
             output=args.output, example=args.output.rstrip("/") + "/report.html"))
     if not args.json:
@@ -77,8 +83,11 @@ def main(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(_("cannot write the report: {error} ({file})").format(error=exc.strerror or exc,
                                                                               file=exc.filename or args.output)) from None
+    if path is None:
+        return 0  # the report itself went to standard output
     if args.json:
-        print(json.dumps({"run_id": record.run_id, "path": str(path), "bytes": path.stat().st_size,
+        size = path.stat().st_size if path.is_file() else None  # /dev/null: written in place, no size
+        print(json.dumps({"run_id": record.run_id, "path": str(path), "bytes": size,
                           "format": "markdown" if args.markdown else "html"}))
     else:
         print(path)
