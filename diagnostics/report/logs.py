@@ -22,7 +22,7 @@ MAX_LINE = 400  # characters shown of one line
 # The lines a reader looks for first: a traceback's start, an exception, NCCL's warnings, a fatal signal.
 FIRST_ERROR = re.compile(r"Traceback \(most recent call last\)|(?:Error|Exception)[:!]|NCCL WARN|FATAL|"
                          r"out of memory|Segmentation fault|SIGKILL|SIGSEGV|ChildFailedError")
-NCCL_WARN = re.compile(r"[^\n]*NCCL WARN[^\n]*")
+NCCL_WARN = "NCCL WARN"
 
 
 @dataclass
@@ -68,9 +68,21 @@ def tail_of(path: Path, name: str, rank: int | None, clean: Redactor, tail: int 
         if out and out[-1].number and i + 1 > out[-1].number + 1:
             out.append(LogLine(0, f"… {i - out[-1].number} line(s) left out …"))
         out.append(LogLine(i + 1, clean.text(lines[i])[:MAX_LINE], first_error=i == first))  # redact, then cut
-    warn = NCCL_WARN.search(text)
+    warn = line_with(text, NCCL_WARN)
     return LogTail(rank=rank, name=name, total=len(lines), lines=out, first_error=None if first is None else first + 1,
-                   nccl_warn=clean.text(warn.group(0).strip())[:MAX_LINE] if warn else None)
+                   nccl_warn=clean.text(warn.strip())[:MAX_LINE] if warn is not None else None)
+
+
+def line_with(text: str, needle: str) -> str | None:
+    """The first line that holds `needle`, in time linear in the text: find the needle, then the line's
+    ends around it. (A regex `[^\\n]*NCCL WARN[^\\n]*` retried its `[^\\n]*` from every start position
+    of a line: a 300,000-character tqdm line took minutes.)"""
+    at = text.find(needle)
+    if at < 0:
+        return None
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def rank_tails(record: RunRecord, clean: Redactor, tail: int = TAIL_LINES) -> list[LogTail]:
