@@ -56,3 +56,25 @@ def _shown(given: Path, path: Path) -> Path:
         return given / path.relative_to(given.resolve())
     except ValueError:
         return path
+
+
+def check_script(script: str | Path) -> FolderReport:
+    """`mgtutor check SCRIPT`: the script, then every module it imports from its own folder (transitively),
+    each checked with its own rules, the way `check DIR` checks them. The script's own errors raise
+    CheckError; a helper that cannot be read is listed in `skipped`."""
+    path = Path(script)
+    project = Project(path.parent)
+    report = FolderReport(folder=str(path.parent))
+    report.findings.extend(check_file(path, project))
+    report.files.append(str(path))
+    if path.is_file():
+        for module in project.closure([path], path.parent)[1:MAX_FILES]:
+            shown = _shown(path.parent, module)
+            try:
+                findings = check_file(shown, project)
+            except CheckError as exc:
+                report.skipped.append((str(shown), str(exc)))
+                continue
+            report.files.append(str(shown))
+            report.findings.extend(findings)
+    return report

@@ -130,6 +130,7 @@ def no_distributed_sampler(m: ScriptModel) -> Hits:
     loaders = [c for c in m.calls_to(*DATALOADER) if not has_star_kwargs(c)]
     if any(sampler_arg(c) is not None for c in loaders):
         return  # one loader is sharded; others are likely evaluation loaders: unknown
+    loaders = [c for c in loaders if not _own_shard(m, c)]
     created = m.calls_to(*DIST_SAMPLER)
     for call in loaders:
         if created:
@@ -137,6 +138,59 @@ def no_distributed_sampler(m: ScriptModel) -> Hits:
                           "every rank still reads the whole dataset").format(line=created[0].lineno)
         else:
             yield call, None
+
+
+def _own_shard(m: ScriptModel, loader: ast.Call) -> bool:
+    """The loader's dataset is this rank's part already: built from the rank (`partition.use(rank)`,
+    `Subset(ds, idx[rank::world])`, `ds.shard(num_shards=world, index=rank)`), here or where its name was
+    last assigned (two steps back at most)."""
+    dataset = keyword(loader, "dataset") or (loader.args[0] if loader.args else None)
+    for _step in range(3):
+        if dataset is None:
+            return False
+        if mentions_rank(m, [dataset]):
+            return True
+        if not isinstance(dataset, ast.Name):
+            return False
+        dataset = follow.assigned_before(m, dataset)
+    return False
+
+
+def _loops_over(m: ScriptModel, name: str, scope: ast.AST) -> list[ast.AST] | None:
+    """The loops whose iterable is `name` (or enumerate/tqdm/iter of it) in `scope`; None when the name is
+    used any other way there (passed to a function, stored): then who iterates it is unknown."""
+    loops: list[ast.AST] = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            parent = m.parent.get(node)
+            while isinstance(parent, ast.Call) and last_name(parent.func) in ("enumerate", "tqdm", "iter") \
+                    and parent.args and parent.args[0] in (node, *[a for a in parent.args[:1]]):
+                node, parent = parent, m.parent.get(parent)
+            if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
+                loops.append(parent)
+            else:
+                return None
+    return loops
+
+
+def _single_pass(m: ScriptModel, sampler: ast.Call) -> bool:
+    """The data this sampler feeds is read exactly once: its loader's only use is one loop, at the top
+    level of the module, inside no other loop. Then there is no second epoch for set_epoch to reshuffle."""
+    stmt = m.parent.get(sampler)
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    uses = [n for n in m.nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    loaders = [c for c in m.calls_to(*DATALOADER) if isinstance(sampler_arg(c), ast.Name)
+               and sampler_arg(c).id == name]  # type: ignore[union-attr]
+    if len(loaders) != 1 or len(uses) != 1:
+        return False
+    target = m.parent.get(loaders[0])
+    if not (isinstance(target, ast.Assign) and len(target.targets) == 1 and isinstance(target.targets[0], ast.Name)):
+        return False
+    loops = _loops_over(m, target.targets[0].id, m.tree)
+    return bool(loops) and len(loops) == 1 and m.enclosing(loops[0], (*DEF_NODES, ast.For, ast.AsyncFor,
+                                                                     ast.While)) is None
 
 
 def no_ddp_wrap(m: ScriptModel) -> Hits:
@@ -168,7 +222,7 @@ def sampler_without_set_epoch(m: ScriptModel) -> Hits:
     for call in m.calls_to(*DIST_SAMPLER):
         shuffle = keyword(call, "shuffle") if keyword(call, "shuffle") is not None else \
             (call.args[3] if len(call.args) > 3 else None)
-        if constant(shuffle, True) is False or has_star_kwargs(call):
+        if constant(shuffle, True) is False or has_star_kwargs(call) or _single_pass(m, call):
             continue
         fn = m.enclosing(call, DEF_NODES)
         if fn is not None and any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)) \
@@ -242,7 +296,8 @@ def distributed_launch(m: ScriptModel) -> Hits:
         # a string statement inside the code is a note about something else; the module's own
         # docstring is how this script says it is launched
         parent = m.parent.get(s.node)
-        note = isinstance(parent, ast.Expr) and not (m.tree.body and m.tree.body[0] is parent)
+        note = isinstance(parent, ast.Expr) and not (m.tree.body and m.tree.body[0] is parent) or \
+            isinstance(parent, ast.keyword) and parent.arg == "help"  # `--local_rank` kept for the old launcher
         if "torch.distributed.launch" in s.text and not note:
             yield s.node, None
             return
@@ -253,7 +308,8 @@ def local_rank_argument(m: ScriptModel) -> Hits:
     from the environment; advice when the setup happens in code that was not read."""
     arguments = [c for c in m.method_calls("add_argument")
                  if any(constant(a) in ("--local_rank", "--local-rank") for a in c.args)]
-    if not arguments or any(s.text in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m):
+    if not arguments or any(s.text in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m) \
+            or _overwritten_from_env(m, arguments):
         return
     unread = follow.unread_setup_calls(m)
     for call in arguments:
@@ -263,6 +319,38 @@ def local_rank_argument(m: ScriptModel) -> Hits:
                                 "fallback").format(call=follow.describe_call(m, unread[0]))
         else:
             yield call, None
+
+
+def _overwritten_from_env(m: ScriptModel, arguments: list[ast.Call]) -> bool:
+    """`args.local_rank = int(os.environ["LOCAL_RANK"])` here or in a project module this file imports (a
+    method of a config class, a star-imported helper), or `args.local_rank = get_local_rank()` where that
+    function reads LOCAL_RANK: the argument is only the old launcher's fallback."""
+    dests = {(constant(keyword(c, "dest")) or next(str(constant(a)) for a in c.args if str(constant(a)).startswith("--"))
+              ).lstrip("-").replace("-", "_") for c in arguments}
+    models = [m]
+    if m.project is not None:
+        queue = [m]
+        while queue and len(models) < 50:
+            for path in m.project.imported_files(queue.pop()):
+                loaded = m.project.load(path)
+                if loaded is not None and loaded not in models:
+                    models.append(loaded)
+                    queue.append(loaded)
+    readers = {fn.name for model in models for fns in model.functions.values() for fn in fns
+               if any(constant(n) in LOCAL_RANK_VARS for n in ast.walk(fn))}
+
+    def from_env(value: ast.AST) -> bool:
+        return any(constant(n) in LOCAL_RANK_VARS or isinstance(n, ast.Call) and last_name(n.func) in readers
+                   for n in ast.walk(value))
+    for model in models:
+        for node in model.nodes:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr in dests
+                                                    for t in node.targets) and from_env(node.value):
+                return True
+            if isinstance(node, ast.Call) and last_name(node.func) == "setattr" and len(node.args) == 3 \
+                    and constant(node.args[1]) in dests and from_env(node.args[2]):
+                return True
+    return False
 
 
 def spawn_master_port(m: ScriptModel) -> Hits:

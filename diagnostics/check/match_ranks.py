@@ -8,7 +8,7 @@ from mgtutor.diagnostics.check import fixes, follow
 from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
-from mgtutor.diagnostics.check.model import DEF_NODES, GuardNode, ScriptModel, dotted, keyword, last_name
+from mgtutor.diagnostics.check.model import DEF_NODES, EXIT_CALLS, GuardNode, ScriptModel, dotted, keyword, last_name
 from mgtutor.training.runs.i18n import _
 
 
@@ -35,7 +35,23 @@ def unguarded_outputs(m: ScriptModel) -> list[ast.Call]:
         c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
     return [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
             and not _called_with_rank(m, c) and not follow.in_spawn_parent(m, c)
-            and not follow.tagged_output(m, c.args) and not in_single_process_branch(m, c)]
+            and not follow.tagged_output(m, c.args) and not in_single_process_branch(m, c)
+            and not _says_why_it_exits(m, c)]
+
+
+def _says_why_it_exits(m: ScriptModel, call: ast.Call) -> bool:
+    """`print("not enough GPUs, exiting"); sys.exit()`: each process explains why it stops; once per
+    rank is what it should be."""
+    stmt = m.parent.get(call)
+    parent = m.parent.get(stmt) if isinstance(stmt, ast.Expr) else None
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and stmt in block:
+            rest = block[block.index(stmt) + 1:]
+            return bool(rest) and (isinstance(rest[0], ast.Raise) or isinstance(rest[0], ast.Expr)
+                                   and isinstance(rest[0].value, ast.Call)
+                                   and dotted(rest[0].value.func) in EXIT_CALLS)
+    return False
 
 
 def rank_zero_prints(node: ast.AST, m: ScriptModel) -> fixes.Edits:

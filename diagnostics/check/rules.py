@@ -22,6 +22,8 @@ from typing import Callable
 from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_epoch, match
 from mgtutor.diagnostics.check import match_cuda as cuda
 from mgtutor.diagnostics.check import match_data as data
+from mgtutor.diagnostics.check import match_identity as identity
+from mgtutor.diagnostics.check import match_paths as paths
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
 from mgtutor.diagnostics.check.model import ScriptModel
@@ -265,6 +267,80 @@ RULES: tuple[Rule, ...] = (
          'dist.init_process_group("gloo")  # WORLD_SIZE and RANK come from torchrun',
          "14-when-it-goes-wrong", ("hang", "launch"), cuda.world_set_by_script, confidence="high",
          rewrite=cuda.drop_world_setting, safety="unsafe"),
+    Rule("rank-as-device", "error",
+         N_("the global rank is used as the GPU index"),
+         N_("RANK counts the processes of the whole job; a node's GPUs are numbered from 0 again. On one node the "
+         "two agree, on the second node rank 8 asks for GPU 8 (invalid device ordinal) or two ranks share a GPU."),
+         N_("index the GPU by the local rank (LOCAL_RANK), keep the global rank for data and rank-0 work"),
+         "rank = dist.get_rank()\nmodel = DDP(model.to(rank), device_ids=[rank])",
+         'local_rank = int(os.environ["LOCAL_RANK"])\nmodel = DDP(model.to(local_rank), device_ids=[local_rank])',
+         "04-ddp-torchrun", ("device",), identity.rank_as_device, confidence="high"),
+    Rule("no-local-rank", "error",
+         N_("the model goes to the current GPU and DDP gets no device_ids on a path that never reads LOCAL_RANK"),
+         N_("Without set_device(local_rank) the current GPU of every process is GPU 0: .cuda() puts every rank's "
+         "model there, and DDP without device_ids keeps it there."),
+         N_("read LOCAL_RANK, pin the process to that GPU and pass it to DDP"),
+         "model.cuda()\nmodel = DDP(model)",
+         'local_rank = int(os.environ["LOCAL_RANK"])\ntorch.cuda.set_device(local_rank)\n'
+         "model.cuda()\nmodel = DDP(model, device_ids=[local_rank])",
+         "04-ddp-torchrun", ("device",), identity.no_local_rank),
+    Rule("device-count-world-size", "warning",
+         N_("torch.cuda.device_count() is used as the world size"),
+         N_("device_count() is the number of GPUs of this node; the job may span several nodes (or use fewer GPUs "
+         "than the node has). Batch splits, loss averages and world_size= then use the wrong count."),
+         N_("ask the process group: dist.get_world_size()"),
+         "nprocs = torch.cuda.device_count()\nloss = reduce_sum(loss) / nprocs",
+         "loss = reduce_sum(loss) / dist.get_world_size()",
+         "04-ddp-torchrun", ("data", "launch"), identity.device_count_world_size),
+    Rule("hardcoded-gpu-list", "warning",
+         N_("the script fixes which GPUs it uses"),
+         N_("A launcher or scheduler gives the job its GPUs (CUDA_VISIBLE_DEVICES, one local rank per GPU); a list "
+         "written in the code overrides it, asks for GPUs a smaller machine lacks and collides with other jobs."),
+         N_("drop the list: let the launcher choose the GPUs, and each process use torch.device('cuda', local_rank)"),
+         'os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2,3"',
+         "# CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc-per-node 4 train.py",
+         "04-ddp-torchrun", ("device", "launch"), identity.hardcoded_gpu_list),
+    Rule("fixed-master-addr", "warning",
+         N_("MASTER_ADDR is set to a fixed address in the code"),
+         N_("The rendezvous host is a property of the run, not the script: on another cluster (or another node of "
+         "this one) the ranks look for rank 0 at an address where it is not, and wait until the timeout."),
+         N_("take it from the environment (torchrun --master-addr / --rdzv-endpoint sets it)"),
+         'os.environ["MASTER_ADDR"] = "10.1.1.20"',
+         'os.environ.setdefault("MASTER_ADDR", "localhost")  # torchrun --rdzv-endpoint overrides',
+         "14-when-it-goes-wrong", ("launch", "hang"), identity.fixed_master_addr, confidence="high"),
+    Rule("save-guard-all-ranks", "warning",
+         N_("the save guard is true on every rank under torchrun"),
+         N_("The guard tests the flag that starts mp.spawn; launched by torchrun that flag is off, so the guard "
+         "passes on every rank and all of them write the same file at once."),
+         N_("guard the save with the global rank alone: dist.get_rank() == 0"),
+         "if not args.multiprocessing_distributed or args.rank % ngpus_per_node == 0:\n    save_checkpoint(state)",
+         "if not dist.is_initialized() or dist.get_rank() == 0:\n    save_checkpoint(state)",
+         "06-rank0-checkpoints", ("output",), paths.save_guard_all_ranks),
+    Rule("save-per-node", "warning",
+         N_("the checkpoint is written by the first process of every node"),
+         N_("local_rank == 0 (or rank % gpus_per_node == 0) is true once per node: on several nodes sharing a "
+         "file system, each node writes the same path at once."),
+         N_("save on global rank 0"),
+         "if local_rank == 0:\n    torch.save(model.module.state_dict(), path)",
+         "if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), path)",
+         "06-rank0-checkpoints", ("output",), paths.save_per_node),
+    Rule("unseeded-random-split", "warning",
+         N_("random_split without a seeded generator in a distributed script"),
+         N_("Each process draws its own random split: the ranks train on different training sets, and samples one "
+         "rank trains on are another rank's evaluation set."),
+         N_("split with a generator seeded the same on every rank"),
+         "train, val = random_split(ds, [n_train, n_val])",
+         "train, val = random_split(ds, [n_train, n_val], generator=torch.Generator().manual_seed(42))",
+         "05-distributed-sampler", ("data",), paths.unseeded_random_split),
+    Rule("unwrapped-ddp-branch", "warning",
+         N_("the model is wrapped in DDP on one branch of a device test but not the other"),
+         N_("On the branch without DDP (often the CPU one) nothing averages gradients: every rank trains its own "
+         "copy and the copies drift apart, with no error."),
+         N_("wrap the model on every branch: DDP(model) on the CPU (gloo) too, with device_ids only on a GPU"),
+         "if torch.cuda.is_available():\n    model = DDP(model.cuda(), device_ids=[local_rank])",
+         "if torch.cuda.is_available():\n    model = DDP(model.cuda(), device_ids=[local_rank])\n"
+         "else:\n    model = DDP(model)",
+         "04-ddp-torchrun", ("speed", "data"), paths.unwrapped_ddp_branch),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}

@@ -48,7 +48,7 @@ CLASS_RULES: dict[str, tuple[str, ...]] = {
     "device_count_as_world_size": ("device-count-world-size",),              # future
     "hardcoded_gpu_list": ("hardcoded-gpu-list", "hardcoded-cuda0"),        # first: future
     "hardcoded_cuda0": ("hardcoded-cuda0",),
-    "save_on_every_rank": ("unguarded-checkpoint",),
+    "save_on_every_rank": ("unguarded-checkpoint", "save-guard-all-ranks"),
     "save_per_node": ("unguarded-checkpoint", "save-per-node"),
     "unseeded_random_split": ("unseeded-random-split",),                     # future
     "no_distributed_sampler": ("ddp-no-sampler",),

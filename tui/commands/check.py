@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "--unsafe-fixes is given; every finding says which kind its fix is. A second --fix changes "
                       "nothing.\n\n"
                       "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed. "
-                      "With --diff or --fix: 0 when nothing is left to fix by hand, 1 otherwise."),
+                      "With --diff: 0 when nothing is left to fix by hand, 1 otherwise. With --fix: 0 once it has "
+                      "written every fix it could, 1 when an error-level finding is left to fix by hand."),
         epilog=_("examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n  mgtutor check my_project/\n"
                  "  mgtutor check train.py --brief --min-severity warning\n"
                  "  mgtutor check train.py --diff\n  mgtutor check train.py --fix --unsafe-fixes"),
@@ -57,15 +58,16 @@ def main(args: argparse.Namespace) -> int:
         return fix_main(args)
     if args.unsafe_fixes:
         raise CliError(_("--unsafe-fixes goes with --diff or --fix"))
-    from mgtutor.diagnostics.check.folder import check_folder
-    from mgtutor.diagnostics.check.script import CheckError, check_file, has_errors
+    from mgtutor.diagnostics.check.folder import check_folder, check_script
+    from mgtutor.diagnostics.check.script import CheckError, has_errors
 
     try:
         if Path(args.script).is_dir():
             report = check_folder(args.script)
             findings, files = report.findings, report.files
-        else:
-            findings, files, report = check_file(args.script), [args.script], None
+        else:  # the script and the modules it imports from its own folder
+            followed = check_script(args.script)
+            findings, files, report = followed.findings, followed.files, None
     except CheckError as exc:
         raise CliError(str(exc)) from None
     shown = [f for f in findings if _rank(f.severity) <= _rank(args.min_severity)]
@@ -73,6 +75,8 @@ def main(args: argparse.Namespace) -> int:
         data = {"file": args.script, "findings": [f.to_json() for f in shown]}
         if report is not None:
             data |= {"files": files, "skipped": [{"file": f, "reason": why} for f, why in report.skipped]}
+        if report is None and len(files) > 1:
+            data["files"] = files
         print(json.dumps(data, indent=2))
     elif report is None:
         print_report(args.script, shown, brief=args.brief)
@@ -196,6 +200,8 @@ def fix_main(args: argparse.Namespace) -> int:
     else:
         for report in reports:
             print_fix_report(report, written=args.fix, unsafe=args.unsafe_fixes)
+    if args.fix:  # what it could fix is written; like `check`, only an error left by hand fails
+        return 1 if any(f.severity == "error" for r in reports for f in r.by_hand) else 0
     return 1 if any(r.by_hand for r in reports) else 0
 
 
