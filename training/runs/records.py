@@ -302,13 +302,30 @@ def is_supervisor_of(proc: psutil.Process, record: RunRecord) -> bool:
     environment (launch() writes the pid only once the supervisor has exec'd, so both hold from the
     first moment). psutil.AccessDenied when the process is not ours to read."""
     cmdline = proc.cmdline()
-    if SUPERVISOR_MODULE not in cmdline or proc.environ().get(RUN_ID_ENV) != record.run_id:
+    if SUPERVISOR_MODULE not in cmdline or not carries_run(proc, record):
         return False
     folder = cmdline[-1]
     try:
         return os.path.samefile(folder, record.path)
     except OSError:
         return folder.rstrip(os.sep).endswith(os.sep + record.run_id)
+
+
+def carries_run(proc: psutil.Process, record: RunRecord) -> bool:
+    """The process was started for this run: the launcher gives every process it starts (the
+    supervisor, torchrun, each rank and what a rank starts) the run's id and folder in its
+    environment. A pid a record names (meta.json, ranks/rank<R>.json) is signalled only when this
+    holds: it may since be a stranger's. psutil.AccessDenied when the process is not ours to read."""
+    env = proc.environ()
+    if env.get(RUN_ID_ENV) != record.run_id:
+        return False
+    folder = env.get(RUN_DIR_ENV)
+    if not folder:
+        return True  # a run launched before the folder was in the environment
+    try:
+        return os.path.samefile(folder, record.path)
+    except OSError:
+        return False
 
 
 def _lock(fd: int, how: int) -> bool:

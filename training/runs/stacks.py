@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 
 from mgtutor.training.runs.pyspy_text import render_pyspy_json
-from mgtutor.training.runs.records import RunRecord, write_json_atomic
+from mgtutor.training.runs.records import RunRecord, carries_run, write_json_atomic
 from mgtutor.training.runs.safe_io import entries, open_regular, private_dir, read_regular, write_private_atomic
 
 HOOK_DIR = Path(__file__).with_name("stackhook")
@@ -113,9 +113,16 @@ def rank_processes(record: RunRecord) -> tuple[list[tuple[int, int, str]], list[
             continue
         try:
             main = psutil.Process(info.pid)
-            children = main.children(recursive=True)
+            ours = carries_run(main, record)  # the pid in ranks/rank<R>.json may be a stranger's now
+            children = main.children(recursive=True) if ours else []
+        except psutil.AccessDenied:
+            ours = False
         except psutil.Error:
             missing.append(f"rank {rank}: process {info.pid} is gone")
+            continue
+        if not ours:
+            missing.append(f"rank {rank}: process {info.pid} is not this run's (its environment does not "
+                           f"name run {record.run_id}); not signalled")
             continue
         found.append((rank, main.pid, "main"))
         found += [(rank, child.pid, "worker") for child in children]
