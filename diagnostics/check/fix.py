@@ -100,7 +100,8 @@ def _model(text: str, filename: str, project: Project | None) -> ScriptModel:
 
 
 def _hits(rule: Rule, model: ScriptModel) -> list[tuple[ast.AST, str]]:
-    return [(node, message or rule.title) for node, message, *caveat in rule.find(model) if not caveat]
+    return [(node, message or rule.title) for node, message, *caveat in rule.find(model)
+            if not caveat or (rule.fix_unsure is not None and rule.fix_unsure(node, model))]
 
 
 def _key(rule: Rule, model: ScriptModel, node: ast.AST, message: str) -> tuple[str, str, str]:

@@ -195,7 +195,11 @@ def rank_zero_save(node: ast.AST, m: ScriptModel) -> Edits:
     """The save on rank 0; when the script also loads checkpoints, a barrier after it, so that no
     rank reads the file before rank 0 has written it (every rank reaches the barrier: the finding is
     a save every rank runs)."""
+    if isinstance(node, ast.Call) and _loaded_back_here(m, node):
+        return None  # saved and read back by the same function: every rank needs its file
     edits = rank_zero_only(node, m)
+    if edits and isinstance(node, ast.Call):
+        edits = [*edits, *_unwrapped_state_dicts(m, node)]
     stmt = alone_on_its_statement(m, node)
     if not edits or stmt is None or not m.calls_to("torch.load", bare=False):
         return edits
@@ -204,6 +208,33 @@ def rank_zero_save(node: ast.AST, m: ScriptModel) -> Edits:
     except LookupError:
         return edits
     return [*edits, Edit("after", where(stmt, m.lines), f"if {dist}.is_initialized():\n    {dist}.barrier()")]
+
+
+def _loaded_back_here(m: ScriptModel, save: ast.Call) -> bool:
+    """The function that saves also loads the same path: a guard would leave the other ranks without it."""
+    target = save.args[1:2] + [k.value for k in save.keywords if k.arg == "f"]
+    if not target:
+        return False
+    spelled = ast.unparse(target[0])
+    scope = m.enclosing(save, DEF_NODES)
+    return any(isinstance(n, ast.Call) and dotted(n.func) is not None and m.resolve(n.func) == "torch.load"
+               and n.args and ast.unparse(n.args[0]) == spelled for n in ast.walk(scope or m.tree))
+
+
+def _unwrapped_state_dicts(m: ScriptModel, save: ast.Call) -> list[Edit]:
+    """`model.state_dict()` of the DDP wrapper becomes `model.module.state_dict()` (keys without the
+    "module." prefix, as the rule's advice says), unless this file loads a state dict back into the wrapper
+    (it expects the prefix)."""
+    wrappers = {dotted(t) for n in m.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                and (m.resolve(n.value.func) or "").endswith("DistributedDataParallel") for t in n.targets}
+    wrappers.discard(None)
+    loads_back = {dotted(c.func.value) for c in m.method_calls("load_state_dict") if isinstance(c.func, ast.Attribute)}
+    edits = []
+    for n in ast.walk(save):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict" \
+                and not n.args and dotted(n.func.value) in wrappers and dotted(n.func.value) not in loads_back:
+            edits.append(Edit("replace", where(n, m.lines), f"{dotted(n.func.value)}.module.state_dict()"))
+    return edits
 
 
 def _only_statement_of_a_helper(m: ScriptModel, stmt: ast.stmt) -> bool:

@@ -146,6 +146,16 @@ def load_without_map_location(m: ScriptModel) -> Hits:
             yield call, None
 
 
+def straight_into_load_state_dict(node: ast.AST, m: ScriptModel) -> bool:
+    """`model.load_state_dict(torch.load(path))`, or `torch.load(path)["model"]` handed to it: the loaded
+    tensors are only copied into the model's parameters, wherever those live: map_location="cpu" is then
+    safe even where the finding may not apply (`check --fix` writes it)."""
+    parent = m.parent.get(node)
+    while isinstance(parent, ast.Subscript) and parent.value is node:
+        node, parent = parent, m.parent.get(parent)
+    return isinstance(parent, ast.Call) and last_name(parent.func) == "load_state_dict" and node in parent.args
+
+
 def _on_gpus(m: ScriptModel) -> bool:
     return uses_cuda(m) or bool(m.method_calls("set_device")) or any(s.text == "nccl" for s in m.strings())
 

@@ -23,8 +23,23 @@ def unguarded_checkpoint(m: ScriptModel) -> Hits:
         if any("buf" in (dotted(t) or "").lower() or "BytesIO" in (dotted(getattr(t, "func", t)) or "")
                for t in target):
             continue
-        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target) and not follow.per_rank_path(m, target):
+        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target) and not follow.per_rank_path(m, target) \
+                and not per_process_path(m, target):
             yield call, None
+
+
+PER_PROCESS = {"getpid", "uuid1", "uuid4", "mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory",
+               "gethostname", "token_hex"}
+
+
+def per_process_path(m: ScriptModel, exprs: list[ast.expr]) -> bool:
+    """`f"ckpt_{os.getpid()}.pt"`, a uuid or a temporary file (here or in the name's last assignment):
+    each process writes its own file, so every rank saving is the point (issue 46, item 7)."""
+    def unique(node: ast.AST | None) -> bool:
+        return node is not None and any(isinstance(n, ast.Call) and last_name(n.func) in PER_PROCESS
+                                        for n in ast.walk(node))
+    return any(unique(e) or any(isinstance(n, ast.Name) and unique(follow.assigned_before(m, n)) for n in ast.walk(e))
+               for e in exprs)
 
 
 def unguarded_outputs(m: ScriptModel) -> list[ast.Call]:

@@ -52,6 +52,8 @@ class Rule:
     # the machines it already ran on, "unsafe" may change it (applied only with --unsafe-fixes)
     rewrite: Callable[[ast.AST, ScriptModel], fixes.Edits] | None = None
     safety: str = "safe"
+    # a finding that may not apply is still fixed where this says the fix is harmless either way
+    fix_unsure: Callable[[ast.AST, ScriptModel], bool] | None = None
 
 
 RULES: tuple[Rule, ...] = (
@@ -235,7 +237,7 @@ RULES: tuple[Rule, ...] = (
          "snapshot = torch.load(path)",
          'snapshot = torch.load(path, map_location="cpu")  # or f"cuda:{local_rank}"',
          "06-rank0-checkpoints", ("device",), data.load_without_map_location,
-         rewrite=fixes.map_location_cpu),
+         rewrite=fixes.map_location_cpu, fix_unsure=data.straight_into_load_state_dict),
     Rule("download-every-rank", "warning",
          N_("a data set is downloaded (download=True) on every rank"),
          N_("Every rank downloads and unpacks the same archive into the same folder at once: the writes race (a "

@@ -176,7 +176,8 @@ def run_rule(rule: Rule, model: ScriptModel, filename: str | None = None) -> lis
         seen.add((line, message))
         unsure = caveat[0] if caveat else ""
         before, after = (rule.fix_for(node, model) if rule.fix_for else None) or (rule.before, rule.after)
-        safety = rule.safety if rule.rewrite is not None and not unsure and _rewrites(rule, node, model) else ""
+        fixable = not unsure or (rule.fix_unsure is not None and rule.fix_unsure(node, model))
+        safety = rule.safety if rule.rewrite is not None and fixable and _rewrites(rule, node, model) else ""
         found.append(CheckFinding(
             rule=rule.id, severity="advice" if unsure else rule.severity, file=filename or model.filename, line=line,
             confidence="low" if unsure else rule.confidence, caveat=_(unsure),
