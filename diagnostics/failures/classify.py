@@ -20,6 +20,7 @@ from mgtutor.training.runs.i18n import _, sentences
 from mgtutor.training.runs import eventcheck
 from mgtutor.training.runs.compile_crash import compiling_ranks
 from mgtutor.training.runs.event_types import Event
+from mgtutor.training.runs.secrets import SecretRedactor, secret_values
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
 from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
@@ -340,11 +341,39 @@ def explain_oom(findings: list[Finding], scanner: Scanner, record: Any = None) -
     return findings
 
 
+def redact_findings(findings: list[Finding], clean: SecretRedactor) -> list[Finding]:
+    """The findings with every secret taken out of what they show (summary, fix, evidence lines):
+    a diagnosis is shown, pasted and reported; the logs it quotes stay as the script wrote them."""
+    for finding in findings:
+        finding.summary, finding.fix = clean.text(finding.summary), clean.text(finding.fix)
+        finding.detail = clean.text(finding.detail) if finding.detail else finding.detail
+        finding.evidence = [_clean_values(ev, clean) for ev in finding.evidence]
+        if finding.script_frame is not None:
+            finding.script_frame = _clean_values(finding.script_frame, clean)
+    return findings
+
+
+def _clean_values(data: dict[str, Any], clean: SecretRedactor) -> dict[str, Any]:
+    return {k: clean.text(v) if isinstance(v, str) else v for k, v in data.items()}
+
+
+def run_redactor(record: Any) -> SecretRedactor:
+    """The redactor for a run: this process's secrets, the run's (its record's keyed hashes), its argv's."""
+    clean = SecretRedactor(os.environ)
+    try:
+        meta = record.meta()
+    except (AttributeError, OSError):
+        return clean
+    clean.learn_digests(getattr(meta, "secret_digests", None))
+    clean.learn_values(secret_values({}, [str(arg) for arg in getattr(meta, "target", None) or []]))
+    return clean
+
+
 def diagnose_lines(lines: Iterable[LogLine], run: dict[str, Any] | None = None) -> list[Finding]:
     scanner = Scanner(load_catalogue())
     for line in lines:
         scanner.feed(line)
-    return explain_oom(build_findings(scanner, run), scanner)
+    return redact_findings(explain_oom(build_findings(scanner, run), scanner), SecretRedactor(os.environ))
 
 
 def diagnose_files(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
@@ -354,7 +383,7 @@ def diagnose_files(paths: Iterable[str | os.PathLike[str]]) -> list[Finding]:
         if Path(path).is_dir():
             raise IsADirectoryError(f"{path} is a directory")
         scan_file(scanner, os.fspath(path))
-    return explain_oom(build_findings(scanner), scanner)
+    return redact_findings(explain_oom(build_findings(scanner), scanner), SecretRedactor(os.environ))
 
 
 def diagnose_run(record: Any) -> list[Finding]:
@@ -365,7 +394,8 @@ def diagnose_run(record: Any) -> list[Finding]:
     _scan_if_readable(scanner, record.torchrun_log, None, "torchrun.log")
     events = eventcheck.run_events(record.events_path)
     result = record.result().to_json() if hasattr(record, "result") else {}
-    return explain_cuda_missing(explain_oom(build_findings(scanner, result, events), scanner, record), record)
+    findings = explain_cuda_missing(explain_oom(build_findings(scanner, result, events), scanner, record), record)
+    return redact_findings(findings, run_redactor(record))
 
 
 def _scan_if_readable(scanner: Scanner, path: Path, rank: int | None, name: str) -> None:

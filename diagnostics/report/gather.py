@@ -163,6 +163,7 @@ def gather(record: RunRecord, clean: Redactor, doctor: dict[str, Any] | None = N
     hosts = {e.host for e in events if isinstance(e, StartEvent) and e.host}
     clean.learn_hosts([meta.host, meta.local_addr, meta.rdzv_endpoint, *hosts, meta.env.get("MASTER_ADDR")])
     clean.learn_secrets(meta.env)
+    clean.learn_record(meta)
     world = meta.world_size or len(result.ranks)
     hang = hang_section(record, world, clean)
     findings = [finding_dict(f, clean) for f in diagnose_with_hangs(record)]

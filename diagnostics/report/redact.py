@@ -1,8 +1,10 @@
 """What a report may not carry: secrets always, host names and addresses when asked.
 
-A report is made to be handed on. The rule for secrets is the run layer's (`looks_secret`): a
-variable whose name looks secret is shown as `<redacted>`, and its value is also taken out of any
-text (a script that printed its token, a stack that shows an argument). `--redact-hosts` replaces
+A report is made to be handed on. Secrets are the run layer's one redactor (`SecretRedactor`,
+training/runs/secrets.py): a variable whose name looks secret is shown as `<redacted>`; its value, the
+values the run had at launch (the record's keyed hashes) and anything shaped like a secret (a token
+prefix, a Bearer header, a URL's password, `--api-key X`) are taken out of any text (a script that
+printed its token, a stack that shows an argument). `--redact-hosts` replaces
 each host name and address the record knows (the host, the rendezvous endpoint, MASTER_ADDR, the
 ranks' hosts) and any other non-loopback IP address by a stable placeholder: `host-1`, `addr-1`.
 """
@@ -14,11 +16,10 @@ import re
 import socket
 from collections.abc import Iterable, Mapping
 
-from mgtutor.training.runs.secrets import REDACTED, looks_secret, redact_env
+from mgtutor.training.runs.records import RunMeta
+from mgtutor.training.runs.secrets import SecretRedactor, secret_values
 
-MIN_SECRET = 4  # a shorter value would blank out ordinary words and numbers
 MIN_HOST = 2  # a host called "vm" is still a name; it is replaced as a whole word only
-ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
 IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{1,4}:){2,7}[0-9A-Fa-f]{1,4}(?![\w:])|"
                   r"(?<![\w:.])[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4})*::(?:[0-9A-Fa-f]{1,4}:)*[0-9A-Fa-f]{1,4}(?![\w:])")
@@ -29,7 +30,7 @@ class Redactor:
 
     def __init__(self, hosts: bool = False, environ: Mapping[str, str] | None = None) -> None:
         self.hosts = hosts
-        self.secrets: set[str] = set()
+        self.secrets = SecretRedactor()
         self.names: dict[str, str] = {}  # host name -> host-N
         self.addresses: dict[str, str] = {}  # address -> addr-N
         self.versions: set[str] = set()  # "9.1.0.70" is cuDNN's version, not an address
@@ -39,9 +40,12 @@ class Redactor:
             self.learn_hosts([socket.gethostname(), socket.getfqdn()])
 
     def learn_secrets(self, env: Mapping[str, str]) -> None:
-        for name, value in env.items():
-            if looks_secret(name) and value and value != REDACTED and len(value) >= MIN_SECRET:
-                self.secrets.add(value)
+        self.secrets.learn_env(env)
+
+    def learn_record(self, meta: RunMeta) -> None:
+        """The secrets a run had at launch (keyed hashes) and those its command line gave."""
+        self.secrets.learn_digests(meta.secret_digests)
+        self.secrets.learn_values(secret_values({}, [str(arg) for arg in meta.target]))
 
     def learn_hosts(self, values: Iterable[str | None]) -> None:
         if not self.hosts:
@@ -83,18 +87,15 @@ class Redactor:
         return self.addresses.setdefault(text, f"addr-{len(self.addresses) + 1}")
 
     def text(self, value: str) -> str:
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        value = ASSIGNMENT.sub(lambda m: f"{m.group(1)}={REDACTED}" if looks_secret(m.group(1)) else m.group(0), value)
+        return self._hosts_only(self.secrets.text(value))
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The variables with secret-looking ones `<redacted>`, every value cleaned."""
+        return {k: self._hosts_only(v) for k, v in self.secrets.env(env).items()}
+
+    def _hosts_only(self, value: str) -> str:
         if not self.hosts:
             return value
         value = IPV4.sub(lambda m: self._address(m.group(0)), value)
         value = IPV6.sub(lambda m: self._address(m.group(0)), value)
-        if self._names_re is not None:
-            value = self._names_re.sub(lambda m: self.names[m.group(0)], value)
-        return value
-
-    def env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The variables with secret-looking ones `<redacted>`, every value cleaned."""
-        return {k: self.text(v) if v != REDACTED else v for k, v in redact_env(env).items()}
+        return self._names_re.sub(lambda m: self.names[m.group(0)], value) if self._names_re is not None else value

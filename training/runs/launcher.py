@@ -29,7 +29,7 @@ from mgtutor.training.runs.flight import flight_env
 from mgtutor.training.runs.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
 from mgtutor.training.runs.procs import describe, run_processes, signal_all
 from mgtutor.training.runs.safe_io import open_private, path_kind
-from mgtutor.training.runs.secrets import redact_env
+from mgtutor.training.runs.secrets import redact_env, secret_digests, secret_values
 from mgtutor.training.runs.stacks import hook_env
 from mgtutor.training.runs.records import (
     RUN_DIR_ENV,
@@ -225,7 +225,8 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
         "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
         "device_note": device_note(the_plan), **node_meta(node, the_plan.nproc),
-        "env": recorded_env(env), "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
+        "env": recorded_env(env), "secret_digests": secret_digests(secret_values(env, target)),
+        "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
     }))
     with os.fdopen(open_private(record.torchrun_log, append=True), "ab") as log:

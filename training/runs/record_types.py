@@ -164,6 +164,7 @@ class RunMeta(JsonRecord):
     devices: list[dict[str, Any]] = field(default_factory=list)
     device_note: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    secret_digests: dict[str, Any] = field(default_factory=dict)  # keyed hashes of the secrets at launch (secrets.py)
     host: str = ""
     cwd: str = ""
     started: float | None = None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from mgtutor.training.runs.i18n import N_, _
 from mgtutor.training.runs.launcher import said_device_note
 from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
-from mgtutor.training.runs.secrets import redact_env
+from mgtutor.training.runs.secrets import SecretRedactor, secret_values
 from mgtutor.tui.commands.runs_control import (
     add_control_options,
     attach_main,
@@ -94,8 +95,14 @@ def main(args: argparse.Namespace) -> int:
         meta, result, status = record.meta(), record.result(), record.status()
         problems = record.problems()
         logs = [str(p) for _, _, p in record.rank_logs()]
+        clean = SecretRedactor(os.environ)  # what it shows is cleaned as a report is (secrets.py)
+        clean.learn_digests(meta.secret_digests)
+        clean.learn_values(secret_values({}, [str(arg) for arg in meta.target]))
         if args.json:
-            shown_meta = {**meta.to_json(), "env": redact_env(meta.env)}  # a record kept before secrets were hidden
+            shown_meta = {**meta.to_json(), "env": clean.env(meta.env),  # a record kept before secrets were hidden
+                          "target": clean.argv([str(a) for a in meta.target]),
+                          "torchrun_argv": clean.argv([str(a) for a in meta.torchrun_argv])}
+            shown_meta.pop("secret_digests", None)
             print(json.dumps({"meta": shown_meta, "result": result.to_json(), "status": status.value,
                               "detached": is_detached(record, status),
                               "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
@@ -112,7 +119,8 @@ def main(args: argparse.Namespace) -> int:
         if result.problem:
             print("  " + _("result   {problem}: those fields are left out").format(problem=result.problem))
         unknown = _("unknown (meta.json is unreadable)") if unreadable else _("unknown")
-        print("  " + _("command  {command}").format(command=" ".join(meta.target) or unknown))
+        print("  " + _("command  {command}").format(command=" ".join(clean.argv([str(a) for a in meta.target]))
+                                                  or unknown))
         if unreadable or not meta.world_size:
             ranks, backend, note = len(result.ranks) or _("unknown"), result.backend or meta.backend, ""
         else:
