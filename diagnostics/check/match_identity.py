@@ -118,11 +118,11 @@ def _device_uses(m: ScriptModel) -> list[tuple[ast.AST, ast.AST, str]]:
 
 # -- rank-as-device -------------------------------------------------------------------------------
 def rank_as_device(m: ScriptModel) -> Hits:
-    if not distributed(m):
+    """Not in a script that starts its processes on one machine (mp.spawn, no node count): there the rank
+    is the spawn index, and the spawn index is the GPU."""
+    if not distributed(m) or follow.spawn_targets(m) and not _multi_node(m):
         return
     names = global_rank_names(m)
-    if not names:
-        return
     for use, index, label in _device_uses(m):
         index = _unwrap_int(index)
         direct = isinstance(index, ast.Call) and last_name(index.func) == "get_rank" and not index.args
