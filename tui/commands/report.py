@@ -15,7 +15,6 @@ EPILOG = N_("""examples:
   mgtutor report                                the newest run, as report.html in its run folder
   mgtutor report 1a2b -o ~/hang.html            a run by (part of) its id, to a file of your choice
   mgtutor report 1a2b --markdown -o issue.md    the body of a GitHub issue (PyTorch's and NCCL's fields)
-  mgtutor report 1a2b --markdown -o - | gh issue create -F -    the issue body on standard output
   mgtutor report 1a2b --redact-hosts            host names and addresses replaced (host-1, addr-1)
 
 The HTML file opens offline in any browser: its styles and charts (SVG) are inside it, nothing is

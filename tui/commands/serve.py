@@ -4,20 +4,28 @@ textual-serve has no authentication of its own: whoever reaches the port gets a 
 (it launches runs). So every request passes a check first: the random token of the printed URL, in
 the query (`/?token=…`, the first page) or in the cookie that page sets (its scripts, styles and
 websocket: a browser sends the cookie to the same host only, and not from another site, SameSite).
-Without it: 403, the websocket included. It listens on 127.0.0.1 unless `--host` says otherwise.
+Without it: 403, the websocket included. The websocket is also refused (403) unless its Origin is
+the served origin, a loopback form of it or --public-url's, and its Host one of their hosts: a page
+on another port of localhost shares the cookie (cookies are not kept apart by port), and a DNS name
+rebound to 127.0.0.1 would pass a same-origin test. The access log shows paths, never a query (the
+token). It listens on 127.0.0.1 unless `--host` says otherwise.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import hmac
+import ipaddress
+import logging
 import re
 import secrets
 import shlex
+import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from mgtutor.training.runs.i18n import N_, _
 from mgtutor.tui.errors import CliError
@@ -69,7 +77,8 @@ def token_check(token: str, port: int) -> Callable[..., Awaitable[Any]]:
     @web.middleware
     async def check(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         given = request.query.get("token") or request.cookies.get(cookie) or ""
-        if not hmac.compare_digest(given.encode(), token.encode()):
+        # a cookie of bytes that are not UTF-8 arrives with surrogates: a wrong token, not a 500
+        if not (given.isascii() and hmac.compare_digest(given.encode("ascii"), token.encode("ascii"))):
             raise web.HTTPForbidden(text="mgtutor serve: open the URL that `mgtutor serve` printed (it carries "
                                          "the token); this request has none, or a wrong one.\n")
         response = await handler(request)
@@ -82,6 +91,83 @@ def token_check(token: str, port: int) -> Callable[..., Awaitable[Any]]:
     return check
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+
+
+def _origin(url: str) -> str:
+    """scheme://host[:port], lower case, the port left out where it is the scheme's own (as browsers send it)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return ""
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{host.lower()}" + (f":{port}" if port and port != default else "")
+
+
+def _ip_literal(host_header: str) -> bool:
+    name = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def allowed_origins(host: str, port: int, public_url: str | None = None) -> tuple[set[str], set[str]]:
+    """The origins the websocket may come from and the Host values it may name: the served origin,
+    its loopback forms, and --public-url's; with a wildcard --host, this machine's names too."""
+    names = set(LOOPBACK)
+    if host not in WILDCARDS:
+        names.add(f"[{host}]" if ":" in host and not host.startswith("[") else host)
+    else:
+        names.update({socket.gethostname(), socket.getfqdn()})
+    origins = {f"http://{name.lower()}:{port}" for name in names if name}
+    if public_url and _origin(public_url):
+        origins.add(_origin(public_url))
+    hosts = {origin.split("://", 1)[1] for origin in origins}
+    return origins, hosts
+
+
+def origin_check(host: str, port: int, public_url: str | None = None) -> Callable[..., Awaitable[Any]]:
+    """aiohttp middleware: a websocket whose Origin or Host is not this server's gets 403."""
+    from aiohttp import web
+
+    origins, hosts = allowed_origins(host, port, public_url)
+    wildcard = host in WILDCARDS
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            given_host = request.headers.get("Host", "").strip().lower()
+            origin = _origin(request.headers.get("Origin", ""))
+            host_ok = given_host in hosts or (wildcard and _ip_literal(given_host))
+            origin_ok = origin in origins or (wildcard and host_ok and origin == f"http://{given_host}")
+            if not (host_ok and origin_ok):
+                raise web.HTTPForbidden(text="mgtutor serve: this page is not the one `mgtutor serve` printed "
+                                             "(its Origin or Host is another site's); open the printed URL.\n")
+        return await handler(request)
+
+    return check
+
+
+def access_logger() -> type:
+    """aiohttp's access log without the query string (the token is in it) and without the Referer
+    (the first page's URL, with the token, is the Referer of everything it loads)."""
+    from aiohttp.abc import AbstractAccessLogger
+
+    class PathOnlyAccessLogger(AbstractAccessLogger):
+        def log(self, request: Any, response: Any, time: float) -> None:
+            self.logger.info('%s "%s %s" %s %.3fs', request.remote, request.method, request.path,
+                             response.status, time)
+
+    return PathOnlyAccessLogger
+
+
 def make_server(host: str, port: int, token: str, public_url: str | None = None) -> Any:
     from textual_serve.server import Server
 
@@ -91,7 +177,32 @@ def make_server(host: str, port: int, token: str, public_url: str | None = None)
         async def _make_app(self) -> Any:
             app = await super()._make_app()
             app.middlewares.append(token_check(token, port))
+            app.middlewares.append(origin_check(host, port, public_url))
             return app
+
+        def initialize_logging(self) -> None:
+            """As textual-serve's, less the locals in tracebacks (a request's locals hold the token)."""
+            from rich.logging import RichHandler
+
+            logging.basicConfig(level="DEBUG" if self.debug else "INFO", format="%(message)s", datefmt="[%X]",
+                                handlers=[RichHandler(show_path=False, show_time=False, rich_tracebacks=True,
+                                                      tracebacks_show_locals=False, console=self.console)])
+
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's serve(), with the access log that leaves the token out."""
+            from aiohttp import web
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(signum, self.request_exit)
+                except (NotImplementedError, RuntimeError):
+                    pass
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
+                        print=lambda *args: None, access_log_class=access_logger())
 
         async def on_startup(self, app: Any) -> None:
             print(startup_text(host, port, self.public_url, token), flush=True)
@@ -146,6 +257,9 @@ def port_problem(host: str, port: int) -> str | None:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         return f"--host {host}: {exc.strerror or exc}"
+    except (UnicodeError, ValueError):  # a label over 63 characters, a NUL: the IDNA codec refuses it
+        return _("--host {host}: not a host name or address (a name's parts are at most 63 characters)").format(
+            host=host[:80])
     family, _type, _proto, _name, address = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does
