@@ -144,7 +144,7 @@ def _own_shard(m: ScriptModel, loader: ast.Call) -> bool:
     """The loader's dataset is this rank's part already: built from the rank (`partition.use(rank)`,
     `Subset(ds, idx[rank::world])`, `ds.shard(num_shards=world, index=rank)`), here or where its name was
     last assigned (two steps back at most)."""
-    dataset = keyword(loader, "dataset") or (loader.args[0] if loader.args else None)
+    dataset: ast.AST | None = keyword(loader, "dataset") or (loader.args[0] if loader.args else None)
     for _step in range(3):
         if dataset is None:
             return False
@@ -189,8 +189,9 @@ def _single_pass(m: ScriptModel, sampler: ast.Call) -> bool:
     if not (isinstance(target, ast.Assign) and len(target.targets) == 1 and isinstance(target.targets[0], ast.Name)):
         return False
     loops = _loops_over(m, target.targets[0].id, m.tree)
-    return bool(loops) and len(loops) == 1 and m.enclosing(loops[0], (*DEF_NODES, ast.For, ast.AsyncFor,
-                                                                     ast.While)) is None
+    if not loops or len(loops) != 1:
+        return False
+    return m.enclosing(loops[0], (*DEF_NODES, ast.For, ast.AsyncFor, ast.While)) is None
 
 
 def no_ddp_wrap(m: ScriptModel) -> Hits:

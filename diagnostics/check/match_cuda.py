@@ -161,7 +161,7 @@ def _shared_devices(m: ScriptModel, sites: list[tuple[ast.AST, str]], avail: str
 
 def _rank_assignment(m: ScriptModel, site: ast.AST, rank: str, scope: ast.AST) -> tuple[str, ast.stmt] | None:
     """The nearest `rank = …` statement before `site` in a block that encloses it, within its scope."""
-    child, parent = statement_of(m, site), m.parent.get(site)
+    child: ast.AST | None = statement_of(m, site)
     parent = m.parent.get(child) if child is not None else None
     while child is not None and parent is not None:
         for field in ("body", "orelse", "finalbody"):

@@ -189,9 +189,10 @@ def no_local_rank(m: ScriptModel) -> Hits:
 
 
 def _statement(m: ScriptModel, node: ast.AST) -> ast.AST:
-    while node is not None and not isinstance(node, ast.stmt):
-        node = m.parent.get(node)
-    return node
+    current: ast.AST | None = node
+    while current is not None and not isinstance(current, ast.stmt):
+        current = m.parent.get(current)
+    return current if current is not None else node
 
 
 def _block_of(m: ScriptModel, stmt: ast.AST) -> list:
@@ -249,7 +250,7 @@ def _module_int_constants(m: ScriptModel) -> set[str]:
 
 
 def _visible_devices_writes(m: ScriptModel) -> list[tuple[ast.AST, ast.AST]]:
-    writes = []
+    writes: list[tuple[ast.AST, ast.AST]] = []
     for node in m.nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
                 and constant(node.targets[0].slice) == "CUDA_VISIBLE_DEVICES":

@@ -49,7 +49,7 @@ def _is_local(m: ScriptModel, node: ast.AST) -> bool:
         return ("local" in parts and "rank" in parts) or name in _local_rank_names(m)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):  # rank % ngpus_per_node
         right = node.right
-        words = set(identifier_parts(last_name(right.func) if isinstance(right, ast.Call) else last_name(right) or ""))
+        words = set(identifier_parts((last_name(right.func) if isinstance(right, ast.Call) else last_name(right)) or ""))
         return any(w <= words for w in PER_NODE_WORDS)
     return False
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from functools import cached_property
 from typing import Any, Callable, Iterator, NamedTuple, Protocol, TypeVar, overload
 
@@ -98,6 +99,10 @@ class ProjectView(Protocol):
     def function(self, qualified: str, depth: int = 0) -> tuple[ScriptModel, ast.AST] | None: ...
 
     def loaded(self) -> list[ScriptModel]: ...
+
+    def load(self, path: Path, source: str | None = None) -> ScriptModel | None: ...
+
+    def imported_files(self, model: ScriptModel) -> list[Path]: ...
 
 
 class StringLiteral(NamedTuple):
