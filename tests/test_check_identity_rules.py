@@ -473,3 +473,19 @@ def test_a_per_process_checkpoint_is_never_guarded():
     assert lines_of(text, "unguarded-checkpoint") == [8]  # the shared path only
     after = fix_source(text, "t.py", unsafe=True).after
     assert "f\"ckpt_{os.getpid()}.pt\")" in after and "    torch.save(model.state_dict(), path)" in after
+
+
+def test_loss_scaling_written_by_hand_is_a_scaler():
+    """Seen when `check SCRIPT` followed guided-diffusion's fp16_util.py: it scales the loss itself."""
+    text = """
+        import torch
+        class Trainer:
+            def __init__(self, model):
+                self.model = model.half()
+                self.lg_loss_scale = 20.0
+            def backward(self, loss):
+                loss_scale = 2 ** self.lg_loss_scale
+                (loss * loss_scale).backward()
+        """
+    assert lines_of(text, "fp16-no-scaler") == []
+    assert lines_of(text.replace("(loss * loss_scale).backward()", "loss.backward()"), "fp16-no-scaler") == [5]

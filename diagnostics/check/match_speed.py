@@ -45,7 +45,19 @@ def fp16_without_scaler(m: ScriptModel) -> Hits:
 def _scaler_in_hand(m: ScriptModel) -> bool:
     """A scaler made elsewhere and handed in (`def train_one_epoch(…, loss_scaler)`, timm's NativeScaler)."""
     return any(isinstance(n, ast.arg) and "scaler" in n.arg.lower() for n in m.nodes) or \
-        any("Scaler" in (last_name(c.func) or "") for c in m.calls)
+        any("Scaler" in (last_name(c.func) or "") for c in m.calls) or _scales_by_hand(m)
+
+
+def _scales_by_hand(m: ScriptModel) -> bool:
+    """Loss scaling written out: `(loss * loss_scale).backward()` (guided-diffusion's, apex's own): the loss
+    is multiplied by a scale before backward, which is what a GradScaler does."""
+    for call in m.method_calls("backward"):
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(receiver, ast.BinOp) and isinstance(receiver.op, ast.Mult) and any(
+                "scale" in (last_name(n) or "").lower() for n in ast.walk(receiver)
+                if isinstance(n, (ast.Name, ast.Attribute))):
+            return True
+    return False
 
 
 def _autocast_is_fp16(m: ScriptModel, call: ast.Call) -> bool:
