@@ -42,15 +42,15 @@ CORPUS = corpus_get.CORPUS
 # The truth's classes and the `mgtutor check` rule ids that stand for them. A rule id that check does not have
 # yet (marked "future") finds nothing today; it is the id a rule for that class is expected to take.
 CLASS_RULES: dict[str, tuple[str, ...]] = {
-    "rank_as_device": ("rank-as-device",),                                   # future
+    "rank_as_device": ("rank-as-device",),
     "no_local_rank": ("no-set-device", "hardcoded-cuda0", "no-local-rank"),
     "local_rank_argument": ("local-rank-argument",),
-    "device_count_as_world_size": ("device-count-world-size",),              # future
-    "hardcoded_gpu_list": ("hardcoded-gpu-list", "hardcoded-cuda0"),        # first: future
+    "device_count_as_world_size": ("device-count-world-size",),
+    "hardcoded_gpu_list": ("hardcoded-gpu-list", "hardcoded-cuda0"),
     "hardcoded_cuda0": ("hardcoded-cuda0",),
     "save_on_every_rank": ("unguarded-checkpoint", "save-guard-all-ranks"),
     "save_per_node": ("unguarded-checkpoint", "save-per-node"),
-    "unseeded_random_split": ("unseeded-random-split",),                     # future
+    "unseeded_random_split": ("unseeded-random-split",),
     "no_distributed_sampler": ("ddp-no-sampler",),
     "no_set_epoch": ("sampler-no-set-epoch",),
     "sampler_with_shuffle": ("sampler-with-shuffle",),
@@ -60,7 +60,7 @@ CLASS_RULES: dict[str, tuple[str, ...]] = {
     "world_size_hardcoded": ("world-set-by-script",),
     "download_every_rank": ("download-every-rank",),
     "torch_load_no_map_location": ("torch-load-no-map-location",),
-    "fixed_master_addr": ("fixed-master-addr",),                             # future
+    "fixed_master_addr": ("fixed-master-addr",),
     "fixed_master_port": ("spawn-master-port",),
     "deprecated_cuda_amp": ("deprecated-cuda-amp",),
     "dataparallel": ("dataparallel",),
