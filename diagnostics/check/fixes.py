@@ -195,8 +195,6 @@ def rank_zero_save(node: ast.AST, m: ScriptModel) -> Edits:
     """The save on rank 0; when the script also loads checkpoints, a barrier after it, so that no
     rank reads the file before rank 0 has written it (every rank reaches the barrier: the finding is
     a save every rank runs)."""
-    if isinstance(node, ast.Call) and _loaded_back_here(m, node):
-        return None  # saved and read back by the same function: every rank needs its file
     edits = rank_zero_only(node, m)
     if edits and isinstance(node, ast.Call):
         edits = [*edits, *_unwrapped_state_dicts(m, node)]
@@ -208,17 +206,6 @@ def rank_zero_save(node: ast.AST, m: ScriptModel) -> Edits:
     except LookupError:
         return edits
     return [*edits, Edit("after", where(stmt, m.lines), f"if {dist}.is_initialized():\n    {dist}.barrier()")]
-
-
-def _loaded_back_here(m: ScriptModel, save: ast.Call) -> bool:
-    """The function that saves also loads the same path: a guard would leave the other ranks without it."""
-    target = save.args[1:2] + [k.value for k in save.keywords if k.arg == "f"]
-    if not target:
-        return False
-    spelled = ast.unparse(target[0])
-    scope = m.enclosing(save, DEF_NODES)
-    return any(isinstance(n, ast.Call) and dotted(n.func) is not None and m.resolve(n.func) == "torch.load"
-               and n.args and ast.unparse(n.args[0]) == spelled for n in ast.walk(scope or m.tree))
 
 
 def _unwrapped_state_dicts(m: ScriptModel, save: ast.Call) -> list[Edit]:
