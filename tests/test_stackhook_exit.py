@@ -44,3 +44,14 @@ def freed_when(tmp_path: Path, hooked: bool) -> str:
 def test_a_cycle_is_freed_before_python_finalizes_under_the_hook(tmp_path: Path) -> None:
     assert freed_when(tmp_path, hooked=False) == "finalizing"  # what a rank's DDP model meets without it
     assert freed_when(tmp_path, hooked=True) == "alive"
+
+
+def test_a_real_time_signal_is_named_by_its_offset():
+    """A rank ended by the stack hook's signal (SIGRTMIN+5, no name of its own) is recorded, not a crash
+    of the rank wrapper ("39 is not a valid Signals" in CI under load)."""
+    import signal
+
+    from mgtutor.training.runs.rank import signal_name
+
+    assert signal_name(int(signal.SIGTERM)) == "SIGTERM"
+    assert signal_name(int(signal.SIGRTMIN) + 5) == "SIGRTMIN+5"

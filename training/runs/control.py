@@ -24,6 +24,7 @@ from typing import Any
 
 from mgtutor.training.runs.launcher import Run
 from mgtutor.training.runs.procs import describe, run_processes
+from mgtutor.training.runs.rank import signal_name
 from mgtutor.training.runs.records import RunRecord, RunStatus
 
 FOLLOW_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -34,7 +35,7 @@ class Interrupted(KeyboardInterrupt):
     follower that only attached, detach: the command decides)."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(signal_name(signum))
         self.signum = signum
 
     @property

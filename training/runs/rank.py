@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     returncode = child.wait()
     info.ended = time.time()
     if returncode < 0:
-        info.signal = signal.Signals(-returncode).name
+        info.signal = signal_name(-returncode)
     else:
         info.exit_code = returncode
     if record:
@@ -85,6 +85,15 @@ def main(argv: list[str]) -> int:
         signal.signal(-returncode, signal.SIG_DFL)
         os.kill(os.getpid(), -returncode)
     return returncode
+
+
+def signal_name(signum: int) -> str:
+    """SIGTERM, or SIGRTMIN+5 for a real-time signal that has no name of its own."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        rtmin = getattr(signal, "SIGRTMIN", None)
+        return f"SIGRTMIN+{signum - int(rtmin)}" if rtmin is not None and signum >= int(rtmin) else f"signal {signum}"
 
 
 if __name__ == "__main__":

@@ -100,6 +100,17 @@ def _collect_before_exit() -> None:
     gc.collect()
 
 
+def _ignore_late_dumps(signum: int) -> None:
+    """A stack request that arrives while the interpreter shuts down (faulthandler's handler already gone)
+    would end the process by the signal's default action: from here on it is ignored."""
+    import signal
+
+    try:
+        signal.signal(signum, signal.SIG_IGN)
+    except (OSError, RuntimeError, ValueError):
+        pass
+
+
 def _enable_fatal_dumps() -> None:
     """faulthandler on fatal signals, unless PYTHONFAULTHANDLER or -X faulthandler turned it on already
     (then it writes where the user asked)."""
@@ -138,7 +149,8 @@ def _install(forked: bool = False) -> None:
     if not forked:  # a forked worker leaves by os._exit: no exit handlers run there
         import atexit
 
-        atexit.register(_collect_before_exit)  # the first registered runs last, after the script's own
+        atexit.register(_ignore_late_dumps, signum)  # the first registered runs last, after the script's own
+        atexit.register(_collect_before_exit)
     handle.write(f"# pid {os.getpid()} ppid {os.getppid()}\n")
     faulthandler.register(signum, file=handle, all_threads=True, chain=False)
     global _HANDLE
