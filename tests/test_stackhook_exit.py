@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.stacks import HOOK_DIR, LIVE_ENV
+from mgtutor.training.runs.forensics.stacks import HOOK_DIR, LIVE_ENV
 
 pytestmark = pytest.mark.integration  # starts interpreters
 

@@ -8,7 +8,7 @@ import re
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from mgtutor.diagnostics.check import follow
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name, walk_local,
 )

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from mgtutor.diagnostics.check import follow
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.match import Hits, distributed, in_single_process_branch, manual_ddp, uses_cuda
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, keyword, last_name, walk_local,

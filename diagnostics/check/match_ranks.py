@@ -9,7 +9,7 @@ from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
 from mgtutor.diagnostics.check.model import DEF_NODES, GuardNode, ScriptModel, dotted, keyword, last_name
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 
 def unguarded_checkpoint(m: ScriptModel) -> Hits:

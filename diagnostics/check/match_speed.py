@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, Hits, uses_accelerate, uses_cuda
 from mgtutor.diagnostics.check.match_data import dataset_source, reads_from_disk
 from mgtutor.diagnostics.check.model import (

@@ -25,7 +25,7 @@ from mgtutor.diagnostics.check import match_data as data
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
 from mgtutor.diagnostics.check.model import ScriptModel
-from mgtutor.training.runs.i18n import N_
+from mgtutor.training.foundation.i18n import N_
 
 SEVERITIES = ("error", "warning", "advice")
 CONFIDENCES = ("high", "medium", "low")

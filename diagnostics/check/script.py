@@ -19,11 +19,11 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.check.model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
-from mgtutor.training.runs.safe_io import NotARegularFile, read_regular
+from mgtutor.training.foundation.safe_io import NotARegularFile, read_regular
 
 MAX_BYTES = 2_000_000   # a training script is kilobytes; beyond this it is data or generated code
 

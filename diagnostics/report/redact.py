@@ -14,7 +14,7 @@ import re
 import socket
 from collections.abc import Iterable, Mapping
 
-from mgtutor.training.runs.secrets import REDACTED, looks_secret, redact_env
+from mgtutor.training.foundation.secrets import REDACTED, looks_secret, redact_env
 
 MIN_SECRET = 4  # a shorter value would blank out ordinary words and numbers
 MIN_HOST = 2  # a host called "vm" is still a name; it is replaced as a whole word only

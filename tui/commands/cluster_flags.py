@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.errors import CliError
 
 

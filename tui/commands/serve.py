@@ -19,7 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
