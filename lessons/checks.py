@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgtutor.lessons.loader import Check
-from mgtutor.training.runs.i18n import _
-from mgtutor.training.runs.records import FirstFailure, RunRecord, RunResult, RunStatus
+from mgtutor.training.foundation.i18n import _
+from mgtutor.training.runs.records.record import FirstFailure, RunRecord, RunResult, RunStatus
 
 REPORT_PREFIX = "REPORT "
 

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import N_, _, current_language
+from mgtutor.training.foundation.i18n import N_, _, current_language
 
 PATH = (
     "01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.lessons.loader import PATH, Lesson
-from mgtutor.training.runs.i18n import DEFAULT, LANGUAGES, language_from_env, set_language
-from mgtutor.training.runs.records import read_json, write_json_atomic
-from mgtutor.training.runs.safe_io import private_dir
+from mgtutor.training.foundation.i18n import DEFAULT, LANGUAGES, language_from_env, set_language
+from mgtutor.training.runs.records.record import read_json, write_json_atomic
+from mgtutor.training.foundation.safe_io import private_dir
 
 
 GPU_SKIP = "NVIDIA GPU"  # in every skip reason of a step that needs GPUs

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.lessons.checks import CheckResult, evaluate, outcome_of
 from mgtutor.lessons.loader import Lesson, Step
 from mgtutor.lessons.progress import Progress, ensure_workspace
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
-from mgtutor.training.runs.records import RunStatus
-from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records.record import RunStatus
+from mgtutor.training.runs.follow.session import RunSession
 
 LineCallback = Callable[[int | None, str, str], None]
 INSTALL_HINTS = {"accelerate": "pip install accelerate"}

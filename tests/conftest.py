@@ -76,7 +76,7 @@ def xdg_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def english_by_default(monkeypatch: pytest.MonkeyPatch):
     """Tests read English unless they choose Chinese: whatever the developer's locale, and whatever
     language a test before switched to (the language is process-wide, like gettext's)."""
-    from mgtutor.training.runs.i18n import set_language
+    from mgtutor.training.foundation.i18n import set_language
 
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         monkeypatch.delenv(name, raising=False)
@@ -171,7 +171,7 @@ STANDIN_TORCHRUN = REPO / "tests" / "standin" / "torchrun.py"
 def standin_torchrun(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Runs this test launches (in process or through the CLI) start their ranks with the torch-free
     stand-in instead of torchrun: for tests of mgtutor's own plumbing, not of torchrun's."""
-    from mgtutor.training.runs.launcher import LAUNCHER_ENV
+    from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 
     argv = [sys.executable, str(STANDIN_TORCHRUN)]
     monkeypatch.setenv(LAUNCHER_ENV, shlex.join(argv))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mgtutor.diagnostics import gpu
+from mgtutor.diagnostics import meters as gpu
 
 from mgtutor.training.runs import nvml
 

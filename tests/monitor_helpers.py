@@ -6,7 +6,7 @@ from __future__ import annotations
 # a coloured line (control sequences must be neutralised) and, when told, crashes at a step.
 EVENT_SCRIPT = r'''
 import os, sys, time
-from mgtutor.training.runs.events import EventWriter
+from mgtutor.training.runs.events.writer import EventWriter
 rank = int(os.environ["RANK"]); world = int(os.environ["WORLD_SIZE"])
 steps = int(sys.argv[1]); crash_rank = int(sys.argv[2]) if len(sys.argv) > 2 else -1
 ev = EventWriter.from_env(rank)

@@ -5,8 +5,8 @@ import pytest
 from textual.widgets import Footer, Static
 
 from mgtutor.training.runs import nvml
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.home import HomeScreen
 from tests.helpers import wait_for_app

@@ -77,8 +77,8 @@ async def test_monitor_check_panel_offers_the_same_diff(tmp_path):
 
 async def test_troubleshoot_offers_the_patch_for_the_line_a_diagnosis_names(tmp_path):
     """A run that died in the user's torch.cuda.set_device: g diagnoses it, F shows the patch."""
-    from mgtutor.training.runs.record_types import RunMeta
-    from mgtutor.training.runs.records import RunRecord
+    from mgtutor.training.runs.records.types import RunMeta
+    from mgtutor.training.runs.records.record import RunRecord
 
     script = tmp_path / "demo.py"
     script.write_text(SCRIPT.read_text())

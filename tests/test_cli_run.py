@@ -12,7 +12,7 @@ import psutil
 
 import pytest
 from conftest import mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.launch.procs import run_processes
 
 pytestmark = pytest.mark.integration  # starts processes
 

@@ -16,7 +16,7 @@ from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.doctor.hostinfo import cpu_details, report_lines
 from mgtutor.diagnostics.doctor.report import collect, environment, render_text
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.training.runs.records import state_home
+from mgtutor.training.runs.records.record import state_home
 
 SECRET = "hf_d0ctor-s3cret"
 CPUINFO = "".join(

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from mgtutor.training.runs.record_types import RunMeta, RunResult
+from mgtutor.training.runs.records.types import RunMeta, RunResult
 from mgtutor.diagnostics.failures.classify import diagnose_run
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.record import RunRecord
 from tests.conftest import mgtutor_argv, no_gpu_env
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -59,7 +59,7 @@ def test_event_only_failures(tmp_path: Path) -> None:
 
 
 def test_event_only_failures_in_chinese_say_their_numbers_in_chinese(tmp_path: Path) -> None:
-    from mgtutor.training.runs.i18n import set_language
+    from mgtutor.training.foundation.i18n import set_language
     from tests.english_left import english_left
 
     same = [{"rank": r, "t": 1.0, "type": "step", "step": s, "loss": 2.0 - s / 10, "data_wait_s": 0.001}

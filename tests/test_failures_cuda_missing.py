@@ -6,8 +6,8 @@ from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.diagnostics.failures.cuda_missing import user_frame
-from mgtutor.training.runs.record_types import RunMeta
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.types import RunMeta
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.cli import main as cli_main
 
 TRACEBACK = """[rank0]: Traceback (most recent call last):

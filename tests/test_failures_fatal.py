@@ -171,7 +171,7 @@ Extension modules: numpy._core._multiarray_umath, torch._C, torch._C._dynamo.eva
 def test_a_crash_with_no_python_thread_while_the_trainer_compiled_says_compile_off() -> None:
     """The events say what the dump cannot: the rank's compile began and never ended."""
     from mgtutor.diagnostics.failures.classify import build_findings
-    from mgtutor.training.runs.events import encode, parse_event
+    from mgtutor.training.runs.events.writer import encode, parse_event
 
     def finding(*phases: str):
         scanner = Scanner(load_catalogue())

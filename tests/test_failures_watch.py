@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.record_types import RunMeta
+from mgtutor.training.runs.records.types import RunMeta
 from mgtutor.diagnostics.failures.demos import SCENARIOS
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.watch import RunWatch
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.runs.follow.detectors import RunWatch
 
 
 @pytest.mark.integration
@@ -72,7 +72,7 @@ def test_silent_run_is_flagged_with_last_lines(tmp_path: Path) -> None:
 
 def test_no_late_rank_while_nobody_waits(tmp_path: Path) -> None:
     """A one-rank script without init_process_group (or ranks that all do slow set-up first) is not late."""
-    from mgtutor.training.runs.records import RankExit
+    from mgtutor.training.runs.records.record import RankExit
 
     record = _record(tmp_path, [], world=1, started=time.time() - 100)
     record.write_rank(RankExit(rank=0, pid=os.getpid(), started=time.time() - 99))

@@ -9,8 +9,8 @@ import time
 import pytest
 from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 
-from mgtutor.diagnostics import gpu
-from mgtutor.diagnostics.gpu import GpuProcess, Sampler, sample_gpus, sample_host
+from mgtutor.diagnostics import meters as gpu
+from mgtutor.diagnostics.meters import GpuProcess, Sampler, sample_gpus, sample_host
 
 
 def test_snapshot_reads_every_meter(monkeypatch):

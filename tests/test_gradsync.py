@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 
 pytestmark = pytest.mark.integration  # starts processes
 

@@ -1,6 +1,6 @@
 """Hang analysis on stacks recorded from real hung runs (lesson 14's hang.py, 2 gloo ranks).
 
-tests/data/hang/<mode>-<method>/ are captures taken by training/runs/stacks.py from real runs, by
+tests/data/hang/<mode>-<method>/ are captures taken by training/runs/forensics/stacks.py from real runs, by
 py-spy ("auto") and by the faulthandler hook ("signal"); only the machine's paths were replaced.
 """
 from __future__ import annotations

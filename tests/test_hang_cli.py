@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.launch.procs import run_processes
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ import pytest
 from conftest import no_gpu_env
 from mgtutor.diagnostics.failures.hang import analyse_capture
 from mgtutor.diagnostics.failures.hang_fr import first_divergence, flight_lines, pending, read_dumps
-from mgtutor.training.runs.flight import flight_env, request_dump
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.forensics.flight import flight_env, request_dump
+from mgtutor.training.runs.records.record import RunRecord
 
 DATA = Path(__file__).parent / "data"
 

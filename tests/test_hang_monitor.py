@@ -7,8 +7,8 @@ import pytest
 from textual.widgets import Collapsible
 
 from conftest import REPO
-from mgtutor.training.runs.procs import run_processes
-from mgtutor.training.runs.stacks import list_captures
+from mgtutor.training.runs.launch.procs import run_processes
+from mgtutor.training.runs.forensics.stacks import list_captures
 from mgtutor.tui.widgets.hang_panel import HangPanel
 from tests.helpers import wait_for_app
 from tests.test_monitor_live import SIZE, launch_from_form, open_form

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.failures.hang_stacks import parse_rank_file
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.stacks import PYSPY_ENV, _pyspy, capture_stacks, list_captures, pyspy_path
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.forensics.stacks import PYSPY_ENV, _pyspy, capture_stacks, list_captures, pyspy_path
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration

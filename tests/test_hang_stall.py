@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgtutor.training.runs.event_types import StepEvent
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.stall import StallClock
+from mgtutor.training.runs.events.types import StepEvent
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.stall import StallClock
 
 T0 = 1_800_000_000.0
 
@@ -112,7 +112,7 @@ def test_no_look_while_a_rank_compiles_until_the_compile_ends_or_runs_too_long(t
     """A cold inductor compile is silent for a minute: looking there (a faulthandler dump from a signal
     without py-spy) crashed ranks on the H200, and it is no hang. The clock waits for the compile to end,
     or for `compile_quiet_s`."""
-    from mgtutor.training.runs.event_types import CompileEvent
+    from mgtutor.training.runs.events.types import CompileEvent
 
     def compile_event(phase: str, t: float) -> CompileEvent:
         return CompileEvent(rank=0, t=t, kind="compile", phase=phase, plan="default")

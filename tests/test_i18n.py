@@ -14,11 +14,11 @@ from babel.messages.pofile import read_po
 
 from mgtutor.lessons.loader import get_lesson
 from mgtutor.lessons.progress import Progress, start_language
-from mgtutor.training.runs import i18n
-from mgtutor.training.runs.i18n import _, current_language, language_from_env, ngettext, normalize, set_language
+from mgtutor.training.foundation import i18n
+from mgtutor.training.foundation.i18n import _, current_language, language_from_env, ngettext, normalize, set_language
 from tests.conftest import REPO
 
-PO = REPO / "training/runs/locale/zh/LC_MESSAGES/mgtutor.po"
+PO = REPO / "training/foundation/locale/zh/LC_MESSAGES/mgtutor.po"
 MO = PO.with_suffix(".mo")
 # {rank}, {name!r}, {value:.1f}, %s, %d, %(name)s, %.1f: what str.format and % fill in.
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}|%(?:\([A-Za-z_]+\))?[-+ #0]*\d*(?:\.\d+)?[sdifgr%]")
@@ -146,7 +146,7 @@ def test_lessons_load_in_the_language_in_force():
 
 
 def test_the_json_extractor_takes_only_the_fields_a_person_reads():
-    from mgtutor.training.runs.i18n_extract import extract_json
+    from mgtutor.training.foundation.i18n_extract import extract_json
 
     data = b'{"id": "x", "title": "A title", "steps": [{"name": "s", "checks": [{"kind": "exit_ok", ' \
            b'"key": "k", "says": "it ran"}]}], "exercise": {"task": "Fix it", "hints": ["one", "two"]}}'
@@ -191,7 +191,7 @@ def test_the_hang_report_reads_in_chinese_and_is_kept_in_english():
 
 
 def test_sentences_are_spaced_in_english_and_not_after_chinese_punctuation():
-    from mgtutor.training.runs.i18n import sentences
+    from mgtutor.training.foundation.i18n import sentences
 
     assert sentences("It failed.", "", "Fix it.") == "It failed. Fix it."
     assert sentences("运行失败。", "PyTorch 没有找到 GPU。") == "运行失败。PyTorch 没有找到 GPU。"
@@ -201,7 +201,7 @@ def test_sentences_are_spaced_in_english_and_not_after_chinese_punctuation():
 def test_a_thread_can_speak_english_while_the_others_go_on_in_chinese():
     import threading
 
-    from mgtutor.training.runs.i18n import in_language
+    from mgtutor.training.foundation.i18n import in_language
 
     set_language("zh")
     seen = {}

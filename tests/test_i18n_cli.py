@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mgtutor.lessons.progress import Progress
-from mgtutor.training.runs.i18n import current_language
+from mgtutor.training.foundation.i18n import current_language
 from mgtutor.tui.cli import language_flag, main
 
 CHINESE = "检查 GPU 和 CUDA"

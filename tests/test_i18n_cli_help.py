@@ -11,8 +11,8 @@ import shutil
 import pytest
 from rich.cells import cell_len
 
-from mgtutor.training.runs.event_types import StepEvent
-from mgtutor.training.runs.i18n import set_language
+from mgtutor.training.runs.events.types import StepEvent
+from mgtutor.training.foundation.i18n import set_language
 from mgtutor.tui.cli import build_parser, main
 from mgtutor.tui.commands.train import progress_line
 from mgtutor.tui.help_words import wrap_cells
@@ -133,7 +133,7 @@ def test_json_is_the_same_under_lang_zh(capsys, argv):
 
 
 def test_runs_show_in_chinese_and_its_json_in_english(capsys):
-    from mgtutor.training.runs.records import runs_root
+    from mgtutor.training.runs.records.record import runs_root
 
     fixture = REPO / "tests/data/monitor_runs/20260101-000000-train-tinycnn-f1x7"
     shutil.copytree(fixture, runs_root() / fixture.name)
@@ -220,8 +220,8 @@ def test_translated_table_headings_keep_their_columns():
     {"status": "lost"},
 ])
 def test_how_a_run_ended_reads_as_the_record_in_english_and_in_chinese(fields) -> None:
-    from mgtutor.training.runs.i18n import set_language
-    from mgtutor.training.runs.records import RunResult
+    from mgtutor.training.foundation.i18n import set_language
+    from mgtutor.training.runs.records.record import RunResult
     from mgtutor.tui.commands.run import describe_result
 
     result = RunResult.from_json(fields)

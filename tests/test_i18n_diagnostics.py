@@ -29,7 +29,7 @@ from mgtutor.diagnostics.failures.demos import SCENARIOS
 from mgtutor.diagnostics.failures.hang import analyse_capture
 from mgtutor.diagnostics.failures.hang_fr import read_dumps
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
-from mgtutor.training.runs.i18n import _, set_language
+from mgtutor.training.foundation.i18n import _, set_language
 from mgtutor.tui.cli import main
 from tests.english_left import english_left
 

@@ -8,8 +8,8 @@ from textual.widgets import Markdown, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
 from mgtutor.lessons.progress import Progress
-from mgtutor.training.runs.i18n import current_language, set_language
-from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.foundation.i18n import current_language, set_language
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.help import HelpScreen
 from tests.helpers import wait_for_app

@@ -14,12 +14,12 @@ import time
 import psutil
 import pytest
 
-from mgtutor.training.runs import launcher
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch, plan
-from mgtutor.training.runs.procs import run_processes
-from mgtutor.training.runs.records import RUN_ID_ENV, RunMeta, RunRecord, RunStatus
-from mgtutor.training.runs.runstate import RunStateFolder
-from mgtutor.training.runs.session import RunSession
+from mgtutor.training.runs.launch import launcher
+from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, launch, plan
+from mgtutor.training.runs.launch.procs import run_processes
+from mgtutor.training.runs.records.record import RUN_ID_ENV, RunMeta, RunRecord, RunStatus
+from mgtutor.training.runs.follow.runstate import RunStateFolder
+from mgtutor.training.runs.follow.session import RunSession
 from tests.helpers import wait_for
 
 ALLREDUCE = """
@@ -152,7 +152,7 @@ def test_a_stop_is_the_end_of_the_run_only_once_its_report_is_in_the_result(tmp_
     torchrun = [sys.executable, "-c", "import time; time.sleep(120)"]  # stands in for torchrun: stops on SIGTERM
     record.write_meta(RunMeta.from_json({"run_id": record.run_id, "world_size": 1, "started": time.time(),
                                          "torchrun_argv": torchrun, "status": "running"}))
-    supervisor = subprocess.Popen([sys.executable, "-m", "mgtutor.training.runs.supervise", str(record.path)],
+    supervisor = subprocess.Popen([sys.executable, "-m", "mgtutor.training.runs.launch.supervise", str(record.path)],
                                   env={**os.environ, RUN_ID_ENV: record.run_id}, stdout=subprocess.DEVNULL,
                                   start_new_session=True)
     run = Run(record, supervisor)
@@ -214,7 +214,7 @@ def test_bad_input_is_refused_with_the_fix(monkeypatch, tmp_path):
 
 def test_more_ranks_than_gpus_says_how_many_and_offers_gloo(monkeypatch):
     from mgtutor.training.runs.nvml import GpuInfo, Inventory
-    from mgtutor.training.runs import launcher
+    from mgtutor.training.runs.launch import launcher
 
     two_gpus = Inventory(gpus=[GpuInfo(i, "NVIDIA H200", 143771, f"GPU-{i}") for i in range(2)], driver="580")
     monkeypatch.setattr(launcher, "inventory", lambda: two_gpus)  # the NVML boundary

@@ -13,7 +13,7 @@ from mgtutor.lessons.checks import Outcome, evaluate, parse_reports
 from mgtutor.lessons.loader import PATH, Check, LessonError, all_lessons, get_lesson
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_dir
 from mgtutor.lessons.runner import overall, skip_reason, step_spec
-from mgtutor.training.runs.records import RunResult
+from mgtutor.training.runs.records.record import RunResult
 from tests.conftest import mgtutor_argv, no_gpu_env
 
 FIXED_IDS = ["01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",
@@ -281,7 +281,7 @@ def test_every_code_block_in_a_lesson_text_names_its_language():
 
     from mgtutor.lessons.loader import all_lessons
     from mgtutor.tui.widgets.lesson_text import lesson_markdown
-    from mgtutor.training.runs.i18n import set_language
+    from mgtutor.training.foundation.i18n import set_language
 
     lessons = all_lessons()
     unlabelled = []

@@ -13,7 +13,7 @@ from mgtutor.lessons.checks import evaluate, outcome_of
 from mgtutor.lessons.loader import all_lessons, get_lesson
 from mgtutor.lessons.progress import Progress
 from mgtutor.lessons.runner import run_step
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.record import RunRecord
 from tests.conftest import mgtutor_argv, no_gpu_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

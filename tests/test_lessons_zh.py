@@ -12,7 +12,7 @@ from mgtutor.lessons.loader import SOURCE_NOTE, all_lessons
 from tests.conftest import REPO
 
 GLOSSARY = REPO / "docs/glossary-zh.md"
-PO = REPO / "training/runs/locale/zh/LC_MESSAGES/mgtutor.po"
+PO = REPO / "training/foundation/locale/zh/LC_MESSAGES/mgtutor.po"
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")

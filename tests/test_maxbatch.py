@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import mgtutor_argv, no_gpu_env
 
-from mgtutor.training.runs.events import read_events
-from mgtutor.training.runs.event_types import BatchResultEvent, BatchTrialEvent
+from mgtutor.training.runs.events.writer import read_events
+from mgtutor.training.runs.events.types import BatchResultEvent, BatchTrialEvent
 from mgtutor.training.worker.batchfit import Bisect, Confirm, Line, chosen_batch, fit_line, split_global
 
 MIB = 1 << 20

@@ -65,7 +65,7 @@ async def test_script_without_sampler_shows_the_finding_beside_the_run(write_scr
 
 
 def test_only_a_script_of_the_users_own_is_checked(tmp_path):
-    from mgtutor.training.runs.launcher import LaunchSpec
+    from mgtutor.training.runs.launch.launcher import LaunchSpec
     from mgtutor.tui.screens.monitor import script_of
 
     assert script_of(LaunchSpec(target=["-m", "mgtutor.training.worker.train", "--steps", "3"])) is None

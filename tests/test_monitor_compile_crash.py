@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mgtutor.training.runs.records import list_runs
+from mgtutor.training.runs.records.record import list_runs
 from mgtutor.training.worker import compiling
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import make_app

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from mgtutor.training.runs.procs import run_processes
-from mgtutor.training.runs.records import list_runs
+from mgtutor.training.runs.launch.procs import run_processes
+from mgtutor.training.runs.records.record import list_runs
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import RankLogs

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.widgets.launch_form import FormError, FormValues, build_launch
 from mgtutor.tui.widgets.run_state import NodeLine
 from tests.helpers import wait_for_app
@@ -78,7 +78,7 @@ def test_runs_list_says_which_node(tmp_path, monkeypatch):
     from mgtutor.tui.screens.runs import run_rows
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    from mgtutor.training.runs.records import runs_root
+    from mgtutor.training.runs.records.record import runs_root
 
     runs_root().mkdir(parents=True, exist_ok=True)
     node_run(runs_root())

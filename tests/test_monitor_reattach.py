@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Log
 
-from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.tui.widgets.launch_form import TRAINER_MODULE
 from mgtutor.tui.widgets.rank_logs import RankLogs
 from tests.helpers import wait_for, wait_for_app

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.record_types import RunMeta, RunResult
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.runstate import RunStateFolder, describe_failure
+from mgtutor.training.runs.records.types import RunMeta, RunResult
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.runstate import RunStateFolder, describe_failure
 from mgtutor.tui.widgets.launch_form import FormError, FormValues, build_launch
 from mgtutor.tui.widgets.rank_logs import LogBuffer, neutralise
 from mgtutor.tui.widgets.training_charts import sparkline

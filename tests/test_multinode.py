@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.record_types import RankExit, RunMeta
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, launch
-from mgtutor.training.runs.multinode import (NodeError, diagnose_node, hosted_ranks, node_env, node_meta, node_state,
+from mgtutor.training.runs.records.types import RankExit, RunMeta
+from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, launch
+from mgtutor.training.runs.net.multinode import (NodeError, diagnose_node, hosted_ranks, node_env, node_meta, node_state,
                                         plan_node, rendezvous_args)
-from mgtutor.training.runs.records import RunRecord, build_result
+from mgtutor.training.runs.records.record import RunRecord, build_result
 
 
 def test_single_node_needs_no_plan() -> None:

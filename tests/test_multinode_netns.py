@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.failures.classify import diagnose_run
-from mgtutor.training.runs.events import ResultEvent, read_events
-from mgtutor.training.runs.records import RunRecord, list_runs
+from mgtutor.training.runs.events.writer import ResultEvent, read_events
+from mgtutor.training.runs.records.record import RunRecord, list_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("netns")]  # one worker: subnets by pid
 

@@ -10,7 +10,7 @@ import pytest
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_run
 from mgtutor.diagnostics.failures.oom_explain import GIB, parse_oom
-from mgtutor.training.runs.records import RankExit, RunRecord
+from mgtutor.training.runs.records.record import RankExit, RunRecord
 
 LOGS = Path(__file__).parent / "data" / "logs"
 MIB = 1 << 20

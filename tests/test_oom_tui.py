@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Log, Static
 
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.app import MgTutorApp
 from tests.helpers import open_symptom, wait_for_app
 from tests.monitor_helpers import make_app
@@ -95,7 +95,7 @@ async def test_troubleshoot_oom_runs_the_newest_script_again_with_memory(monkeyp
 
 
 def test_the_batch_finder_takes_the_model_of_the_newest_trainer_run(tmp_path: Path) -> None:
-    from mgtutor.training.runs.records import RunMeta
+    from mgtutor.training.runs.records.record import RunMeta
     from mgtutor.tui.screens.troubleshoot_oom import last_trainer_model
 
     assert last_trainer_model() == ("resnet50", 224)  # no runs yet

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.records import runs_root
-from mgtutor.training.runs.safe_io import NotARegularFile, write_output
+from mgtutor.training.runs.records.record import runs_root
+from mgtutor.training.foundation.safe_io import NotARegularFile, write_output
 from mgtutor.tui.cli import main as cli_main
 
 FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import mgtutor_argv
-from mgtutor.training.runs import peer
+from mgtutor.training.runs.net import peer
 
 
 def free_port() -> int:

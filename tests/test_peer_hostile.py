@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from mgtutor.training.runs import peer
-from mgtutor.training.runs.peer_probe import PROBE_TAG, REQUEST
+from mgtutor.training.runs.net import peer
+from mgtutor.training.runs.net.peer_probe import PROBE_TAG, REQUEST
 from mgtutor.tui.cli import main as cli_main
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.event_reader import EventReader
-from mgtutor.training.runs.records import RunMeta, RunRecord, list_runs, runs_root, write_json_atomic
-from mgtutor.training.runs.safe_io import UnsafePath, open_private, read_regular
-from mgtutor.training.runs.samples import read_samples
-from mgtutor.training.runs.stacks import load_index
-from mgtutor.training.runs.tail import RunTail
+from mgtutor.training.runs.events.reader import EventReader
+from mgtutor.training.runs.records.record import RunMeta, RunRecord, list_runs, runs_root, write_json_atomic
+from mgtutor.training.foundation.safe_io import UnsafePath, open_private, read_regular
+from mgtutor.training.runs.follow.samples import read_samples
+from mgtutor.training.runs.forensics.stacks import load_index
+from mgtutor.training.runs.follow.tail import RunTail
 from mgtutor.tui.cli import main as cli_main
 from tests.unprivileged import modes_apply, without_dac_override
 
@@ -219,7 +219,7 @@ def test_attach_to_a_folder_that_is_no_run_says_so(tmp_path: Path, capsys: pytes
 
 
 def test_a_run_without_numbers_is_described_without_none() -> None:
-    from mgtutor.training.runs.record_types import RunResult, RunStatus
+    from mgtutor.training.runs.records.types import RunResult, RunStatus
 
     assert RunResult(status=RunStatus.LOST).describe() == "run lost"
     assert read_regular(good_run().path / "meta.json").startswith(b"{")
@@ -246,7 +246,7 @@ def test_attach_to_an_ended_run_with_fifo_logs_returns(capsys: pytest.CaptureFix
 
 
 def test_a_rank_never_writes_its_logs_through_a_symlinked_logs_folder(tmp_path: Path) -> None:
-    from mgtutor.training.runs.rank import open_rank_logs
+    from mgtutor.training.runs.launch.rank import open_rank_logs
 
     record = good_run("ranklogs")
     out, err = open_rank_logs(record, 0)

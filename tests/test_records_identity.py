@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mgtutor.training.runs.launcher import LaunchSpec, launch, recorded_env
-from mgtutor.training.runs.records import RunMeta, RunRecord, RunStatus
-from mgtutor.training.runs.secrets import REDACTED
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch, recorded_env
+from mgtutor.training.runs.records.record import RunMeta, RunRecord, RunStatus
+from mgtutor.training.foundation.secrets import REDACTED
 from mgtutor.tui.cli import main as cli_main
 
 SECRET = "hunter2-s3cr3t-value"

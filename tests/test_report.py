@@ -17,7 +17,7 @@ from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.doctor.report import collect
 from mgtutor.diagnostics.report.redact import Redactor
 from mgtutor.diagnostics.report.render import GITHUB_BODY_LIMIT, build, fence, to_html, to_markdown, write_report
-from mgtutor.training.runs.records import RunRecord, runs_root
+from mgtutor.training.runs.records.record import RunRecord, runs_root
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
@@ -185,7 +185,7 @@ def test_a_broken_record_still_gives_a_report_that_says_so(tmp_path):
 
 def test_the_report_is_english_while_the_app_speaks_chinese(hung_record, tmp_path):
     """A report is a record written for a maintainer: its words stay English whatever the app shows."""
-    from mgtutor.training.runs.i18n import current_language, set_language
+    from mgtutor.training.foundation.i18n import current_language, set_language
 
     english = write_report(hung_record, tmp_path / "en.md", markdown=True, doctor="saved").read_text()
     set_language("zh")

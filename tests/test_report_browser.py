@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.samples import read_samples
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.samples import read_samples
 from tests.browser import chromium
 from tests.conftest import mgtutor_argv, no_gpu_env
 from tests.test_report import ISSUE_FIELDS
@@ -47,7 +47,7 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
                  "16", "--dataset-size", "2048", "--inject", "crash-rank", "--inject-rank", "1", state=state)
     assert failed.returncode != 0, failed.stderr
     hung = cli("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "3", "--stop-on-hang", "--",
-               "-m", "mgtutor.diagnostics.failures.demo_workers", "world-size", "--timeout", "1800", state=state)
+               "-m", "mgtutor.training.worker.demos", "world-size", "--timeout", "1800", state=state)
     assert "hang report" in hung.stderr, hung.stderr
     ids = {"failed": run_id(failed), "hung": run_id(hung)}
     for run in ids.values():  # `mgtutor train` and `mgtutor run` recorded their meters as they went

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from mgtutor.training.runs.records import runs_root
+from mgtutor.training.runs.records.record import runs_root
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import make_app
 from tests.test_runs_screen import FIXTURE, open_in_monitor

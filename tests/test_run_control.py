@@ -22,13 +22,13 @@ import psutil
 import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
-from mgtutor.training.runs.launcher import LaunchSpec, launch, torchrun_argv
-from mgtutor.training.runs.procs import run_processes
-from mgtutor.training.runs.records import RunMeta, RunRecord, RunResult, RunStatus, find_run, list_runs
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.torchrun_fold import TorchrunFolder
-from mgtutor.training.runs.watchers import STALE_S, live_watchers, watchers_dir
+from mgtutor.training.runs.launch.control import Interrupted, deferred, follow_signals
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch, torchrun_argv
+from mgtutor.training.runs.launch.procs import run_processes
+from mgtutor.training.runs.records.record import RunMeta, RunRecord, RunResult, RunStatus, find_run, list_runs
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.runs.follow.torchrun_fold import TorchrunFolder
+from mgtutor.training.runs.follow.heartbeats import STALE_S, live_watchers, watchers_dir
 from tests.helpers import wait_for
 
 SITE = "/usr/lib/python3.11/site-packages"
@@ -44,7 +44,7 @@ Traceback (most recent call last):
     raise ChildFailedError(
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
 ============================================================
-mgtutor.training.runs.rank FAILED
+mgtutor.training.runs.launch.rank FAILED
 ------------------------------------------------------------
 Failures:
 [1]:
@@ -224,7 +224,7 @@ def test_a_signal_whose_exception_a_finalizer_dropped_is_raised_at_the_next_chec
 def test_the_script_gets_its_arguments_as_given_through_torchruns_template() -> None:
     target = ["/tmp/s$.py", "a$$b", "$HOME", "${local_rank}", "plain"]
     argv = torchrun_argv(target, 2, 29500, "rid")
-    passed = argv[argv.index("mgtutor.training.runs.rank") + 1:]
+    passed = argv[argv.index("mgtutor.training.runs.launch.rank") + 1:]
     assert [Template(arg).safe_substitute(local_rank="1") for arg in passed] == target  # what torchrun does
 
 

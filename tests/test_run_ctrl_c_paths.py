@@ -19,10 +19,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from mgtutor.training.runs import supervise
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.procs import run_processes
-from mgtutor.training.runs.records import RunStatus, list_runs
+from mgtutor.training.runs.launch import supervise
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.procs import run_processes
+from mgtutor.training.runs.records.record import RunStatus, list_runs
 from mgtutor.tui.cli import build_parser
 from mgtutor.tui.commands import run as run_command
 
@@ -144,7 +144,7 @@ def test_a_stop_before_torchrun_starts_means_no_torchrun():
 _STOP_DURING_START = """
 import os, signal, sys
 import psutil
-from mgtutor.training.runs import supervise
+from mgtutor.training.runs.launch import supervise
 seen = []
 signal.signal(signal.SIGTERM, lambda *_: seen.append(len(psutil.Process().children())))
 def not_yet():

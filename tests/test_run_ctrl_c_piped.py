@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 from conftest import mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.records import list_runs
+from mgtutor.training.runs.records.record import list_runs
 from tests.helpers import wait_for
 
 TRIES = 20

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import examples
 
-from mgtutor.training.runs.events import (
+from mgtutor.training.runs.events.writer import (
     EVENT_TYPES,
     BenchResultEvent,
     BenchRowsEvent,

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from mgtutor.training.runs.records import (
+from mgtutor.training.runs.records.record import (
     FirstFailure,
     RankExit,
     RunMeta,
@@ -17,7 +17,7 @@ from mgtutor.training.runs.records import (
     build_result,
     exit_code_for,
 )
-from mgtutor.training.runs.runstate import RunStateFolder
+from mgtutor.training.runs.follow.runstate import RunStateFolder
 
 FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
 
@@ -106,7 +106,7 @@ def test_a_result_round_trips_with_its_stop_report() -> None:
 
 
 def test_runs_show_says_an_unreadable_meta_is_unknown_not_none(capsys) -> None:
-    from mgtutor.training.runs.records import runs_root
+    from mgtutor.training.runs.records.record import runs_root
     from mgtutor.tui.cli import main
 
     record = RunRecord.create("broken", runs_root())

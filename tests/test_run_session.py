@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs import session as session_module
-from mgtutor.training.runs.event_types import Event
-from mgtutor.training.runs.events import encode
-from mgtutor.training.runs.records import RankExit, RunMeta, RunRecord, RunStatus, build_result
-from mgtutor.training.runs.runstate import RunState
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.watch import Alert
+from mgtutor.training.runs.follow import session as session_module
+from mgtutor.training.runs.events.types import Event
+from mgtutor.training.runs.events.writer import encode
+from mgtutor.training.runs.records.record import RankExit, RunMeta, RunRecord, RunStatus, build_result
+from mgtutor.training.runs.follow.runstate import RunState
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.runs.follow.detectors import Alert
 
 T0 = 1767225600.0
 

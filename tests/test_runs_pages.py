@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Static
 
-from mgtutor.training.runs.records import runs_root
+from mgtutor.training.runs.records.record import runs_root
 from mgtutor.tui.screens.runs import PAGE, short_id as short
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import make_app

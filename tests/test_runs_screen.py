@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.procs import run_processes
-from mgtutor.training.runs.records import runs_root
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.procs import run_processes
+from mgtutor.training.runs.records.record import runs_root
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.rank_logs import RankLogs
 from tests.helpers import wait_for_app

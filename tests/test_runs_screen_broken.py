@@ -8,7 +8,7 @@ import os
 import pytest
 from textual.widgets import DataTable
 
-from mgtutor.training.runs.records import RunMeta, RunRecord, write_json_atomic
+from mgtutor.training.runs.records.record import RunMeta, RunRecord, write_json_atomic
 from mgtutor.tui.screens.monitor import MonitorScreen
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import make_app

@@ -8,10 +8,10 @@ import stat
 
 from fake_nvml import install, two_h200
 
-from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.runstate import RankState, RunState
-from mgtutor.training.runs.samples import SampleRecorder, read_samples, samples_path
+from mgtutor.diagnostics.meters import Sampler
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.runstate import RankState, RunState
+from mgtutor.training.runs.follow.samples import SampleRecorder, read_samples, samples_path
 
 
 def state_with_ranks(pids: dict[int, int]) -> RunState:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mgtutor.training.runs.secrets import REDACTED, looks_secret, redact_env
+from mgtutor.training.foundation.secrets import REDACTED, looks_secret, redact_env
 
 
 @pytest.mark.parametrize("name", ["TORCH_HUB_TOKEN", "NCCL_IB_KEY", "MASTER_PASSWORD", "HF_TOKEN",

@@ -15,8 +15,8 @@ import pytest
 from mgtutor.diagnostics.doctor.report import environment
 from mgtutor.diagnostics.failures.classify import diagnose_run
 from mgtutor.diagnostics.report.render import build, to_markdown
-from mgtutor.training.runs.records import RunRecord, runs_root
-from mgtutor.training.runs.secrets import (REDACTED, SecretRedactor, looks_secret, redact_env, redact_text,
+from mgtutor.training.runs.records.record import RunRecord, runs_root
+from mgtutor.training.foundation.secrets import (REDACTED, SecretRedactor, looks_secret, redact_env, redact_text,
                                            secret_digests, secret_values)
 from mgtutor.tui.cli import main as cli_main
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.stacks import HOOK_DIR, LIVE_ENV
+from mgtutor.training.runs.forensics.stacks import HOOK_DIR, LIVE_ENV
 
 pytestmark = pytest.mark.integration  # starts interpreters
 
@@ -51,7 +51,7 @@ def test_a_real_time_signal_is_named_by_its_offset():
     of the rank wrapper ("39 is not a valid Signals" in CI under load)."""
     import signal
 
-    from mgtutor.training.runs.rank import signal_name
+    from mgtutor.training.runs.launch.rank import signal_name
 
     assert signal_name(int(signal.SIGTERM)) == "SIGTERM"
     assert signal_name(int(signal.SIGRTMIN) + 5) == "SIGRTMIN+5"

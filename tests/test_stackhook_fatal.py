@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.stacks import HOOK_DIR, LIVE_ENV
+from mgtutor.training.runs.forensics.stacks import HOOK_DIR, LIVE_ENV
 
 pytestmark = pytest.mark.integration  # starts interpreters and runs
 

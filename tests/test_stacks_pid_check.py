@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.failures.hang_watch import take_report
-from mgtutor.training.runs import stacks
-from mgtutor.training.runs.records import RunRecord, RunStatus
+from mgtutor.training.runs.forensics import stacks
+from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.tui.commands.runs_stacks import stacks_main
 
 

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import examples
 
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.tail import RunTail, _Follower
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.tail import RunTail, _Follower
 
 
 def split_all(chunks: list[bytes], tmp_path) -> list[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.events import read_events
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.events.writer import read_events
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records.record import RunRecord
 
 pytestmark = pytest.mark.integration  # starts processes
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, mgtutor_argv, no_gpu_env
-from mgtutor.training.runs.events import encode
-from mgtutor.training.runs.events import EventReader, read_events
-from mgtutor.training.runs.summary import summarize
-from mgtutor.training.runs.train_options import add_train_options, worker_argv
+from mgtutor.training.runs.events.writer import encode
+from mgtutor.training.runs.events.writer import EventReader, read_events
+from mgtutor.training.runs.follow.summary import summarize
+from mgtutor.training.runs.launch.train_options import add_train_options, worker_argv
 from mgtutor.diagnostics.bench.scaling import Point, rate_points
 
 SMALL = ["--backend", "gloo", "--batch-size", "8", "--log-every", "1"]
@@ -115,7 +115,7 @@ def test_the_inject_help_lists_every_mode() -> None:
     """The help writes the modes out (one message for the catalogue); it must name each one, in order."""
     import argparse
 
-    from mgtutor.training.runs.train_options import INJECT_MODES, add_train_options
+    from mgtutor.training.runs.launch.train_options import INJECT_MODES, add_train_options
 
     parser = argparse.ArgumentParser()
     add_train_options(parser)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mgtutor.training.runs.train_options import add_train_options, check_train_options, worker_argv
+from mgtutor.training.runs.launch.train_options import add_train_options, check_train_options, worker_argv
 from mgtutor.training.worker import compiling
 from mgtutor.training.worker.compile_choice import cache_root, compile_choice, use_mgtutor_cache
 
@@ -160,8 +160,8 @@ def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xd
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Real inductor (C++ on the CPU) under torchrun, twice: the first run builds, the second reuses."""
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # as a user starts: nobody chose a folder
-    from mgtutor.training.runs.events import read_events
-    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from mgtutor.training.runs.events.writer import read_events
+    from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 
     def compiled_run() -> tuple[dict[str, Any], str]:
         run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", *CPU_RUN, "--compile", "default"],
@@ -180,7 +180,7 @@ def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xd
 
 
 def compile_events(*phases: tuple[int, str]) -> list[Any]:
-    from mgtutor.training.runs.events import encode, parse_event
+    from mgtutor.training.runs.events.writer import encode, parse_event
 
     return [parse_event(encode("step", rank, kind="compile", phase=phase, plan="default")) for rank, phase in phases]
 
@@ -197,9 +197,9 @@ def compile_events(*phases: tuple[int, str]) -> list[Any]:
 ], ids=["segv", "abort", "after compiled", "after fallback", "eager", "other rank", "sigkill", "exit code"])
 def test_a_rank_that_died_of_a_native_crash_inside_the_compiler_is_told_apart(
         signal: str | None, phases: list[tuple[int, str]], crashed: bool) -> None:
-    from mgtutor.training.runs.compile_crash import crashed_while_compiling
-    from mgtutor.training.runs.event_types import CompileEvent
-    from mgtutor.training.runs.records import FirstFailure, RunResult, RunStatus
+    from mgtutor.training.runs.forensics.compile_crash import crashed_while_compiling
+    from mgtutor.training.runs.events.types import CompileEvent
+    from mgtutor.training.runs.records.record import FirstFailure, RunResult, RunStatus
 
     events = compile_events(*phases)
     assert all(isinstance(e, CompileEvent) for e in events)
@@ -241,7 +241,7 @@ def test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling(tmp
 def test_a_compiler_crash_on_a_multi_node_job_is_not_started_again_by_one_node(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """One node alone cannot train again: its peers would never join. It says what to do on every node."""
-    from mgtutor.training.runs.compile_crash import CompileCrash
+    from mgtutor.training.runs.forensics.compile_crash import CompileCrash
     from mgtutor.tui.commands import train as command
 
     launches: list[str] = []
@@ -273,7 +273,7 @@ def test_a_compiler_crash_on_a_multi_node_job_is_not_started_again_by_one_node(
 ], ids=["default", "auto", "off", "script"])
 def test_training_again_without_compiling_is_the_same_trainer_argv_with_compile_off(
         target: list[str], again: list[str] | None) -> None:
-    from mgtutor.training.runs.compile_crash import CompileCrash, without_compiling
+    from mgtutor.training.runs.forensics.compile_crash import CompileCrash, without_compiling
 
     assert without_compiling(target) == again
     crash = CompileCrash(rank=1, signal="SIGSEGV", plan="default")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mgtutor.training.runs.train_options import add_train_options, cuda_graphs_choice, worker_argv
+from mgtutor.training.runs.launch.train_options import add_train_options, cuda_graphs_choice, worker_argv
 
 
 def parsed(*argv: str) -> argparse.Namespace:

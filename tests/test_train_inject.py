@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mgtutor.training.runs.records import exit_code_for
+from mgtutor.training.runs.records.record import exit_code_for
 from test_train import events, logs, train
 
 pytestmark = pytest.mark.integration  # starts processes

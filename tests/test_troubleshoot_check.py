@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, OptionList, Static
 
-from mgtutor.training.runs.record_types import RunMeta
+from mgtutor.training.runs.records.types import RunMeta
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
 from tests.helpers import wait_for_app

@@ -51,7 +51,7 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
 async def test_last_run_diagnosis_is_in_view_at_80x24(monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from mgtutor.training.runs.records import runs_root
+    from mgtutor.training.runs.records.record import runs_root
 
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     fixture = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"

@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Input, OptionList, Static
 
 from mgtutor.diagnostics.failures.demos import SCENARIOS
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.messages import ShowLesson
 from tests.english_left import english_left
@@ -259,7 +259,7 @@ async def test_diagnostics_every_tab(in_chinese):
 
 
 def finished_and_failed_runs(write_script) -> list[RunRecord]:
-    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
     from tests.monitor_helpers import EVENT_SCRIPT
 
     script = str(write_script("events.py", EVENT_SCRIPT))
@@ -323,10 +323,10 @@ def test_the_run_layer_says_its_records_in_chinese(in_chinese, tmp_path):
     """What the run layer keeps in English (meta.json's device note, NVML's reason) and the lines it
     makes while a run goes (the live alerts, the stall clock's reason, torchrun's folded traceback)
     read in Chinese."""
-    from mgtutor.training.runs.launcher import said_device_note
-    from mgtutor.training.runs.stall import StallClock
-    from mgtutor.training.runs.torchrun_fold import fold_text
-    from mgtutor.training.runs.watch import rendezvous_message
+    from mgtutor.training.runs.launch.launcher import said_device_note
+    from mgtutor.training.runs.follow.stall import StallClock
+    from mgtutor.training.runs.follow.torchrun_fold import fold_text
+    from mgtutor.training.runs.follow.detectors import rendezvous_message
     from tests.test_hang_stall import T0, State, record_with_logs
 
     notes = ["2 CPU ranks on gloo — no NVIDIA GPU (NVML disabled by MGTUTOR_NO_NVML)",
@@ -375,7 +375,7 @@ async def test_troubleshoot_a_script_its_findings_and_the_fixes_as_a_diff(in_chi
 
 @pytest.mark.integration
 async def test_quitting_while_a_run_goes(in_chinese, write_script):
-    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
     from mgtutor.tui.screens.quit import QuitScreen
 
     run = launch(LaunchSpec(target=[str(write_script("sleep.py", "import time\ntime.sleep(600)\n"))], nproc=2,
@@ -452,7 +452,7 @@ async def test_the_monitor_check_panel(in_chinese):
 async def test_the_monitor_alerts(in_chinese):
     import time
 
-    from mgtutor.training.runs.watch import Alert, RunWatch, rendezvous_message
+    from mgtutor.training.runs.follow.detectors import Alert, RunWatch, rendezvous_message
     from mgtutor.tui.widgets.run_state import AlertBanner
     from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
 

@@ -9,9 +9,9 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
-from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.launcher import Run
-from mgtutor.training.runs.records import RunRecord, runs_root
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.runs.launch.launcher import Run
+from mgtutor.training.runs.records.record import RunRecord, runs_root
 from mgtutor.tui.messages import AttachRun, OpenLesson, OpenRun, RunStarted, ShowLesson
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from mgtutor.tui.screens.help import HelpScreen

@@ -6,7 +6,7 @@ import importlib
 import sys
 
 from mgtutor.lessons.progress import start_language
-from mgtutor.training.runs.i18n import LANGUAGES, N_, _, set_language
+from mgtutor.training.foundation.i18n import LANGUAGES, N_, _, set_language
 from mgtutor.tui.commands import COMMAND_MODULES
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.help_words import speak_argparse, wrap_by_cells

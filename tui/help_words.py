@@ -10,7 +10,7 @@ import re
 
 from rich.cells import cell_len
 
-from mgtutor.training.runs.i18n import N_, _, current_language
+from mgtutor.training.foundation.i18n import N_, _, current_language
 
 # argparse's msgids that a user of mgtutor can meet (Python 3.10 to 3.13), marked here for the catalogue.
 ARGPARSE_WORDS = (

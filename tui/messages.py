@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from mgtutor.training.runs.launcher import Run
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.launch.launcher import Run
+from mgtutor.training.runs.records.record import RunRecord
 
 
 class RunStarted(Message):

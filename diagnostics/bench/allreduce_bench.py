@@ -11,11 +11,11 @@ from typing import Any
 from mgtutor.training.runs import nvml
 from mgtutor.diagnostics.bench.sizes import format_size, sweep
 from mgtutor.diagnostics.doctor.topology import Topology, describe_link, link_gbps, read_topology
-from mgtutor.training.runs.event_types import BenchResultEvent, BenchRowsEvent
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch, plan
-from mgtutor.training.runs.records import RunStatus
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.events.types import BenchResultEvent, BenchRowsEvent
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch, plan
+from mgtutor.training.runs.records.record import RunStatus
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.foundation.i18n import N_, _
 
 GOOD_SHARE, LOW_SHARE = 0.6, 0.3  # busbw / nominal one-way link rate
 PEAK_MIN_BYTES = 64 << 20         # below this even NVLink does not reach its peak
@@ -40,7 +40,7 @@ class BenchOptions:
         return sweep(self.min_bytes, max(top, self.min_bytes), self.factor)
 
     def target(self, backend: str) -> list[str]:
-        argv = ["-m", "mgtutor.diagnostics.bench.allreduce", "--sizes", ",".join(map(str, self.sizes(backend))),
+        argv = ["-m", "mgtutor.training.worker.allreduce", "--sizes", ",".join(map(str, self.sizes(backend))),
                 "--dtype", self.dtype, "--iters", str(self.iters), "--warmup", str(self.warmup),
                 "--graph", self.graph, "--oop", self.oop]
         return argv + (["--check"] if self.check else [])

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgtutor.training.runs.event_types import BatchResultEvent, BatchTrialEvent, ErrorEvent
-from mgtutor.training.runs.events import read_events
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.session import RunSession, follow_to_end
-from mgtutor.training.runs.i18n import N_, _, cell_width
+from mgtutor.training.runs.events.types import BatchResultEvent, BatchTrialEvent, ErrorEvent
+from mgtutor.training.runs.events.writer import read_events
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.session import RunSession, follow_to_end
+from mgtutor.training.foundation.i18n import N_, _, cell_width
 
 WORKER = ["-m", "mgtutor.training.worker.maxbatch"]
 GIB = 1 << 30

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mgtutor.training.runs.event_types import Event, EventType
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
-from mgtutor.training.runs.records import RunStatus
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.summary import summarize
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.events.types import Event, EventType
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records.record import RunStatus
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.runs.follow.summary import summarize
+from mgtutor.training.foundation.i18n import _
 
 WORKER = ["-m", "mgtutor.training.worker.train"]
 

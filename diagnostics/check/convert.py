@@ -23,7 +23,7 @@ from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, identifier_parts, keyword, last_name,
 )
 from mgtutor.diagnostics.check.script import CheckError, parse
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 
 FOLLOW_UP_RULES = {"sampler-no-set-epoch", "unguarded-print", "unguarded-checkpoint", "cuda-required",
                    "torch-load-no-map-location"}

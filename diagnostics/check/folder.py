@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.check.project import MAX_FILES, Project, entry_scripts
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file
 

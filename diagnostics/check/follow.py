@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Sequence, TypeVar
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, RANK_ENV_VARS, FunctionNode, ScriptModel, constant, dotted, identifier_parts, keyword, last_name,

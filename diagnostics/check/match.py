@@ -1,5 +1,5 @@
 """The evidence each check rule looks for: one small function per rule, referenced from the table in
-check_rules.py. Each yields (node, message-or-None) for every place the rule fires, and yields
+rules.py. Each yields (node, message-or-None) for every place the rule fires, and yields
 nothing when the structure is unknown (a guess would be worse than silence)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from mgtutor.diagnostics.check import follow
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name, walk_local,
 )

@@ -17,7 +17,7 @@ from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.fixes import Edits, cuda_available, inside, module_name, scope_names, statement_of, text
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
 from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, keyword, last_name
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 WORLD_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
 

@@ -1,13 +1,13 @@
 """Check rules about data and checkpoints coming in: where a DataLoader's data set comes from (disk
 or memory), data sets downloaded by every rank at once, and `torch.load` without `map_location`.
-Same contract as check_match.py: yield (node, message-or-None[, caveat]), nothing when unsure."""
+Same contract as match.py: yield (node, message-or-None[, caveat]), nothing when unsure."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 from mgtutor.diagnostics.check import follow
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.match import Hits, distributed, in_single_process_branch, manual_ddp, uses_cuda
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, keyword, last_name, walk_local,

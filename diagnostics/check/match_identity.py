@@ -22,7 +22,7 @@ from mgtutor.diagnostics.check.match import DDP, INIT, Hits, distributed, manual
 from mgtutor.diagnostics.check.model import (
     DEF_NODES, ScriptModel, constant, identifier_parts, keyword, last_name,
 )
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 GLOBAL_RANK_VARS = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}
 LOCAL_VARS = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}

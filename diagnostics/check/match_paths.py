@@ -19,7 +19,7 @@ from mgtutor.diagnostics.check import follow
 from mgtutor.diagnostics.check.match import DDP, FSDP, Hits, distributed, manual_ddp, mentions_distribution, uses_accelerate
 from mgtutor.diagnostics.check.match_identity import LOCAL_VARS, _env_var, _multi_node, _names_assigned, _unwrap_int
 from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, identifier_parts, keyword, last_name
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 PER_NODE_WORDS = ({"per", "node"}, {"local", "world"}, {"device", "count"}, {"nproc"}, {"ngpus"}, {"gpus"})
 

@@ -1,5 +1,5 @@
 """Check rules about who does what: rank-0-only output and checkpoints, collectives that only some
-ranks reach. Same contract as check_match.py: yield (node, message-or-None), nothing when unsure."""
+ranks reach. Same contract as match.py: yield (node, message-or-None), nothing when unsure."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +9,7 @@ from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
 from mgtutor.diagnostics.check.model import DEF_NODES, EXIT_CALLS, GuardNode, ScriptModel, dotted, keyword, last_name
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 
 def unguarded_checkpoint(m: ScriptModel) -> Hits:

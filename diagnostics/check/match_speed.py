@@ -1,10 +1,10 @@
 """Check rules about speed and precision: per-step syncs, find_unused_parameters, data loading from
-disk, deprecated AMP and float16 without a scaler. Same contract as check_match.py."""
+disk, deprecated AMP and float16 without a scaler. Same contract as match.py."""
 from __future__ import annotations
 
 import ast
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, Hits, uses_accelerate, uses_cuda
 from mgtutor.diagnostics.check.match_data import dataset_source, reads_from_disk
 from mgtutor.diagnostics.check.model import (

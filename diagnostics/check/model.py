@@ -1,6 +1,6 @@
 """What the static checker knows about one script, built once from Python's `ast`.
 
-Rules (check_rules.py) only ask questions of a ScriptModel: what a call resolves to through the
+Rules (rules.py) only ask questions of a ScriptModel: what a call resolves to through the
 imports, whether a line only runs on rank 0, which loops are training loops. Everything here is
 conservative: when the structure is unknown the answer is "don't know", and rules stay silent.
 """

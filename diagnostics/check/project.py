@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 from mgtutor.diagnostics.check.model import ScriptModel
-from mgtutor.training.runs.safe_io import read_regular
+from mgtutor.training.foundation.safe_io import read_regular
 
 MAX_MODULE_BYTES = 2_000_000
 MAX_FILES = 400          # a project folder beyond this is a library checkout, not a training project

@@ -1,6 +1,6 @@
 """The rules of `mgtutor check`, as data: what each finds, why it matters, the fix as a small
 before/after snippet, and the lesson that teaches it. The evidence each looks for is a small
-function in check_match.py, check_match_ranks.py or check_match_speed.py.
+function in match.py, match_ranks.py or match_speed.py.
 
 Severities: `error` — the job trains wrong, crashes or hangs; `warning` — very likely a bug or a
 deprecated API; `advice` — it works, but slower or harder to run than it needs to be.
@@ -27,7 +27,7 @@ from mgtutor.diagnostics.check import match_paths as paths
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
 from mgtutor.diagnostics.check.model import ScriptModel
-from mgtutor.training.runs.i18n import N_
+from mgtutor.training.foundation.i18n import N_
 
 SEVERITIES = ("error", "warning", "advice")
 CONFIDENCES = ("high", "medium", "low")

@@ -1,7 +1,7 @@
 """`mgtutor check`: find the classic multi-GPU mistakes in a training script by reading it.
 
-The script is parsed with Python's `ast`, never imported or run. The rules live in check_rules.py
-(data) and check_match.py (the evidence each looks for). Public API:
+The script is parsed with Python's `ast`, never imported or run. The rules live in rules.py
+(data) and match.py (the evidence each looks for). Public API:
 
     check_file(path) -> list[CheckFinding]          raises CheckError for unreadable input; follows the
                                                     calls into modules it imports from its own folder
@@ -19,11 +19,11 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.check.model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
-from mgtutor.training.runs.safe_io import NotARegularFile, read_regular
+from mgtutor.training.foundation.safe_io import NotARegularFile, read_regular
 
 MAX_BYTES = 2_000_000   # a training script is kilobytes; beyond this it is data or generated code
 

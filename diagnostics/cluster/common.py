@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from mgtutor.training.runs.launcher import torchrun_literal  # the same escaping as mgtutor run's
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.launch.launcher import torchrun_literal  # the same escaping as mgtutor run's
+from mgtutor.training.foundation.i18n import _
 
 __all__ = ["ClusterJobError", "after_dashdash", "check_counts", "check_ifname", "check_target", "torchrun_literal"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from mgtutor.diagnostics.cluster.k8s_job import LAUNCHER, K8sJob
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 # The label each operator puts on its pods: the selector for `kubectl get pods` and `kubectl logs`.
 POD_LABEL = {"trainjob": "jobset.sigs.k8s.io/jobset-name", "pytorchjob": "training.kubeflow.org/job-name"}

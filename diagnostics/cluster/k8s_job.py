@@ -10,7 +10,7 @@ PET_MASTER_ADDR, PET_MASTER_PORT, read by torchrun as its flags), so the command
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 from mgtutor.diagnostics.cluster.common import ClusterJobError, check_counts, check_ifname, check_target
 from mgtutor.diagnostics.cluster.k8s_names import (

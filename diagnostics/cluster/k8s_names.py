@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mgtutor.diagnostics.cluster.common import ClusterJobError
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 # Each matched whole with fullmatch: `$` would let a trailing newline through.
 _LABEL_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")        # namespaces, volume names

@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 from mgtutor.diagnostics.cluster.common import (
     ClusterJobError, check_counts, check_ifname, check_target, torchrun_literal,

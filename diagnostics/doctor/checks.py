@@ -13,7 +13,7 @@ import psutil
 
 from mgtutor.training.runs import nvml
 from mgtutor.diagnostics.doctor.topology import PairLink, Topology, describe_link
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 
 MIN_TORCH = (2, 4)
 

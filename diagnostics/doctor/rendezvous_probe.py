@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgtutor.training.runs.event_types import ErrorEvent, Event, RendezvousEvent
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
-from mgtutor.training.runs.records import RunResult
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.events.types import ErrorEvent, Event, RendezvousEvent
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.records.record import RunResult
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.foundation.i18n import N_, _
 
 ADVICE = [
     N_("MASTER_ADDR and MASTER_PORT: the same on every node, and the address reachable from every node"),
@@ -30,7 +30,7 @@ class ProbeOptions:
     skip_ranks: list[int] = field(default_factory=list)
 
     def target(self) -> list[str]:
-        argv = ["-m", "mgtutor.diagnostics.doctor.rendezvous", "--timeout", f"{self.timeout:g}"]
+        argv = ["-m", "mgtutor.training.worker.rendezvous_rank", "--timeout", f"{self.timeout:g}"]
         for rank in self.skip_ranks:
             argv += ["--skip-rank", str(rank)]
         return argv

@@ -1,5 +1,5 @@
 """`mgtutor doctor`: is this machine ready for multi-GPU training? Every item ok / warn / fail,
-with the fix beside what is not ok. Torch facts come from a child process (torchfacts), GPU facts
+with the fix beside what is not ok. Torch facts come from a child process (the torchfacts worker), GPU facts
 from NVML, host facts from the OS; the text form is meant to be pasted into a bug report.
 """
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 import psutil
 
 from mgtutor.training.runs import nvml
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 
-from mgtutor.diagnostics.doctor import hostinfo, torchfacts
+from mgtutor.diagnostics.doctor import hostinfo, versions
 from mgtutor.diagnostics.doctor.checks import run_checks, say
-from mgtutor.diagnostics.gpu import gpu_handles
-from mgtutor.training.runs.secrets import redact_env
+from mgtutor.diagnostics.meters import gpu_handles
+from mgtutor.training.foundation.secrets import redact_env
 from mgtutor.diagnostics.doctor.topology import LEGEND, read_topology
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "PYTORCH_")
@@ -117,7 +117,7 @@ def _driver_cuda() -> str | None:
 
 def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole report as JSON-ready data. `torch` = facts already gathered (else asked now)."""
-    facts = torch if torch is not None else torchfacts.gather()
+    facts = torch if torch is not None else versions.gather()
     topo = read_topology()
     gpus = gpu_facts(topo.gpus)
     report: dict[str, Any] = {
@@ -137,7 +137,7 @@ def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
         "environment": environment(),
         "host": {**host_facts(), "gcc": facts.get("gcc"), "cmake": facts.get("cmake"), "clang": facts.get("clang")},
         "allocator": hostinfo.allocator_config(dict(os.environ)),
-        "packages": facts.get("packages") or torchfacts.package_versions(),
+        "packages": facts.get("packages") or versions.package_versions(),
     }
     report["checks"] = run_checks(report, topo)
     return report

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.records import private_state_dir, read_json, state_home, write_json_atomic
-from mgtutor.training.runs.secrets import redact_env
+from mgtutor.training.runs.records.record import private_state_dir, read_json, state_home, write_json_atomic
+from mgtutor.training.foundation.secrets import redact_env
 
 KINDS = ("doctor", "allreduce", "rendezvous")
 

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from mgtutor.training.runs import nvml
-from mgtutor.training.runs.i18n import N_
-from mgtutor.diagnostics.gpu import gpu_handles, nvlink_link_states
+from mgtutor.training.foundation.i18n import N_
+from mgtutor.diagnostics.meters import gpu_handles, nvlink_link_states
 
 # nvmlGpuTopologyLevel_t -> (nvidia-smi label, words)
 PCIE_LEVELS = {

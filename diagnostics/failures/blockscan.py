@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from mgtutor.diagnostics.failures.logparse import CHUNK, lines_of, raw_lines
 from mgtutor.diagnostics.failures.scan import MATCH_CHARS, Scanner
-from mgtutor.training.runs.safe_io import open_regular
+from mgtutor.training.foundation.safe_io import open_regular
 
 BLOCK = 1 << 20
 PIECE_HEAD = 4 * MATCH_CHARS + 4096  # bytes that hold a piece's first MATCH_CHARS characters (and its rank prefix)

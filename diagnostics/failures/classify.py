@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _, sentences
-from mgtutor.training.runs import eventcheck
-from mgtutor.training.runs.compile_crash import compiling_ranks
-from mgtutor.training.runs.event_types import Event
-from mgtutor.training.runs.secrets import SecretRedactor, secret_values
+from mgtutor.training.foundation.i18n import _, sentences
+from mgtutor.training.runs.events import checks as eventcheck
+from mgtutor.training.runs.forensics.compile_crash import compiling_ranks
+from mgtutor.training.runs.events.types import Event
+from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
 from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing

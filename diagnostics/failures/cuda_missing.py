@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import _, sentences
+from mgtutor.training.foundation.i18n import _, sentences
 
-from mgtutor.training.runs.safe_io import open_regular
+from mgtutor.training.foundation.safe_io import open_regular
 
 Finding = Any  # classify.Finding; that module calls this one, so this one does not import it
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from mgtutor.diagnostics.failures.hang_stacks import Frame, is_user_file, parse_dump
 from mgtutor.diagnostics.failures.logparse import LogLine
-from mgtutor.training.runs.i18n import _, sentences
+from mgtutor.training.foundation.i18n import _, sentences
 
 FATAL_TRIGGERS = ("fatal python error",)  # lowercase: the block prefilter hands these lines over
 _FATAL = re.compile(r"^Fatal Python error: (?P<error>\S.*?)\s*$")

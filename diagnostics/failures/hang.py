@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import N_, _, ngettext
+from mgtutor.training.foundation.i18n import N_, _, ngettext
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightEntry, FlightRank, first_divergence, flight_lines, pending
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
-from mgtutor.training.runs.safe_io import entries, read_text_regular
-from mgtutor.training.runs.stacks import load_index
+from mgtutor.training.foundation.safe_io import entries, read_text_regular
+from mgtutor.training.runs.forensics.stacks import load_index
 
 WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
 

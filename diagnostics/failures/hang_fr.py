@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mgtutor.diagnostics.failures.hang_stacks import is_user_file
-from mgtutor.training.runs.i18n import N_
-from mgtutor.training.runs.safe_io import entries, open_regular
+from mgtutor.training.foundation.i18n import N_
+from mgtutor.training.foundation.safe_io import entries, open_regular
 
 DEFAULT_PG = "0"
 

@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from mgtutor.training.runs.i18n import N_
+from mgtutor.training.foundation.i18n import N_
 
-from mgtutor.training.runs.pyspy_text import NATIVE
+from mgtutor.training.runs.forensics.pyspy_text import NATIVE
 
 _PROCESS = re.compile(r"^=== process (\d+) \(rank (\d+), (\w+)\) via ([\w-]+) ===$")
 _PYSPY_THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?$')

@@ -3,12 +3,12 @@
     session = RunSession(record, run, detectors=[RunWatch(record), HangWatch(record)])
     ... update.new_alerts → a HangAlert whose `.report` is the HangReport (kind, ranks, where, fix)
 
-The clock (training/runs/stall.py) says when to look; looking costs one stack capture (well under
+The clock (training/runs/follow/stall.py) says when to look; looking costs one stack capture (well under
 a second for 8 ranks). A look that finds every rank busy in its own code (still importing torch,
 a long evaluation on every rank) is no hang: nothing is saved or shown, and it looks again later.
 A hang is saved under stacks/<id>/ with report.json beside the stacks, so `mgtutor diagnose` and the
 Monitor read the same report after the fact. On NCCL it first asks every rank for a Flight Recorder
-dump (training/runs/flight.py) and reads it into the report.
+dump (training/runs/forensics/flight.py) and reads it into the report.
 """
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ import psutil
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang import HangReport, analyse_capture, analyse_texts
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
-from mgtutor.training.runs.event_types import Event
-from mgtutor.training.runs.flight import fr_dir, request_dump
-from mgtutor.training.runs.records import RunRecord, RunStatus
-from mgtutor.training.runs.safe_io import write_private_atomic
-from mgtutor.training.runs.stacks import capture_stacks, list_captures, rank_processes, save_capture
-from mgtutor.training.runs.stall import QUIET_S, StallClock
-from mgtutor.training.runs.watch import Alert
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.events.types import Event
+from mgtutor.training.runs.forensics.flight import fr_dir, request_dump
+from mgtutor.training.runs.records.record import RunRecord, RunStatus
+from mgtutor.training.foundation.safe_io import write_private_atomic
+from mgtutor.training.runs.forensics.stacks import capture_stacks, list_captures, rank_processes, save_capture
+from mgtutor.training.runs.follow.stall import QUIET_S, StallClock
+from mgtutor.training.runs.follow.detectors import Alert
+from mgtutor.training.foundation.i18n import _
 
 STUCK = {"init", "collective"}  # with no kind found, only these are a hang (else: a long step, slow data)
 CONFIRM_S = 2.0  # a second look this much later must find every rank in the same place
@@ -155,7 +155,7 @@ def cpu_seconds(record: RunRecord) -> float:
 
 
 class HangWatch:
-    """A Detector (training/runs/watch.py): observe(events), poll(state, now) → alerts that hold now."""
+    """A Detector (training/runs/follow/detectors.py): observe(events), poll(state, now) → alerts that hold now."""
 
     def __init__(self, record: RunRecord, quiet_s: float = QUIET_S, stop_on_hang: bool = False) -> None:
         self.record = record

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from mgtutor.training.runs.safe_io import open_regular
+from mgtutor.training.foundation.safe_io import open_regular
 
 CHUNK = 1 << 20  # longest piece of a line handed out at once
 EVIDENCE_CHARS = 400  # evidence lines are cut to this for display

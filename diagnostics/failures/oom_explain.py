@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.safe_io import read_regular
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.safe_io import read_regular
 
 _SIZE = r"([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)"
 _UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}

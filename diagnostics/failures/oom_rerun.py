@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
-from mgtutor.training.runs.launcher import LaunchSpec, Run, launch
-from mgtutor.training.runs.rank import MEMORY_ENV
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.session import RunSession, follow_to_end
+from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
+from mgtutor.training.runs.launch.rank import MEMORY_ENV
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.session import RunSession, follow_to_end
 
 
 class RerunError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from mgtutor.diagnostics.failures.logparse import LogLine
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 # a data line names its data with one of these (lowercase; the block prefilter looks for them too)
 SAME_DATA_TRIGGERS = ("indices", "_idx", "idx:", "idx=", "idx [", "sample id", "sample_id", "checksum", "first batch",

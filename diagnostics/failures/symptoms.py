@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs import nvml
 from mgtutor.training.runs.nvml import inventory
 

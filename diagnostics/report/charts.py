@@ -13,8 +13,8 @@ import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mgtutor.training.runs.event_types import Event, StepEvent
-from mgtutor.training.runs.samples import SampleRow
+from mgtutor.training.runs.events.types import Event, StepEvent
+from mgtutor.training.runs.follow.samples import SampleRow
 
 MAX_POINTS = 400  # per line: the SVG stays ~20-40 KB a chart whatever the run's length
 Series = tuple[str, list[float], list[float]]  # label, x (seconds since the start), y

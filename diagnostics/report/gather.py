@@ -16,13 +16,13 @@ from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs, latest_report
 from mgtutor.diagnostics.report.logs import LogTail, first_nccl_warn, rank_tails
 from mgtutor.diagnostics.report.redact import Redactor
-from mgtutor.training.runs.event_reader import EventReader
-from mgtutor.training.runs.event_types import Event, StartEvent
-from mgtutor.training.runs.flight import fr_dir
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.safe_io import read_text_regular
-from mgtutor.training.runs.samples import SampleRow, read_samples
-from mgtutor.training.runs.stacks import list_captures, load_index
+from mgtutor.training.runs.events.reader import EventReader
+from mgtutor.training.runs.events.types import Event, StartEvent
+from mgtutor.training.runs.forensics.flight import fr_dir
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.foundation.safe_io import read_text_regular
+from mgtutor.training.runs.follow.samples import SampleRow, read_samples
+from mgtutor.training.runs.forensics.stacks import list_captures, load_index
 
 TRAINER = "mgtutor.training.worker.train"  # its flags are `mgtutor train`'s
 FLIGHT_ENTRIES = 24  # the last collectives of each rank: where they part is what matters

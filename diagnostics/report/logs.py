@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.diagnostics.report.redact import Redactor
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.safe_io import open_regular
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.foundation.safe_io import open_regular
 
 TAIL_LINES = 40
 AROUND_ERROR = (3, 12)  # lines before and after the first error, when it is above the tail

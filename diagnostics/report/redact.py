@@ -1,7 +1,7 @@
 """What a report may not carry: secrets always, host names and addresses when asked.
 
 A report is made to be handed on. Secrets are the run layer's one redactor (`SecretRedactor`,
-training/runs/secrets.py): a variable whose name looks secret is shown as `<redacted>`; its value, the
+training/foundation/secrets.py): a variable whose name looks secret is shown as `<redacted>`; its value, the
 values the run had at launch (the record's keyed hashes) and anything shaped like a secret (a token
 prefix, a Bearer header, a URL's password, `--api-key X`) are taken out of any text (a script that
 printed its token, a stack that shows an argument). `--redact-hosts` replaces
@@ -16,8 +16,8 @@ import re
 import socket
 from collections.abc import Iterable, Mapping
 
-from mgtutor.training.runs.records import RunMeta
-from mgtutor.training.runs.secrets import SecretRedactor, secret_values
+from mgtutor.training.runs.records.record import RunMeta
+from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 
 MIN_HOST = 2  # a host called "vm" is still a name; it is replaced as a whole word only
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")

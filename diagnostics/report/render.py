@@ -18,9 +18,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from mgtutor.diagnostics.report.charts import Chart, draw, gpu_charts, process_charts, step_charts
 from mgtutor.diagnostics.report.gather import Fact, RunReport, gather
 from mgtutor.diagnostics.report.redact import Redactor
-from mgtutor.training.runs.i18n import in_language
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.safe_io import STDOUT_NAMES, write_output
+from mgtutor.training.foundation.i18n import in_language
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.foundation.safe_io import STDOUT_NAMES, write_output
 
 GITHUB_BODY_LIMIT = 65536  # characters GitHub accepts in an issue body
 MARKDOWN_TAILS = (40, 20, 10, 4, 0)  # log lines per file, fewer until the body fits

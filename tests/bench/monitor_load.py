@@ -43,7 +43,7 @@ while n < total:
 async def one_run(args: argparse.Namespace, script: Path) -> dict[str, float]:
     from textual.widgets import RichLog
 
-    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
     from mgtutor.tui.app import MgTutorApp
     from mgtutor.tui.screens.monitor import MonitorScreen, RunUpdate
     from mgtutor.tui.widgets.rank_logs import RankLogs, prefix

@@ -43,7 +43,7 @@ QUIET = ["--hang-after", "0", "--rendezvous-warn", "0", "--silent-warn", "0"]
 
 def launch_argv(launcher: str, nproc: int, backend: str, worker_args: list[str]) -> list[str]:
     if launcher.startswith("plain"):
-        wrapper = ["-m", "mgtutor.training.runs.rank"] if launcher == "plain-wrapper" else []
+        wrapper = ["-m", "mgtutor.training.runs.launch.rank"] if launcher == "plain-wrapper" else []
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                 *wrapper, str(WORKER), *worker_args]
     quiet = QUIET if launcher == "mgtutor-quiet" else []
@@ -58,9 +58,9 @@ def launch_env(launcher: str, nproc: int, backend: str, scratch: Path) -> dict[s
     if launcher == "plain-omp":
         return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
     if launcher == "plain-hook":
-        from mgtutor.training.runs.flight import flight_env
-        from mgtutor.training.runs.records import RunRecord
-        from mgtutor.training.runs.stacks import hook_env
+        from mgtutor.training.runs.forensics.flight import flight_env
+        from mgtutor.training.runs.records.record import RunRecord
+        from mgtutor.training.runs.forensics.stacks import hook_env
 
         record = RunRecord.create("overhead-hook", scratch / "runs")
         return {**hook_env(record, dict(os.environ)), **flight_env(record, dict(os.environ), backend)}

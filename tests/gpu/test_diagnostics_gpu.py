@@ -11,7 +11,7 @@ import sys
 import time
 
 from mgtutor.diagnostics.doctor.report import collect
-from mgtutor.diagnostics.gpu import Sampler
+from mgtutor.diagnostics.meters import Sampler
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.diagnostics.doctor.topology import read_topology
 

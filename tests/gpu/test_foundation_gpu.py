@@ -4,8 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.launcher import LaunchSpec, launch
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
 from tests.gpu.gpu_helpers import machine_summary
 

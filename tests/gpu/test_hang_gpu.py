@@ -10,7 +10,7 @@ import pytest
 
 from test_hang_cli import REPORT_BY_S, diagnose_json, report_block
 from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.launch.procs import run_processes
 from tests.gpu.gpu_helpers import hung_nccl_demo
 
 pytestmark = pytest.mark.gpu

@@ -11,8 +11,8 @@ import time
 
 import psutil
 
-from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.runs.procs import run_processes
+from mgtutor.diagnostics.meters import Sampler
+from mgtutor.training.runs.launch.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from tests.gpu.gpu_helpers import train_from_monitor

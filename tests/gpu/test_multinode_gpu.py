@@ -3,8 +3,8 @@ launch (node 0 hosts the store on 127.0.0.1). Checks the NCCL path of --nnodes/-
 cross-host network part is tested with network namespaces in tests/test_multinode_netns.py."""
 from __future__ import annotations
 
-from mgtutor.training.runs.events import ResultEvent, read_events
-from mgtutor.training.runs.launcher import LaunchSpec, free_port, launch
+from mgtutor.training.runs.events.writer import ResultEvent, read_events
+from mgtutor.training.runs.launch.launcher import LaunchSpec, free_port, launch
 
 TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--steps", "20", "--batch-size", "64",
          "--dataset-size", "4096", "--log-every", "5", "--seed", "11"]

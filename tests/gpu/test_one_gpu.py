@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from test_hang_cli import REPORT_BY_S, Cli, report_block
-from mgtutor.diagnostics.gpu import Sampler
+from mgtutor.diagnostics.meters import Sampler
 from mgtutor.lessons.loader import all_lessons
 from mgtutor.lessons.runner import run_step
-from mgtutor.training.runs.events import read_events
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.procs import run_processes
+from mgtutor.training.runs.events.writer import read_events
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.widgets.gpu_meters import GpuMeters
 from tests.gpu.gpu_helpers import gpu_env, hung_nccl_demo, machine_summary, train_from_monitor

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mgtutor.training.runs.records import RunRecord
-from mgtutor.training.runs.samples import read_samples
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.follow.samples import read_samples
 from tests.gpu.test_one_gpu import cli, one_gpu  # noqa: F401 - one_gpu is a fixture
 
 GPU_CHARTS = ("gpu_util", "gpu_mem", "gpu_power", "gpu_temp")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.events import StepEvent, read_events
-from mgtutor.training.runs.launcher import LaunchSpec, launch
-from mgtutor.training.runs.records import RunRecord, exit_code_for
+from mgtutor.training.runs.events.writer import StepEvent, read_events
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records.record import RunRecord, exit_code_for
 
 
 def train(*args: str) -> RunRecord:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mgtutor.diagnostics.gpu import GpuProcess, GpuSample, GpuSnapshot, HostSnapshot, ProcessStats
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.diagnostics.meters import GpuProcess, GpuSample, GpuSnapshot, HostSnapshot, ProcessStats
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui import app as app_module
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.monitor import MonitorScreen

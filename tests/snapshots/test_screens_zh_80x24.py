@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.training.runs.i18n import set_language
-from mgtutor.training.runs.records import RunRecord, build_result
+from mgtutor.training.foundation.i18n import set_language
+from mgtutor.training.runs.records.record import RunRecord, build_result
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from tests.snapshots.monitor_fixture_app import FIXTURE, FixtureApp, show_fixture_run
@@ -122,8 +122,8 @@ def test_monitor_failed_run_in_chinese_at_80x24(snap_compare, monkeypatch):
 
 def fixed_id_runs(monkeypatch, write_script) -> None:
     """A finished and a failed run of 2 gloo ranks, with set ids and start times."""
-    from mgtutor.training.runs import records
-    from mgtutor.training.runs.launcher import LaunchSpec, launch
+    from mgtutor.training.runs.records import record as records
+    from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
     from tests.monitor_helpers import EVENT_SCRIPT
 
     ids = iter(["20260101-000000-finished-a1b2", "20260101-000100-crash-c3d4"])

@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"initialised": False, "error": None, "pynvml": None}

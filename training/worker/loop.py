@@ -27,7 +27,7 @@ from mgtutor.training.worker.compile_choice import CompilePlan, compile_choice, 
 from mgtutor.training.worker.compiling import CompileWatch, compile_module, is_compile_failure, one_line
 from mgtutor.training.worker.data import (EpochIndices, SyntheticBank, make_sampler, real_dataset, real_loader,
                                           synthetic_bank_size)
-from mgtutor.training.runs.events import EventWriter
+from mgtutor.training.runs.events.writer import EventWriter
 from mgtutor.training.worker.models import WithUnusedHead, build_model, params_digest
 from mgtutor.training.worker.steps import (GraphStepper, Stepper, load_checkpoint, make_optimizer, save_checkpoint,
                                     wrap_ddp)

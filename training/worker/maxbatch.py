@@ -18,8 +18,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from mgtutor.training.runs.events import EventWriter
-from mgtutor.training.runs.train_options import add_train_options
+from mgtutor.training.runs.events.writer import EventWriter
+from mgtutor.training.runs.launch.train_options import add_train_options
 from mgtutor.training.worker.batchfind import BatchFinder, Search, is_oom
 from mgtutor.training.worker.batchfit import split_global
 

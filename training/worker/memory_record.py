@@ -3,7 +3,7 @@ save the snapshot (for PyTorch's memory_viz) and a summary of what filled the me
 
     python -m mgtutor.training.worker.memory_record SCRIPT ARGS…   |   … -m MODULE ARGS…
 
-The rank wrapper (training/runs/rank.py) puts this in front of the user's command when asked: the
+The rank wrapper (training/runs/launch/rank.py) puts this in front of the user's command when asked: the
 history costs time on every allocation, so it is never on by default. At the OOM, PyTorch calls
 the observer before it raises; the observer writes `<run>/memory/rank<R>.pickle`
 (torch.cuda.memory._snapshot(), what `_dump_snapshot` writes) and `rank<R>.json`: the allocated

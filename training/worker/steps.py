@@ -112,7 +112,7 @@ class GraphStepper:
     captured (torch 2.11: cudaErrorStreamCaptureImplicit, "operation would make the legacy stream
     depend on a capturing blocking stream"), so with several ranks the step does DDP's work by hand:
     broadcast the buffers (BatchNorm statistics) from rank 0, average the gradients in buckets while
-    backward runs (training/gradsync.py), then step the optimizer. Every rank ends each step with the
+    backward runs (training/worker/gradsync.py), then step the optimizer. Every rank ends each step with the
     same parameters.
     """
 

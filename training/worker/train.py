@@ -1,6 +1,6 @@
 """The DDP training worker: `torchrun --nproc-per-node 2 -m mgtutor.training.worker.train [options]`.
 
-Every rank emits events (training/events.py) — start, rendezvous, step, epoch, checkpoint, result,
+Every rank emits events (training/runs/events/writer.py) — start, rendezvous, step, epoch, checkpoint, result,
 error — and rank 0 prints human lines. The backend comes from MGTUTOR_BACKEND (set by mgtutor's
 launcher), else NCCL when CUDA is available, else gloo. `--inject MODE` makes a real failure happen.
 """
@@ -19,10 +19,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from mgtutor.training.worker import inject
-from mgtutor.training.runs.events import EventWriter
+from mgtutor.training.runs.events.writer import EventWriter
 from mgtutor.training.worker.loop import TrainLoop
 from mgtutor.training.worker.maxbatch import choose_batch
-from mgtutor.training.runs.train_options import add_train_options, check_train_options, cuda_graphs_choice
+from mgtutor.training.runs.launch.train_options import add_train_options, check_train_options, cuda_graphs_choice
 
 BACKEND_ENV = "MGTUTOR_BACKEND"
 

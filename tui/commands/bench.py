@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 BENCH_MODULES: list[str] = ["allreduce", "scaling", "maxbatch"]
 

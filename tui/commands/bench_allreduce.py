@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.allreduce_bench import (
     HEADER,
@@ -17,7 +17,7 @@ from mgtutor.diagnostics.bench.allreduce_bench import (
     start,
 )
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.training.runs.launcher import LaunchError, said_device_note
+from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
 from mgtutor.tui.options.flags import OptionError, add_flags

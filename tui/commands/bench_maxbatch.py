@@ -6,11 +6,11 @@ import json
 import os
 import sys
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, answer, start
-from mgtutor.training.runs.launcher import LaunchError, said_device_note
+from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
 from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.train_options import AMP_MODES, MODELS
+from mgtutor.training.runs.launch.train_options import AMP_MODES, MODELS
 from mgtutor.tui.commands.run import FollowEnded, describe_result, print_failure_diagnosis, stream_run
 from mgtutor.tui.errors import EXIT_FAILED, CliError
 

@@ -5,10 +5,10 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.runs.i18n import _, cell_width, ljust_cells, rjust_cells
+from mgtutor.training.foundation.i18n import _, cell_width, ljust_cells, rjust_cells
 from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.launcher import LaunchError
-from mgtutor.training.runs.train_options import check_train_options, worker_argv
+from mgtutor.training.runs.launch.launcher import LaunchError
+from mgtutor.training.runs.launch.train_options import check_train_options, worker_argv
 
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note

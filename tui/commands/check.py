@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from mgtutor.training.runs.i18n import N_, _, ngettext
+from mgtutor.training.foundation.i18n import N_, _, ngettext
 from mgtutor.tui.errors import CliError
 
 SEVERITY_HEADINGS = {"error": "errors", "warning": "warnings", "advice": "advice"}

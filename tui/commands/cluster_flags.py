@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import _
-from mgtutor.training.runs.safe_io import STDOUT_NAMES, write_output
+from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.safe_io import STDOUT_NAMES, write_output
 from mgtutor.tui.errors import CliError
 
 

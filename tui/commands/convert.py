@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.commands.check import printable, printable_diff
 from mgtutor.tui.errors import CliError
 

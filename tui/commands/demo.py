@@ -5,9 +5,9 @@ import argparse
 import json
 
 
-from mgtutor.training.runs.i18n import _, cell_width, ljust_cells
+from mgtutor.training.foundation.i18n import _, cell_width, ljust_cells
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
-from mgtutor.training.runs.launcher import LaunchError
+from mgtutor.training.runs.launch.launcher import LaunchError
 from mgtutor.tui.commands.diagnose import format_finding
 from mgtutor.tui.errors import CliError
 

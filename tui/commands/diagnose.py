@@ -8,10 +8,10 @@ from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
-from mgtutor.training.runs.records import RunRecord, find_run_why, list_runs, runs_root
-from mgtutor.training.runs.safe_io import path_kind
+from mgtutor.training.runs.records.record import RunRecord, find_run_why, list_runs, runs_root
+from mgtutor.training.foundation.safe_io import path_kind
 from mgtutor.tui.commands.check import patch_lines
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.errors import CliError
 
 

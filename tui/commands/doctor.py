@@ -8,9 +8,9 @@ import sys
 
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
+from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, plan
 from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.flags import OptionError, add_flags
 from mgtutor.tui.options.probe import PROBE_FLAGS, ProbeForm

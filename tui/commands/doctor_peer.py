@@ -13,8 +13,8 @@ import json
 import socket
 import sys
 
-from mgtutor.training.runs import peer
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.net import peer
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.errors import CliError
 
 IDLE_S = 600.0  # a forgotten --serve stops answering after 10 minutes

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -160,7 +160,7 @@ def print_results(results, out=sys.stdout) -> None:
 def _run_or_check(lesson, progress, args: argparse.Namespace) -> int:
     from mgtutor.lessons.progress import ensure_workspace
     from mgtutor.lessons.runner import check_lesson, overall, run_lesson
-    from mgtutor.training.runs.launcher import LaunchError
+    from mgtutor.training.runs.launch.launcher import LaunchError
 
     out = sys.stderr if args.json else sys.stdout
 

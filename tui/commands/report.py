@@ -6,9 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.records import RunRecord, find_run, list_runs, runs_root
-from mgtutor.training.runs.safe_io import STDOUT_NAMES
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.runs.records.record import RunRecord, find_run, list_runs, runs_root
+from mgtutor.training.foundation.safe_io import STDOUT_NAMES
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:

@@ -8,21 +8,21 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.tui.commands.check import patch_lines
-from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.runs.control import Interrupted, deferred, follow_signals
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan, said_device_note
-from mgtutor.training.runs.multinode import NodeDiagnosis, diagnose_node
-from mgtutor.training.runs.rank import MEMORY_ENV
-from mgtutor.training.runs.records import RunResult, RunStatus, exit_code_for
-from mgtutor.training.runs.samples import SampleRecorder
-from mgtutor.training.runs.session import RunSession, Update
-from mgtutor.training.runs.tail import LineTuple
-from mgtutor.training.runs.watch import Alert, Detector, RunWatch
+from mgtutor.diagnostics.meters import Sampler
+from mgtutor.training.runs.launch.control import Interrupted, deferred, follow_signals
+from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan, said_device_note
+from mgtutor.training.runs.net.multinode import NodeDiagnosis, diagnose_node
+from mgtutor.training.runs.launch.rank import MEMORY_ENV
+from mgtutor.training.runs.records.record import RunResult, RunStatus, exit_code_for
+from mgtutor.training.runs.follow.samples import SampleRecorder
+from mgtutor.training.runs.follow.session import RunSession, Update
+from mgtutor.training.runs.follow.tail import LineTuple
+from mgtutor.training.runs.follow.detectors import Alert, Detector, RunWatch
 from mgtutor.tui.commands.check import precheck
 from mgtutor.tui.errors import CliError
 

@@ -7,10 +7,10 @@ import json
 import os
 import time
 
-from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.launcher import said_device_note
-from mgtutor.training.runs.records import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
-from mgtutor.training.runs.secrets import SecretRedactor, secret_values
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.runs.launch.launcher import said_device_note
+from mgtutor.training.runs.records.record import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
+from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 from mgtutor.tui.commands.runs_control import (
     add_control_options,
     attach_main,

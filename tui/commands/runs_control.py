@@ -13,10 +13,10 @@ import json
 import sys
 import time
 
-from mgtutor.training.runs.control import stop_run
-from mgtutor.training.runs.launcher import Run
-from mgtutor.training.runs.records import RunRecord, RunStatus, find_run_why
-from mgtutor.training.runs.watchers import live_watchers
+from mgtutor.training.runs.launch.control import stop_run
+from mgtutor.training.runs.launch.launcher import Run
+from mgtutor.training.runs.records.record import RunRecord, RunStatus, find_run_why
+from mgtutor.training.runs.follow.heartbeats import live_watchers
 from mgtutor.tui.commands.run import (
     FollowEnded,
     add_launch_options,
@@ -26,7 +26,7 @@ from mgtutor.tui.commands.run import (
     print_failure_diagnosis,
     stream_run,
 )
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.errors import CliError
 
 

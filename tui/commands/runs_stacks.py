@@ -11,8 +11,8 @@ import sys
 from typing import TextIO
 
 from mgtutor.diagnostics.failures.hang_watch import latest_report, take_report
-from mgtutor.training.runs.records import RunStatus, find_run_why
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.runs.records.record import RunStatus, find_run_why
+from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.errors import CliError
 
 

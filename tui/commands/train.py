@@ -9,17 +9,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from mgtutor.training.runs.i18n import _, rjust_cells
-from mgtutor.training.runs.compile_crash import CompileCrash, crashed_while_compiling
-from mgtutor.training.runs.event_types import Event, StepEvent
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch, said_device_note
+from mgtutor.training.foundation.i18n import _, rjust_cells
+from mgtutor.training.runs.forensics.compile_crash import CompileCrash, crashed_while_compiling
+from mgtutor.training.runs.events.types import Event, StepEvent
+from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, launch, said_device_note
 from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.control import deferred
-from mgtutor.training.runs.session import Update
-from mgtutor.training.runs.summary import TrainSummary, summarize
-from mgtutor.training.runs.train_options import TRAINER_MODULE, check_train_options, worker_argv
+from mgtutor.training.runs.launch.control import deferred
+from mgtutor.training.runs.follow.session import Update
+from mgtutor.training.runs.follow.summary import TrainSummary, summarize
+from mgtutor.training.runs.launch.train_options import TRAINER_MODULE, check_train_options, worker_argv
 from mgtutor.tui.commands.train_help import add_train_options_said
-from mgtutor.training.runs.watch import Detector
+from mgtutor.training.runs.follow.detectors import Detector
 from mgtutor.tui.commands.run import (
     FollowEnded,
     add_launch_options,

@@ -6,8 +6,8 @@ from typing import Any
 
 from mgtutor.diagnostics.bench.allreduce_bench import BenchOptions
 from mgtutor.diagnostics.bench.sizes import canonical_dtype, parse_size
-from mgtutor.training.runs.launcher import BACKENDS
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.launch.launcher import BACKENDS
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.options.flags import Flag, OptionError, parse_words, positive_int
 
 

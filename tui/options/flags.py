@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 
 class OptionError(ValueError):

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mgtutor.training.runs.i18n import _
-from mgtutor.training.runs.launcher import BACKENDS
+from mgtutor.training.foundation.i18n import _
+from mgtutor.training.runs.launch.launcher import BACKENDS
 from mgtutor.tui.options.flags import Flag, OptionError, positive_int, rank_number
 
 

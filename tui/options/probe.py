@@ -5,8 +5,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeOptions
-from mgtutor.training.runs.launcher import BACKENDS
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.runs.launch.launcher import BACKENDS
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.options.flags import Flag, OptionError, parse_words, positive_int, rank_number, seconds
 
 

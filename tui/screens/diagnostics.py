@@ -16,8 +16,8 @@ from textual.widgets import DataTable, Header, Input, ProgressBar, Static, Tabbe
 
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.sizes import format_size
-from mgtutor.training.runs.i18n import N_, _, current_language
-from mgtutor.training.runs.launcher import said_device_note
+from mgtutor.training.foundation.i18n import N_, _, current_language
+from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.tui.messages import RunStarted
 from mgtutor.tui.options.bench import bench_options_from_words
 from mgtutor.tui.options.flags import OptionError
@@ -192,7 +192,7 @@ class DiagnosticsScreen(Screen):
     def launch_bench(self, options: Any) -> None:
         """Planning asks NVML and launching spawns torchrun: both off the event loop."""
         from mgtutor.diagnostics.bench.allreduce_bench import collect, start
-        from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
+        from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, plan
 
         try:
             sizes = options.sizes(plan(LaunchSpec(target=[], nproc=options.nproc, backend=options.backend)).backend)
@@ -264,7 +264,7 @@ class DiagnosticsScreen(Screen):
     @work(thread=True, group="probe")
     def launch_probe(self, form: ProbeForm) -> None:
         from mgtutor.diagnostics.doctor.rendezvous_probe import start, wait
-        from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, plan
+        from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, plan
 
         try:
             world = plan(LaunchSpec(target=[], nproc=form.nproc, backend=form.backend)).nproc

@@ -10,7 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 
 from mgtutor.lessons.progress import Progress
-from mgtutor.training.runs.i18n import N_, _, current_language, set_language
+from mgtutor.training.foundation.i18n import N_, _, current_language, set_language
 from mgtutor.training.runs.nvml import Inventory, inventory, said
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 

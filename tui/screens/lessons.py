@@ -22,8 +22,8 @@ from textual.widgets import Header, ListItem, ListView, Markdown, RichLog, Stati
 from mgtutor.lessons.loader import Lesson, Step, all_lessons
 from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
-from mgtutor.training.runs.i18n import N_, _, current_language
-from mgtutor.training.runs.launcher import LaunchError, said_device_note
+from mgtutor.training.foundation.i18n import N_, _, current_language
+from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
 from mgtutor.tui.messages import RunStarted, ShowLesson
 from mgtutor.tui.widgets.mode_footer import ModeFooter, say_title
 from mgtutor.tui.widgets.lesson_text import (checks_text, exercise_text, lesson_label, lesson_mark, lesson_markdown,
@@ -54,7 +54,7 @@ class LessonsScreen(Screen):
         self.lesson: Lesson = next(lesson for lesson in self.lessons if lesson.id == self.progress.current)
         self.busy = False
         self._pending: deque[str] = deque()  # rank lines from the worker thread, drained on a timer
-        self._marks_shown: dict[str, tuple[object, object]] = {}
+        self._marks_shown: dict[str, tuple[Text, Text]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()

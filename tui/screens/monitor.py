@@ -1,6 +1,6 @@
 """Monitor mode: launch a run, then watch its state, every rank's log, the meters and the charts.
 
-One thread worker follows the run through its RunSession (training/runs/session.py: logs, events,
+One thread worker follows the run through its RunSession (training/runs/follow/session.py: logs, events,
 state at 4 Hz, the live detectors once a second, the diagnosis at the end), samples the GPUs/host
 at ≤ 1 Hz, posts one batched `RunUpdate` per session update and waits when the UI falls behind.
 The run itself belongs to the App: leaving this mode or closing the UI never stops it.
@@ -22,18 +22,18 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Header
 from textual.worker import get_current_worker
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang_watch import HangWatch
-from mgtutor.diagnostics.gpu import Sampler
-from mgtutor.training.runs.compile_crash import CompileCrash, without_compiling
-from mgtutor.training.runs.launcher import LaunchError, LaunchSpec, Run, launch
-from mgtutor.training.runs.records import RunRecord, RunStatus
-from mgtutor.training.runs.runstate import RunState
-from mgtutor.training.runs.samples import SampleRecorder
-from mgtutor.training.runs.session import RunSession
-from mgtutor.training.runs.watch import Alert, Detector, RunWatch
+from mgtutor.diagnostics.meters import Sampler
+from mgtutor.training.runs.forensics.compile_crash import CompileCrash, without_compiling
+from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, launch
+from mgtutor.training.runs.records.record import RunRecord, RunStatus
+from mgtutor.training.runs.follow.runstate import RunState
+from mgtutor.training.runs.follow.samples import SampleRecorder
+from mgtutor.training.runs.follow.session import RunSession
+from mgtutor.training.runs.follow.detectors import Alert, Detector, RunWatch
 from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook

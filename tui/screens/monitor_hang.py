@@ -9,10 +9,10 @@ from typing import Any
 
 from textual import work
 
-from mgtutor.training.runs.i18n import _, current_language
+from mgtutor.training.foundation.i18n import _, current_language
 from mgtutor.diagnostics.failures.hang import HangReport
 from mgtutor.diagnostics.failures.hang_watch import HangAlert, take_report
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.widgets.hang_panel import HangPanel
 
 

@@ -7,13 +7,13 @@ from typing import Any
 from textual.message import Message
 
 from mgtutor.diagnostics.failures.classify import Finding
-from mgtutor.diagnostics.gpu import GpuSample, HostSnapshot
-from mgtutor.training.runs.compile_crash import CompileCrash, crashed_while_compiling
-from mgtutor.training.runs.event_reader import read_events
-from mgtutor.training.runs.multinode import NodeState, node_state
-from mgtutor.training.runs.records import RunRecord, RunResult, RunStatus
-from mgtutor.training.runs.runstate import RunState
-from mgtutor.training.runs.watch import Alert
+from mgtutor.diagnostics.meters import GpuSample, HostSnapshot
+from mgtutor.training.runs.forensics.compile_crash import CompileCrash, crashed_while_compiling
+from mgtutor.training.runs.events.reader import read_events
+from mgtutor.training.runs.net.multinode import NodeState, node_state
+from mgtutor.training.runs.records.record import RunRecord, RunResult, RunStatus
+from mgtutor.training.runs.follow.runstate import RunState
+from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.widgets.rank_logs import prepare_lines
 
 

@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.fix import FixReport, fix_file, write_text
 from mgtutor.diagnostics.check.script import CheckError
 from mgtutor.diagnostics.failures.logparse import clean

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from textual.app import App
 
-from mgtutor.training.runs.i18n import _
-from mgtutor.training.runs.records import RunRecord
+from mgtutor.training.foundation.i18n import _
+from mgtutor.training.runs.records.record import RunRecord
 
 
 def report_in_background(app: App, record: RunRecord) -> None:

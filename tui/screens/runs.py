@@ -14,8 +14,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
-from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.records import RunRecord, list_runs, runs_root, said_problem
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.runs.records.record import RunRecord, list_runs, runs_root, said_problem
 from mgtutor.tui.messages import OpenRun
 from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.widgets.mode_footer import ModeFooter

@@ -17,14 +17,14 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Log, OptionList, Static
 from textual.widgets.option_list import Option
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file, findings_for_symptom
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
-from mgtutor.training.runs.records import RunRecord, find_run, list_runs
+from mgtutor.training.runs.records.record import RunRecord, find_run, list_runs
 from mgtutor.tui.messages import RunStarted
 from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.screens.troubleshoot_oom import OOM_HINT, OOM_SYMPTOM, OomActions

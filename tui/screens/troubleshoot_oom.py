@@ -12,13 +12,13 @@ from typing import Any
 from rich.markup import escape
 from textual import work
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, run_finder
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.oom_rerun import rerun_with_memory
 from mgtutor.training.runs.nvml import inventory
-from mgtutor.training.runs.records import list_runs
+from mgtutor.training.runs.records.record import list_runs
 from mgtutor.tui.messages import RunStarted
 
 OOM_SYMPTOM = "oom"

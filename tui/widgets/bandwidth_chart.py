@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from mgtutor.diagnostics.bench.sizes import format_size
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.widgets.blocks import block
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from mgtutor.training.runs.i18n import N_, _, ljust_cells, ngettext
+from mgtutor.training.foundation.i18n import N_, _, ljust_cells, ngettext
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "advice": "bold cyan"}
 SEVERITY_WORDS = {"error": N_("error"), "warning": N_("warning"), "advice": N_("advice")}

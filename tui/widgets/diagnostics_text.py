@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from mgtutor.diagnostics.doctor.checks import say
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.nvml import said
 
 MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red")}

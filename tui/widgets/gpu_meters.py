@@ -10,9 +10,9 @@ from collections import deque
 from rich.text import Text
 from textual.widget import Widget
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 from mgtutor.training.runs.nvml import said
-from mgtutor.diagnostics.gpu import GpuSample, GpuSnapshot, HostSnapshot
+from mgtutor.diagnostics.meters import GpuSample, GpuSnapshot, HostSnapshot
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 from mgtutor.tui.widgets.blocks import sparkline
 

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from mgtutor.training.runs.i18n import _, ngettext
+from mgtutor.training.foundation.i18n import _, ngettext
 
 
 def where_text(report: dict[str, Any]) -> Text:

@@ -15,11 +15,11 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
 from textual.widgets._select import SelectOverlay
 
-from mgtutor.training.runs.i18n import N_, _
-from mgtutor.training.runs.launcher import BACKENDS, LaunchSpec
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.runs.launch.launcher import BACKENDS, LaunchSpec
 from mgtutor.tui.options.flags import OptionError
 from mgtutor.tui.options.launch import LaunchOptions
-from mgtutor.training.runs.train_options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS, TRAINER_MODULE
+from mgtutor.training.runs.launch.train_options import AMP_MODES, COMPILE_MODES, DATASETS, INJECT_MODES, MODELS, TRAINER_MODULE
 
 
 class FormError(ValueError):

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from mgtutor.lessons.loader import Lesson
 from mgtutor.lessons.progress import Progress
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 
 MARK_STYLES = {"✓": "bold green", "✗": "bold red", "–": "yellow", "▸": "bold cyan", " ": ""}
 STATUS_WORDS = {"passed": N_("passed"), "failed": N_("failed"), "skipped": N_("skipped")}

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from mgtutor.training.runs.i18n import _
+from mgtutor.training.foundation.i18n import _
 
 
 class ModeFooter(Footer):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.failures.classify import Finding
-from mgtutor.training.runs.multinode import NodeState
-from mgtutor.training.runs.runstate import RunState, describe_failure
-from mgtutor.training.runs.watch import Alert
+from mgtutor.training.runs.net.multinode import NodeState
+from mgtutor.training.runs.follow.runstate import RunState, describe_failure
+from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 
 PHASES = ("starting", "rendezvous", "training")
@@ -119,7 +119,7 @@ class FailureBanner(Static):
 
 
 class AlertBanner(Static):
-    """The live detectors' alerts (training/watch.py) while the run goes on: who is missing at the
+    """The live detectors' alerts (training/runs/follow/detectors.py) while the run goes on: who is missing at the
     rendezvous, who straggles, a run that went silent (with each rank's last lines)."""
 
     DEFAULT_CSS = """

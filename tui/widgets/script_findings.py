@@ -8,7 +8,7 @@ from rich.markup import escape
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from mgtutor.training.runs.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckFinding
 from mgtutor.diagnostics.failures.logparse import clean
 

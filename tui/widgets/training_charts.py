@@ -11,8 +11,8 @@ import math
 from rich.text import Text
 from textual.widget import Widget
 
-from mgtutor.training.runs.i18n import N_, _, ljust_cells
-from mgtutor.training.runs.runstate import RunState
+from mgtutor.training.foundation.i18n import N_, _, ljust_cells
+from mgtutor.training.runs.follow.runstate import RunState
 from mgtutor.tui.widgets.blocks import sparkline
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 

@@ -1,0 +1,77 @@
+"""Versions on this machine without importing torch: installed packages, compilers, the CUDA runtime;
+and `gather()`, which asks torch itself in a child process (the worker `mgtutor.training.worker.torchfacts`).
+
+The TUI and `mgtutor doctor` never import torch (start-up stays fast and CUDA is never
+initialised in the parent).
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from importlib import metadata
+from typing import Any
+
+# What a PyTorch maintainer asks for in a bug report (torch.utils.collect_env), plus ours.
+PACKAGES = ("torch", "torchvision", "torchaudio", "numpy", "triton", "accelerate", "nvidia-ml-py", "textual",
+            "psutil", "mgtutor")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of PACKAGES and every nvidia-* wheel (cuDNN, NCCL, cuBLAS…), read from metadata:
+    nothing is imported, so this is cheap and safe in any process."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name in PACKAGES or name.startswith("nvidia-"):
+            found[name] = dist.version
+    return dict(sorted(found.items()))
+
+
+def tool_line(argv: list[str]) -> str | None:
+    """The first line of `TOOL --version` (gcc, cmake, clang: what builds torch.compile's kernels and
+    C++ extensions), or None when the tool is missing or fails."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = done.stdout.splitlines()[:1]
+    return first[0].strip() if done.returncode == 0 and first else None
+
+
+def gcc_version() -> str | None:
+    return tool_line(["gcc", "--version"])
+
+
+def cuda_runtime(packages: dict[str, str]) -> tuple[str | None, str | None]:
+    """(version, where from) of the CUDA toolkit here, as collect_env reports it: nvcc's release,
+    else the nvidia-cuda-runtime wheel that pip installed beside torch."""
+    try:
+        done = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+        found = re.search(r"release [^,]+, V(\S+)", done.stdout)
+        if done.returncode == 0 and found:
+            return found.group(1), "nvcc"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    for name, version in packages.items():
+        if name.startswith("nvidia-cuda-runtime"):
+            return version, f"{name} wheel"
+    return None, None
+
+
+def gather(timeout: float = 120.0, python: str | None = None) -> dict[str, Any]:
+    """Run the torch facts worker in a child Python; its facts, or {"torch_error": why} if it failed."""
+    argv = [python or sys.executable, "-m", "mgtutor.training.worker.torchfacts"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"torch_error": f"asking torch took longer than {timeout:.0f} s (a hung CUDA driver?)"}
+    except OSError as exc:
+        return {"torch_error": f"could not start Python: {exc}"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"torch_error": f"the torch probe failed (exit {done.returncode}): {tail}"}
+    return json.loads(lines[-1])

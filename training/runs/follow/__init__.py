@@ -1,0 +1,1 @@
+"""Following a run: the one follow loop (session), log tails, the folded run state, the live detectors, the stall clock, followers' heartbeats, the meters' samples, torchrun's folded tracebacks, the summary table."""

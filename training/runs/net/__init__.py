@@ -1,0 +1,1 @@
+"""Runs across nodes: the multi-node plan, the network path to another node, and the probe between two nodes."""
