@@ -84,7 +84,7 @@ def nvlink_link_states(handle: Any, key: str | None = None) -> list[int]:
     """State (1 up, 0 down) of each NVLink link the GPU has; [] when it has none.
 
     Probing past the last link raises inside NVML, so the link count is learnt once per GPU."""
-    lib = nvml._load()
+    lib = nvml.library()
     if lib is None:
         return []
     known = _link_counts.get(key) if key else None
@@ -166,14 +166,14 @@ def _static_info(handle: Any) -> _StaticInfo:
 
 def _pcie_throughput(handle: Any) -> tuple[int | None, int | None]:
     """NVML samples PCIe traffic over about 20 ms per call, so callers ask for it sparingly."""
-    lib = nvml._load()
+    lib = nvml.library()
     return (nvml.query("nvmlDeviceGetPcieThroughput", handle, getattr(lib, "NVML_PCIE_UTIL_TX_BYTES", 0)),
             nvml.query("nvmlDeviceGetPcieThroughput", handle, getattr(lib, "NVML_PCIE_UTIL_RX_BYTES", 1)))
 
 
 def _snapshot(index: int, handle: Any, static: _StaticInfo | None = None,
               pcie: tuple[int | None, int | None] | None = None) -> tuple[GpuSnapshot, list[int]]:
-    lib = nvml._load()
+    lib = nvml.library()
     static = static or _static_info(handle)
     pcie = pcie or _pcie_throughput(handle)
     util = nvml.query("nvmlDeviceGetUtilizationRates", handle)
@@ -209,7 +209,7 @@ def gpu_handles() -> list[tuple[int, Any]]:
 def sample_gpus() -> GpuSample:
     """One NVML sweep over every GPU. Prefer `Sampler.sample`, which limits the rate."""
     now = time.time()
-    if nvml._load() is None:
+    if nvml.library() is None:
         return GpuSample(t=now, gpus=[], error=nvml.init_error())
     gpus = [snapshot_gpu(i, h) for i, h in gpu_handles()]
     return GpuSample(t=now, gpus=gpus, error=None if gpus else "NVML sees no GPU")
@@ -272,7 +272,7 @@ class Sampler:
 
     def _sweep(self) -> GpuSample:
         now = time.time()
-        if nvml._load() is None:
+        if nvml.library() is None:
             return GpuSample(t=now, gpus=[], error=nvml.init_error())
         gpus = []
         for index, handle in self._handles():

@@ -19,7 +19,7 @@ from mgtutor.diagnostics.check.edits import Edit, apply_edits, where
 from mgtutor.diagnostics.check.fix import fix_source
 from mgtutor.diagnostics.check.fixes import module_name, statement_of, text
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, INIT, SPAWN
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, identifier_parts, keyword, last_name,
 )
 from mgtutor.diagnostics.check.script import CheckError, parse

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.diagnostics.check.edits import apply_edits
-from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, Rule
 from mgtutor.diagnostics.check.script import (

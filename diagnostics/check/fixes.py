@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.edits import Edit, where
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, has_star_kwargs, keyword, walk_local,
 )
 
@@ -97,7 +97,7 @@ def rank_zero_test(m: ScriptModel, node: ast.AST, edits: list[Edit], env: str = 
             for spelled in (name, f"self.{name}", f"ddp_{name}"):
                 if spelled in in_scope:
                     return f"{spelled} == 0"
-    if follow.spawn_targets(m):  # mp.spawn sets no RANK in the environment: only a name in scope tells
+    if call_facts.spawn_targets(m):  # mp.spawn sets no RANK in the environment: only a name in scope tells
         raise LookupError("rank")
     return f'int({module_name(m, "os", edits)}.environ.get("{env}", "0")) == 0'
 

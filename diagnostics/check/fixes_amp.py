@@ -6,7 +6,7 @@ import ast
 
 from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.fixes import Edits, module_name, text
-from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.script_model import ScriptModel
 
 # the new spelling of each name, and how the device is given to it
 NEW_NAMES = {"autocast": ("autocast", '"cuda"'), "GradScaler": ("amp.GradScaler", '"cuda"'),

@@ -6,7 +6,7 @@ import ast
 
 from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.fixes import Edits, scope_names, statement_of, text
-from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, last_name
+from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, last_name
 
 
 def set_epoch(node: ast.AST, m: ScriptModel) -> Edits:

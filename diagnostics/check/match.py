@@ -7,9 +7,9 @@ import ast
 import re
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import call_facts
 from mgtutor.training.foundation.i18n import _
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, ScriptModel, constant, dotted, has_star_kwargs, identifier_parts, keyword, last_name, walk_local,
 )
 
@@ -152,7 +152,7 @@ def _own_shard(m: ScriptModel, loader: ast.Call) -> bool:
             return True
         if not isinstance(dataset, ast.Name):
             return False
-        dataset = follow.assigned_before(m, dataset)
+        dataset = call_facts.assigned_before(m, dataset)
     return False
 
 
@@ -218,7 +218,7 @@ def sampler_with_shuffle(m: ScriptModel) -> Hits:
 def sampler_without_set_epoch(m: ScriptModel) -> Hits:
     """set_epoch may be called by a helper (an engine's train_one_epoch) or, for a loader factory, by
     the script that asked for the loader: both are looked for in the project files read."""
-    if m.method_calls("set_epoch") or follow.project_calls(m, "set_epoch"):
+    if m.method_calls("set_epoch") or call_facts.project_calls(m, "set_epoch"):
         return
     for call in m.calls_to(*DIST_SAMPLER):
         shuffle = keyword(call, "shuffle") if keyword(call, "shuffle") is not None else \
@@ -227,7 +227,7 @@ def sampler_without_set_epoch(m: ScriptModel) -> Hits:
             continue
         fn = m.enclosing(call, DEF_NODES)
         if fn is not None and any(isinstance(n, ast.Return) and n.value is not None for n in walk_local(fn)) \
-                and not follow.called_in_files_read(m, getattr(fn, "name", "")):
+                and not call_facts.called_in_files_read(m, getattr(fn, "name", "")):
             yield call, None, _("{function}() hands what it builds to its caller, which may call set_epoch; no "
                                 "caller that does was found in the files read").format(
                                     function=getattr(fn, "name", None) or _("this function"))
@@ -309,15 +309,15 @@ def local_rank_argument(m: ScriptModel) -> Hits:
     from the environment; advice when the setup happens in code that was not read."""
     arguments = [c for c in m.method_calls("add_argument")
                  if any(constant(a) in ("--local_rank", "--local-rank") for a in c.args)]
-    if not arguments or any(s.text in LOCAL_RANK_VARS for s in m.strings()) or follow.helper_reads_rank_env(m) \
+    if not arguments or any(s.text in LOCAL_RANK_VARS for s in m.strings()) or call_facts.helper_reads_rank_env(m) \
             or _overwritten_from_env(m, arguments):
         return
-    unread = follow.unread_setup_calls(m)
+    unread = call_facts.unread_setup_calls(m)
     for call in arguments:
         if unread:
             yield call, None, _("the distributed setup happens in {call}, which was not read; helpers like it often "
                                 "read LOCAL_RANK from the environment, and then the argument is only a "
-                                "fallback").format(call=follow.describe_call(m, unread[0]))
+                                "fallback").format(call=call_facts.describe_call(m, unread[0]))
         else:
             yield call, None
 

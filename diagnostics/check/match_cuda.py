@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.fixes import Edits, cuda_available, inside, module_name, scope_names, statement_of, text
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
-from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, keyword, last_name
+from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, keyword, last_name
 from mgtutor.training.foundation.i18n import _
 
 WORLD_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
@@ -77,9 +77,9 @@ def _mentions_cuda(test: ast.AST) -> bool:
 
 
 def cuda_required(m: ScriptModel) -> Hits:
-    if not (manual_ddp(m) or follow.spawn_targets(m)):
+    if not (manual_ddp(m) or call_facts.spawn_targets(m)):
         return
-    if follow.unread_setup_calls(m):
+    if call_facts.unread_setup_calls(m):
         return  # the setup happens in code not read, which may well pick the device
     sites = cuda_sites(m)
     if sites:
@@ -214,7 +214,7 @@ def _site_edit(m: ScriptModel, site: ast.AST, label: str, avail: str, torch: str
 
 # -- the world set by the script ------------------------------------------------------------------
 def world_set_by_script(m: ScriptModel) -> Hits:
-    if follow.spawn_targets(m) or any(last_name(c.func) == "Process" for c in m.calls):
+    if call_facts.spawn_targets(m) or any(last_name(c.func) == "Process" for c in m.calls):
         return  # processes started by the script itself: it has to say who is who
     for node, var in _environ_writes(m):
         yield node, _("the script sets {var} itself: under torchrun this overrides the value torchrun gave each "

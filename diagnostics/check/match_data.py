@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import call_facts
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.match import Hits, distributed, in_single_process_branch, manual_ddp, uses_cuda
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, ScriptModel, constant, has_star_kwargs, keyword, last_name, walk_local,
 )
 
@@ -32,7 +32,7 @@ def dataset_source(m: ScriptModel, node: ast.AST | None, depth: int = 0) -> str 
     if isinstance(node, ast.Subscript):
         return dataset_source(m, node.value, depth + 1)
     if isinstance(node, ast.Name):
-        return dataset_source(m, follow.assigned_before(m, node), depth + 1)
+        return dataset_source(m, call_facts.assigned_before(m, node), depth + 1)
     if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
         return "memory"
     if not isinstance(node, ast.Call):
@@ -77,18 +77,18 @@ def download_every_rank(m: ScriptModel) -> Hits:
         return
     helpers_seen = set()
     for call in m.calls:
-        if m.runs_on_all_ranks(call) is not True or follow.in_spawn_parent(m, call) or _in_first_context(m, call) \
+        if m.runs_on_all_ranks(call) is not True or call_facts.in_spawn_parent(m, call) or _in_first_context(m, call) \
                 or _after_barrier(m, call) or in_single_process_branch(m, call):
             continue
         if constant(keyword(call, "download")) is True:
             yield call, None
             continue
-        found = follow.find_in_helper(m, call, _downloads_unguarded, ast.Call)
+        found = call_facts.find_in_helper(m, call, _downloads_unguarded, ast.Call)
         if found and found[0] is not m and id(found[1]) not in helpers_seen:  # this file's own: found directly
             helpers_seen.add(id(found[1]))
             model, node = found
             yield call, _("{call} downloads a data set with download=True ({file}, line {line}), and every rank "
-                          "calls it").format(call=follow.describe_call(m, call), file=Path(model.filename).name,
+                          "calls it").format(call=call_facts.describe_call(m, call), file=Path(model.filename).name,
                                              line=node.lineno)
 
 
@@ -126,15 +126,15 @@ def _after_barrier(m: ScriptModel, node: ast.expr) -> bool:
 
 # -- torch.load without map_location ---------------------------------------------------------------
 def load_without_map_location(m: ScriptModel) -> Hits:
-    if not (manual_ddp(m) or follow.spawn_targets(m)):
+    if not (manual_ddp(m) or call_facts.spawn_targets(m)):
         return
     loads = m.calls_to("torch.load", bare=False)
     for call in loads:
-        if _has_map_location(call) or has_star_kwargs(call) or follow.in_spawn_parent(m, call) \
+        if _has_map_location(call) or has_star_kwargs(call) or call_facts.in_spawn_parent(m, call) \
                 or in_single_process_branch(m, call):
             continue
         if m.runs_on_all_ranks(call) is False or _sibling_chooses_location(m, call, loads) \
-                or follow.per_rank_path(m, call.args[:1] + [k.value for k in call.keywords if k.arg == "f"]):
+                or call_facts.per_rank_path(m, call.args[:1] + [k.value for k in call.keywords if k.arg == "f"]):
             continue
         if not (_on_gpus(m) and _saves_device_tensors(m)):
             yield call, None, N_("whether it matters depends on where the checkpoint's tensors were saved from: "

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, distributed, manual_ddp, no_set_device
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, ScriptModel, constant, identifier_parts, keyword, last_name,
 )
 from mgtutor.training.foundation.i18n import _
@@ -34,7 +34,7 @@ def _names_assigned(m: ScriptModel, is_source) -> set[str]:
     the parameters of this file's functions that callers pass such a name to (a spawn target's first
     parameter excepted: that one is the spawn index)."""
     names: set[str] = set()
-    spawned = {id(fn) for fn in follow.spawn_targets(m)}
+    spawned = {id(fn) for fn in call_facts.spawn_targets(m)}
     for _ in range(4):
         before = len(names)
         for node in m.nodes:
@@ -120,7 +120,7 @@ def _device_uses(m: ScriptModel) -> list[tuple[ast.AST, ast.AST, str]]:
 def rank_as_device(m: ScriptModel) -> Hits:
     """Not in a script that starts its processes on one machine (mp.spawn, no node count): there the rank
     is the spawn index, and the spawn index is the GPU."""
-    if not distributed(m) or follow.spawn_targets(m) and not _multi_node(m):
+    if not distributed(m) or call_facts.spawn_targets(m) and not _multi_node(m):
         return
     names = global_rank_names(m)
     for use, index, label in _device_uses(m):
@@ -140,7 +140,7 @@ def _reads_local_env(_model: ScriptModel, node: ast.AST) -> bool:
 def _reads_local_rank(m: ScriptModel) -> bool:
     """This file, or a helper it calls (here or in a project module), reads LOCAL_RANK."""
     return any(s.text in LOCAL_VARS for s in m.strings()) or \
-        m.remember("helper_reads_local_rank", lambda: follow.calls_reaching(m, _reads_local_env))
+        m.remember("helper_reads_local_rank", lambda: call_facts.calls_reaching(m, _reads_local_env))
 
 
 def _dominating_set_device(m: ScriptModel, node: ast.AST) -> bool:
@@ -167,7 +167,7 @@ def _dominating_set_device(m: ScriptModel, node: ast.AST) -> bool:
 
 
 def no_local_rank(m: ScriptModel) -> Hits:
-    if not manual_ddp(m) or _reads_local_rank(m) or follow.unread_setup_calls(m) or \
+    if not manual_ddp(m) or _reads_local_rank(m) or call_facts.unread_setup_calls(m) or \
             any(s.text == "CUDA_VISIBLE_DEVICES" for s in m.strings()) or next(no_set_device(m), None) is not None:
         return
     for call in m.calls_to(*DDP):
@@ -213,7 +213,7 @@ def _is_device_count(node: ast.AST) -> bool:
 def device_count_world_size(m: ScriptModel) -> Hits:
     """Not when the script starts its own processes (mp.spawn, Process): then device_count is how many
     it starts on this node, which is what it means."""
-    if not distributed(m) or follow.spawn_targets(m) or any(last_name(c.func) in ("Process", "spawn") for c in m.calls):
+    if not distributed(m) or call_facts.spawn_targets(m) or any(last_name(c.func) in ("Process", "spawn") for c in m.calls):
         return
     if not (m.calls_to(*INIT) or any(s.text in ("RANK", "LOCAL_RANK", "WORLD_SIZE") for s in m.strings())):
         return

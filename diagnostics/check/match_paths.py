@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check import follow
+from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.match import DDP, FSDP, Hits, distributed, manual_ddp, mentions_distribution, uses_accelerate
 from mgtutor.diagnostics.check.match_identity import LOCAL_VARS, _env_var, _multi_node, _names_assigned, _unwrap_int
-from mgtutor.diagnostics.check.model import DEF_NODES, ScriptModel, constant, identifier_parts, keyword, last_name
+from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, identifier_parts, keyword, last_name
 from mgtutor.training.foundation.i18n import _
 
 PER_NODE_WORDS = ({"per", "node"}, {"local", "world"}, {"device", "count"}, {"nproc"}, {"ngpus"}, {"gpus"})
@@ -136,7 +136,7 @@ def _seeded(m: ScriptModel) -> bool:
 
 
 def unseeded_random_split(m: ScriptModel) -> Hits:
-    if not distributed(m) and not follow.spawn_targets(m):
+    if not distributed(m) and not call_facts.spawn_targets(m):
         return
     if _seeded(m):
         return

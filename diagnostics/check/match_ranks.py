@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check import fixes, follow
+from mgtutor.diagnostics.check import call_facts, fixes
 from mgtutor.diagnostics.check.match import (
     COLLECTIVES, Hits, distributed, in_single_process_branch, manual_ddp, mentions_rank,
 )
-from mgtutor.diagnostics.check.model import DEF_NODES, EXIT_CALLS, GuardNode, ScriptModel, dotted, keyword, last_name
+from mgtutor.diagnostics.check.script_model import DEF_NODES, EXIT_CALLS, GuardNode, ScriptModel, dotted, keyword, last_name
 from mgtutor.training.foundation.i18n import _
 
 
@@ -23,7 +23,7 @@ def unguarded_checkpoint(m: ScriptModel) -> Hits:
         if any("buf" in (dotted(t) or "").lower() or "BytesIO" in (dotted(getattr(t, "func", t)) or "")
                for t in target):
             continue
-        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target) and not follow.per_rank_path(m, target) \
+        if m.runs_on_all_ranks(call) is True and not mentions_rank(m, target) and not call_facts.per_rank_path(m, target) \
                 and not per_process_path(m, target):
             yield call, None
 
@@ -38,19 +38,19 @@ def per_process_path(m: ScriptModel, exprs: list[ast.expr]) -> bool:
     def unique(node: ast.AST | None) -> bool:
         return node is not None and any(isinstance(n, ast.Call) and last_name(n.func) in PER_PROCESS
                                         for n in ast.walk(node))
-    return any(unique(e) or any(isinstance(n, ast.Name) and unique(follow.assigned_before(m, n)) for n in ast.walk(e))
+    return any(unique(e) or any(isinstance(n, ast.Name) and unique(call_facts.assigned_before(m, n)) for n in ast.walk(e))
                for e in exprs)
 
 
 def unguarded_outputs(m: ScriptModel) -> list[ast.Call]:
-    if not manual_ddp(m) or follow.print_replaced(m):
+    if not manual_ddp(m) or call_facts.print_replaced(m):
         return []
     rank_logging = any(mentions_rank(m, [c]) for c in m.method_calls("setLevel") + m.method_calls("basicConfig"))
     outputs = m.calls_to("print") + ([] if rank_logging else [
         c for c in m.calls if m.resolve(c.func) in {f"logging.{n}" for n in ("info", "warning", "debug", "error")}])
     return [c for c in outputs if m.runs_on_all_ranks(c) is True and not mentions_rank(m, c.args)
-            and not _called_with_rank(m, c) and not follow.in_spawn_parent(m, c)
-            and not follow.tagged_output(m, c.args) and not in_single_process_branch(m, c)
+            and not _called_with_rank(m, c) and not call_facts.in_spawn_parent(m, c)
+            and not call_facts.tagged_output(m, c.args) and not in_single_process_branch(m, c)
             and not _says_why_it_exits(m, c)]
 
 
@@ -86,10 +86,10 @@ def unguarded_print(m: ScriptModel) -> Hits:
     first = min(unguarded, key=lambda c: c.lineno)
     more = _(" (and {count} more)").format(count=len(unguarded) - 1) if len(unguarded) > 1 else ""
     message = _("print/logging runs on every rank{more}: each line appears once per GPU").format(more=more)
-    unread = follow.unread_setup_calls(m)
+    unread = call_facts.unread_setup_calls(m)
     if unread:
         yield first, message, _("the distributed setup happens in {call}, which was not read; projects often "
-                                "silence print on every rank but 0 there").format(call=follow.describe_call(m, unread[0]))
+                                "silence print on every rank but 0 there").format(call=call_facts.describe_call(m, unread[0]))
     else:
         yield first, message
 

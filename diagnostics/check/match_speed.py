@@ -7,7 +7,7 @@ import ast
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, Hits, uses_accelerate, uses_cuda
 from mgtutor.diagnostics.check.match_data import dataset_source, reads_from_disk
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     ScriptModel, constant, dotted, has_star_kwargs, keyword, last_name, walk_local,
 )
 

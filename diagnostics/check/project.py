@@ -11,7 +11,7 @@ import ast
 import warnings
 from pathlib import Path
 
-from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.training.foundation.safe_io import read_regular
 
 MAX_MODULE_BYTES = 2_000_000

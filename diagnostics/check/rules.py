@@ -26,7 +26,7 @@ from mgtutor.diagnostics.check import match_identity as identity
 from mgtutor.diagnostics.check import match_paths as paths
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
-from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.training.foundation.i18n import N_
 
 SEVERITIES = ("error", "warning", "advice")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mgtutor.training.foundation.i18n import _
-from mgtutor.diagnostics.check.model import ScriptModel
+from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.diagnostics.check.project import Project
 from mgtutor.diagnostics.check.rules import RULES, RULES_BY_ID, SEVERITIES, SYMPTOM_TAGS, Rule
 from mgtutor.training.foundation.safe_io import NotARegularFile, read_regular

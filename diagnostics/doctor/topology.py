@@ -132,7 +132,7 @@ def _pair(a: GpuLinks, ha: Any, b: GpuLinks, hb: Any, n_gpus: int) -> PairLink:
 
 def read_topology() -> Topology:
     """Every GPU's links and every pair's connection; `error` says why when there is no GPU."""
-    if nvml._load() is None:
+    if nvml.library() is None:
         return Topology(error=nvml.init_error())
     handles = gpu_handles()
     if not handles:

@@ -28,7 +28,7 @@ NO_GPU_SUMMARY = N_("no NVIDIA GPU ({why}): CPU ranks on gloo")
 GPU_SUMMARY = N_("{count}× {names} (driver {driver}): ranks on NCCL")
 
 
-def _load() -> Any | None:
+def library() -> Any | None:
     """The pynvml module, initialised once; None with `init_error()` saying why."""
     with _lock:
         if _state["initialised"]:
@@ -65,13 +65,13 @@ def said(error: str | None) -> str:
 
 
 def init_error() -> str | None:
-    _load()
+    library()
     return _state["error"]
 
 
 def query(fn: Callable[..., Any] | str, *args: Any, default: Any = NOT_AVAILABLE) -> Any:
     """Call an NVML function by object or name; any NVML error gives `default`."""
-    nvml = _load()
+    nvml = library()
     if nvml is None:
         return default
     func = getattr(nvml, fn, None) if isinstance(fn, str) else fn
@@ -130,7 +130,7 @@ def _visible(indices: list[int], uuids: dict[int, str | None]) -> list[int]:
 
 def inventory() -> Inventory:
     """The GPUs this process could use (CUDA_VISIBLE_DEVICES honoured), or why there are none."""
-    nvml = _load()
+    nvml = library()
     if nvml is None:
         return Inventory(error=init_error())
     count = query("nvmlDeviceGetCount", default=0)

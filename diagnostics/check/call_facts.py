@@ -8,7 +8,7 @@ from typing import Callable, Sequence, TypeVar
 
 from mgtutor.training.foundation.i18n import _
 
-from mgtutor.diagnostics.check.model import (
+from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, RANK_ENV_VARS, FunctionNode, ScriptModel, constant, dotted, identifier_parts, keyword, last_name,
 )
 
