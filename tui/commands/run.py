@@ -18,6 +18,7 @@ from mgtutor.training.runs.launch.control import Interrupted, deferred, follow_s
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan, said_device_note
 from mgtutor.training.runs.net.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.launch.rank import MEMORY_ENV
+from mgtutor.training.runs.forensics.stacks import INSTRUMENT_ENV
 from mgtutor.training.runs.records.record import RunResult, RunStatus, exit_code_for
 from mgtutor.training.runs.follow.samples import SampleRecorder
 from mgtutor.training.runs.follow.session import RunSession, Update
@@ -54,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "OOM, save the snapshot in the run record for PyTorch's memory_viz and say what filled "
                                "the memory: parameters, gradients, optimizer state, activations, and your lines that "
                                "allocated most"))
+    parser.add_argument("--no-instrument", action="store_true",
+                        help=_("do not measure the script: by default every rank times its optimizer steps and "
+                               "DataLoader and keeps its loss (no change to your code, no extra GPU sync per step) "
+                               "and writes step events for the Monitor's charts, report and alerts"))
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS…]",
                         help=_("the script (or -m MODULE) and its arguments, after --"))
     parser.set_defaults(func=main)
@@ -298,12 +303,16 @@ def main(args: argparse.Namespace) -> int:
     with deferred() as early:
         try:
             run = launch(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend, label=_label(target),
-                                    env={MEMORY_ENV: "1"} if args.memory else {}, **node_options(args)))
+                                    env={MEMORY_ENV: "1"} if args.memory else {}, instrument=not args.no_instrument,
+                                    **node_options(args)))
         except LaunchError as exc:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
         say("mgtutor: " + _("{ranks} rank(s), backend {backend} — {device}").format(
             ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
+        if meta.env.get(INSTRUMENT_ENV) == "1":
+            say("mgtutor: " + _("instrumentation on: each rank's optimizer steps, data wait, samples/s, loss and "
+                                "peak memory become step events (--no-instrument turns it off)"))
         if meta.nnodes > 1:
             say("mgtutor: " + _("node {node} of {nodes}, rendezvous {endpoint} id {id}, this node's address {address} "
                                 "on {iface}").format(node=meta.node_rank, nodes=meta.nnodes, endpoint=meta.rdzv_endpoint,

@@ -102,7 +102,7 @@ def build_launch(values: FormValues) -> tuple[LaunchSpec, str]:
         label = f"train-{values.model}"
     target += values.extra
     command_line = shlex.join(["mgtutor", "run", *where.command_args(), "--", *target])
-    return LaunchSpec(target=target, label=label, **where.spec_fields()), command_line
+    return LaunchSpec(target=target, label=label, instrument=True, **where.spec_fields()), command_line
 
 
 def _select(options: tuple[str, ...] | list[tuple[str, str]], value: str, widget_id: str) -> Select[str]:

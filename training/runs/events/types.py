@@ -77,7 +77,8 @@ class RendezvousEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class StepEvent(Event):
-    """The trainer's progress every `log_every` steps."""
+    """The trainer's progress every `log_every` steps, or a user script's from the ranks' hook
+    (training/worker/rank_hook.py, `origin: "hook"`; the trainer's events have no origin)."""
     type: ClassVar[EventType] = EventType.STEP
     step: int
     epoch: int | None = None
@@ -88,6 +89,8 @@ class StepEvent(Event):
     mem_alloc_mib: float | None = None
     mem_peak_mib: float | None = None
     lr: float | None = None
+    step_s: float | None = None  # one step's time, data wait included (the hook's; the trainer's is the sum)
+    origin: str | None = None  # who measured it: "hook" (a user's script), None (mgtutor's own worker)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,6 +36,7 @@ HOOK_DIR = Path(__file__).with_name("stackhook")
 LIVE_ENV = "MGTUTOR_STACKS_LIVE"
 SIGNAL_ENV = "MGTUTOR_STACK_SIGNAL"
 METHOD_ENV = "MGTUTOR_STACKS_METHOD"  # auto | py-spy | signal
+INSTRUMENT_ENV = "MGTUTOR_INSTRUMENT"  # "1": the hook measures a user's script (stackhook/sitecustomize.py)
 PYSPY_ENV = "MGTUTOR_PYSPY"  # the py-spy executable to use (default: the one beside this Python)
 PYSPY_TIMEOUT_S = 3.0
 NATIVE_TIMEOUT_S = 5.0  # unwinding native frames reads the symbols of the libraries on the stack
@@ -79,10 +80,13 @@ class Capture:
                 "rank_env": {str(r): env for r, env in self.rank_env.items()}}
 
 
-def hook_env(record: RunRecord, base: dict[str, str]) -> dict[str, str]:
-    """The environment that makes every rank process load the stack hook (the old PYTHONPATH after it)."""
+def hook_env(record: RunRecord, base: dict[str, str], instrument: bool = False) -> dict[str, str]:
+    """The environment that makes every rank process load the stack hook (the old PYTHONPATH after it).
+    `instrument`: the hook also writes `step` events for a user's script; always said ("1" or "0"), so
+    a variable left in the caller's environment never instruments mgtutor's own workers twice."""
     path = [str(HOOK_DIR)] + [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {"PYTHONPATH": os.pathsep.join(path), LIVE_ENV: str(record.path / "stacks" / "live")}
+    return {"PYTHONPATH": os.pathsep.join(path), LIVE_ENV: str(record.path / "stacks" / "live"),
+            INSTRUMENT_ENV: "1" if instrument else "0"}
 
 
 def pyspy_path() -> str | None:

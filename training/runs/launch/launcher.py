@@ -68,6 +68,8 @@ class LaunchSpec:
     rdzv_endpoint: str | None = None  # HOST:PORT of node 0; required when nnodes > 1
     rdzv_id: str | None = None  # the same on every node of one job
     rdzv_timeout: int | None = None  # seconds to wait for the other nodes (torchrun: 600)
+    # a user's script measured by the ranks' hook (`step` events; training/worker/rank_hook.py)
+    instrument: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,9 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
     argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
                          rendezvous_args(node) if node else None)
     env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)
-    env.update(hook_env(record, env))  # every rank process can show its stack without ptrace rights
+    # mgtutor's own workers write their own step events: the hook measures only a user's script
+    own_worker = len(target) > 1 and target[0] == "-m" and target[1].startswith("mgtutor.")
+    env.update(hook_env(record, env, spec.instrument and not own_worker))  # stacks without ptrace rights; steps
     env.update(flight_env(record, env, the_plan.backend))  # NCCL's Flight Recorder (and gloo's) into <run>/fr/
     record.write_meta(RunMeta.from_json({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,

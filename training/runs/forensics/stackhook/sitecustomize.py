@@ -21,11 +21,28 @@ in a C++ extension, a CUDA library, a compiler) leaves no Python traceback, so t
 faulthandler's fatal-error handler: it writes "Fatal Python error: Segmentation fault" and every
 thread's Python stack into the rank's stderr, then lets the signal end the process as before (the
 exit code stays -11). It costs nothing until such a signal.
+
+It also measures a user's script (`mgtutor run`, unless --no-instrument: MGTUTOR_INSTRUMENT=1): this file
+never imports torch; a meta path finder waits for the script's own `import torch`, and when torch's
+module has run, it imports the worker that hooks torch's optimizer steps, DataLoader and backward
+(training/worker/rank_hook.py, which says what it measures and when it reads values). Why a finder: it
+is asked only for a module not imported yet, and it takes itself out of `sys.meta_path` at torch's
+import, so the script's imports cost nothing more after that (a wrapped `builtins.__import__` would
+run at every import statement, also those inside hot functions; an audit hook fires before the import,
+not after it, and cannot be removed; a thread polling `sys.modules` races the script's first step).
+A script that never imports torch is never touched. Any failure is one line on stderr, never the
+script's failure.
 """
 from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # nothing more is imported at start-up
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 
 def _signal_number() -> int | None:
@@ -162,6 +179,94 @@ def _install(forked: bool = False) -> None:
 _HANDLE = None
 
 
+INSTRUMENT_ENV = "MGTUTOR_INSTRUMENT"
+_HOOK_MODULE = "mgtutor.training.worker.rank_hook"
+
+
+def _instrumentation_off(exc: BaseException) -> None:
+    try:
+        text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+        print(f"mgtutor: instrumentation off ({text})", file=sys.stderr, flush=True)
+    except Exception:
+        pass
+
+
+def _measure() -> None:
+    """torch has been imported: hook it (the worker module imports torch, and only now)."""
+    try:
+        import importlib
+
+        importlib.import_module(_HOOK_MODULE).install()
+    except Exception as exc:  # never the script's failure
+        _instrumentation_off(exc)
+
+
+class _ThenMeasure:
+    """torch's own loader, and `then()` once torch's module has run (not if it raised)."""
+
+    def __init__(self, inner: object, then: object = None) -> None:
+        self.inner = inner
+        self.then = then or _measure
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def create_module(self, spec: object) -> object:
+        return self.inner.create_module(spec)  # type: ignore[attr-defined]
+
+    def exec_module(self, module: object) -> None:
+        spec = getattr(module, "__spec__", None)
+        try:  # torch sees its own loader, as without the hook
+            if spec is not None:
+                spec.loader = self.inner
+            module.__loader__ = self.inner  # type: ignore[attr-defined]
+        except Exception:
+            pass
+        self.inner.exec_module(module)  # type: ignore[attr-defined]
+        self.then()  # type: ignore[operator]
+
+
+class _AwaitTorch:
+    """A meta path finder that finds nothing itself: at `import torch` it takes itself out of
+    `sys.meta_path`, lets the other finders find torch, and wraps the loader they found."""
+
+    def __init__(self, module: str = "torch", then: object = None) -> None:
+        self.module = module
+        self.then = then or _measure
+
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if name != self.module:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            spec.loader = _ThenMeasure(spec.loader, self.then)  # type: ignore[assignment]  # a Loader by delegation
+            return spec
+        except Exception as exc:
+            _instrumentation_off(exc)
+            return None  # the import goes on without us
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def _install_measure() -> None:
+    if os.environ.get(INSTRUMENT_ENV) != "1" or "RANK" not in os.environ or not os.environ.get("MGTUTOR_EVENTS"):
+        return
+    if "torch" in sys.modules:  # a .pth file imported it already
+        _measure()
+        return
+    sys.meta_path.insert(0, _AwaitTorch())
+
+
 def _chain_next_sitecustomize() -> None:
     """Import the sitecustomize that this one shadows, if any (a venv's or a distribution's)."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -186,4 +291,8 @@ try:
         os.register_at_fork(after_in_child=lambda: _install(forked=True))  # forked workers: own file, no thread
 except Exception:  # never break the user's interpreter start
     pass
+try:
+    _install_measure()
+except Exception as _exc:  # never break the user's interpreter start
+    _instrumentation_off(_exc)
 _chain_next_sitecustomize()
