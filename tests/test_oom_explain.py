@@ -49,7 +49,7 @@ def test_the_diagnosis_says_how_much_to_free_and_by_how_much_to_lower_the_batch(
     assert oom.to_dict()["numbers"]["other_processes"] == [{"pid": 2752205, "bytes": int(40.82 * GIB), "rank": None}]
 
 
-def shared_gpu_run(tmp_path: Path, memory: dict | None = None) -> RunRecord:
+def shared_gpu_run(tmp_path: Path, memory: dict | None = None, stepped: bool = True) -> RunRecord:
     """A run record whose rank 0 is process 2752205, and rank 1's log has the OOM that names it."""
     record = RunRecord(tmp_path / "run")
     (record.path / "logs").mkdir(parents=True)
@@ -59,6 +59,8 @@ def shared_gpu_run(tmp_path: Path, memory: dict | None = None) -> RunRecord:
                                    exit_code=1 if rank else -15))
     text = (LOGS / "cuda_oom_shared_gpu.log").read_text().replace("[rank1]: ", "")
     record.rank_log(1, "stderr").write_text(text)
+    if stepped:  # a step finished before the OOM (the ranks' hook's event, as `mgtutor run` writes it)
+        record.events_path.write_text('{"rank":1,"t":1,"type":"step","step":1,"origin":"hook","step_s":0.5}\n')
     if memory is not None:
         (record.path / "memory").mkdir()
         (record.path / "memory" / "rank1.json").write_text(json.dumps(memory))
@@ -87,3 +89,13 @@ def test_with_the_memory_summary_the_batch_cut_is_over_the_activations(tmp_path:
 def test_every_oom_fixture_keeps_its_kind_and_gets_numbers(name: str) -> None:
     oom = diagnose_files([LOGS / name])[0]
     assert oom.kind == "cuda_oom" and oom.numbers is not None and oom.numbers["tried"]
+
+
+@pytest.mark.parametrize("memory", [None, {"by_kind": {"activations": int(8 * GIB), "parameters": int(30 * GIB)}}])
+def test_an_oom_before_the_first_step_offers_no_percentage_as_the_fix(tmp_path: Path, memory: dict | None) -> None:
+    """Issue 43: an OOM in the first forward said "lower the batch by at least 2 %"; 70 % was needed."""
+    oom = next(f for f in diagnose_run(shared_gpu_run(tmp_path, memory, stepped=False)) if f.kind == "cuda_oom")
+    assert oom.numbers is not None and oom.numbers["lower_bound_weak"] is True
+    assert "by at least" not in oom.fix and "only a weak lower bound" in oom.fix
+    assert "halve the per-GPU batch and run again" in oom.fix
+    assert ("mgtutor run --memory" in oom.fix) == (memory is None)  # the one command that measures, unless it did

@@ -26,6 +26,18 @@ def human(value: float | None, unit: str = "") -> str:
 
 
 
+def no_steps_text(state: RunState) -> str:
+    """What the charts say before they have a point: a run that ended never waits for its first step."""
+    steps = [r.last_step for r in state.ranks.values() if r.last_step is not None]
+    if steps:
+        return _("step {step}: no samples/s or loss to chart (no tensor batch from a DataLoader, no scalar "
+                 "loss's backward seen)").format(step=max(steps))
+    if not state.done:
+        return _("waiting for the first step...")
+    return _("no optimizer steps were seen: the run wrote no step events (a script that never steps a torch "
+             "optimizer, or one run with --no-instrument; logs and meters still work)")
+
+
 class TrainingCharts(Widget):
     """Samples/s per rank and in total, and loss; from the run's step events."""
 
@@ -55,10 +67,8 @@ class TrainingCharts(Widget):
         label_w, value_w = 7, 16
         spark_w = max(8, width - label_w - value_w - 2)
         if not any(r.throughput or r.loss for r in state.ranks.values()):
-            waiting = _("no step events: a script of your own reports none (logs and meters still work)") \
-                if state.phase in ("running", "finished") and not state.has_events else _("waiting for the first step...")
             text.append(ljust_cells(_("charts"), label_w), "bold")
-            text.append(waiting, "dim")
+            text.append(no_steps_text(state), "dim")
             return text
         for rank, rank_state in sorted(state.ranks.items()):
             values = [v for _, v in rank_state.throughput]
