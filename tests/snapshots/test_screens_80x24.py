@@ -13,6 +13,7 @@ async def wait_settled(pilot) -> None:
     await pilot.pause()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("key", ["h", "l", "m"])
 def test_screen_at_80x24(snap_compare, key, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
