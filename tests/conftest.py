@@ -39,11 +39,10 @@ def fast_tier(config: pytest.Config) -> bool:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """Two workers for the whole suite (its real processes want the cores), one more in the fast tier, whose
-    Pilot tests sit a fifth of their time in pause() waiting for the app to go idle (measured on 2 cores:
-    55-57 s with three workers, 61-64 s with two)."""
-    workers = min(os.cpu_count() or 1, 2)
-    return workers + 1 if fast_tier(config) else workers
+    """One worker more than the cores (at most two): the fast tier's Pilot tests sit about a fifth of their
+    time in pause() waiting for the app to go idle, and the whole suite's real runs wait on their ranks,
+    rendezvous and timeouts; a third worker fills those gaps on two cores (docs/benchmarks.md)."""
+    return min(os.cpu_count() or 1, 2) + 1
 
 
 def _hypothesis_profile(config: pytest.Config) -> None:
