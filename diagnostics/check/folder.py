@@ -36,15 +36,7 @@ def check_folder(folder: str | Path) -> FolderReport:
         raise CheckError(_("{path}: no Python script in this folder (mgtutor check reads *.py files)").format(path=given))
     project = Project(given)
     report = FolderReport(folder=str(given))
-    for path in project.closure(scripts, given)[:MAX_FILES]:
-        shown = _shown(given, path)
-        try:
-            findings = check_file(shown, project)
-        except CheckError as exc:
-            report.skipped.append((str(shown), str(exc)))
-            continue
-        report.files.append(str(shown))
-        report.findings.extend(findings)
+    _check_each(project, given, project.closure(scripts, given)[:MAX_FILES], report)
     if not report.files:
         raise CheckError(_("{path}: no file could be checked ({why})").format(path=given, why=report.skipped[0][1]))
     return report
@@ -68,13 +60,18 @@ def check_script(script: str | Path) -> FolderReport:
     report.findings.extend(check_file(path, project))
     report.files.append(str(path))
     if path.is_file():
-        for module in project.closure([path], path.parent)[1:MAX_FILES]:
-            shown = _shown(path.parent, module)
-            try:
-                findings = check_file(shown, project)
-            except CheckError as exc:
-                report.skipped.append((str(shown), str(exc)))
-                continue
-            report.files.append(str(shown))
-            report.findings.extend(findings)
+        _check_each(project, path.parent, project.closure([path], path.parent)[1:MAX_FILES], report)
     return report
+
+
+def _check_each(project: Project, given: Path, paths: list[Path], report: FolderReport) -> None:
+    """Each file checked with its own rules into `report`; one that cannot be read is listed as skipped."""
+    for path in paths:
+        shown = _shown(given, path)
+        try:
+            findings = check_file(shown, project)
+        except CheckError as exc:
+            report.skipped.append((str(shown), str(exc)))
+            continue
+        report.files.append(str(shown))
+        report.findings.extend(findings)
