@@ -70,8 +70,18 @@ def language_flag(argv: list[str]) -> str | None:
     return known.lang if known.lang in LANGUAGES else None
 
 
+def replace_unencodable(*streams: object) -> None:
+    """A terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, a C locale without coercion) gets
+    `?` for a character it cannot encode, instead of UnicodeEncodeError in the middle of the output."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+            reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    replace_unencodable(sys.stdout, sys.stderr)
     start_language(language_flag(argv))  # before the parser: its --help is in that language
     parser = build_parser()
     args = parser.parse_args(argv)
