@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from mgtutor.training.runs.net import peer
-from mgtutor.training.runs.net.peer_probe import PROBE_TAG, REQUEST
+from mgtutor.training.runs.net.peer_probe import ANSWER_TYPES, PROBE_TAG, REQUEST
 from mgtutor.tui.cli import main as cli_main
 
 
@@ -48,6 +48,10 @@ HOSTILE = {
     "a list": b"[1, 2]\n",
     "not utf-8": b"\xff\xfe\x00{\n",
     "no newline, 4 KiB": b"x" * 4096,
+    "time 400 digits": b'{"tag": "mgtutor-peer", "time": ' + b"9" * 400 + b"}\n",
+    "mtu 400 digits": b'{"tag": "mgtutor-peer", "time": 1.0, "mtu": ' + b"9" * 400 + b"}\n",
+    "time 1e308": b'{"tag": "mgtutor-peer", "time": 1e308}\n',
+    "time below zero": b'{"tag": "mgtutor-peer", "time": -5}\n',
     "nothing": b"",
 }
 
@@ -62,6 +66,24 @@ def test_a_malformed_reply_is_one_line_of_the_report(name: str, capsys: pytest.C
     assert checks["clock"].status == "skip" and "\n" not in checks["clock"].detail
     assert report.served is None
     json.dumps(report.to_dict())  # what --json prints
+
+
+@pytest.mark.parametrize("name", ["time 400 digits", "mtu 400 digits", "time 1e308"])
+def test_a_number_out_of_range_is_named_as_such(name: str) -> None:
+    port, thread = _server(HOSTILE[name])
+    report = peer.check_peer(f"127.0.0.1:{port}", env={})
+    thread.join(10)
+    clock = next(c for c in report.checks if c.name == "clock")
+    assert clock.detail.startswith(f"the reply's {name.split()[0]} is out of range")
+
+
+def test_only_the_fields_of_the_probe_are_kept_from_a_reply() -> None:
+    reply = {"tag": PROBE_TAG, "time": 1.0, "host": "b", "extra": [[1] * 50], "_received": 3}
+    port, thread = _server(json.dumps(reply).encode() + b"\n")
+    report = peer.check_peer(f"127.0.0.1:{port}", env={})
+    thread.join(10)
+    assert report.served is not None and set(report.served) <= {"tag", *ANSWER_TYPES}
+    assert report.served["host"] == "b"
 
 
 def test_the_peer_command_prints_a_malformed_reply_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
