@@ -55,11 +55,12 @@ def _field_problem(key: str, value: Any) -> str | None:
     overflow a float, 1e308 would print as 300 digits of skew."""
     if not isinstance(value, ANSWER_TYPES[key]) or isinstance(value, bool):
         return f"the reply's {key} is malformed ({type(value).__name__})"
-    if key == "time" and not (isinstance(value, float) and math.isfinite(value) or isinstance(value, int)):
+    number: Any = value
+    if key == "time" and isinstance(number, float) and not math.isfinite(number):
         return "the reply's time is not a number"
-    if key == "time" and not 0 <= value < MAX_TIME:
+    if key == "time" and not 0 <= number < MAX_TIME:
         return "the reply's time is out of range"
-    if key == "mtu" and value is not None and not 0 < value <= MAX_MTU:
+    if key == "mtu" and number is not None and not 0 < number <= MAX_MTU:
         return "the reply's mtu is out of range"
     return None
 
