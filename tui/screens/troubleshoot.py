@@ -330,14 +330,21 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         box = self.query_one("#ts-findings", Vertical)
         box.remove_children()
         if findings:
-            box.mount_all(Static(card_markup(i, f), classes="fix-card") for i, f in enumerate(findings, 1))
+            cards = [Static(card_markup(i, f), classes="fix-card") for i, f in enumerate(findings, 1)]
             if any(f.script_frame for f in findings):
-                box.mount(Static("[dim]" + _("F: the patch mgtutor check --fix would write into your script") + "[/dim]"))
+                cards.append(Static("[dim]" + _("F: the patch mgtutor check --fix would write into your script")
+                                    + "[/dim]"))
+            box.mount_all(cards)
         # the answer goes where the user looks: at 80×24 it is drawn below the fold otherwise
-        self.call_after_refresh(self._reveal, "#ts-status")
+        self.call_after_refresh(self._reveal, bool(findings))
 
-    def _reveal(self, selector: str) -> None:
-        self.query_one("#ts-body", VerticalScroll).scroll_to_widget(self.query_one(selector), top=True, animate=False)
+    def _reveal(self, found: bool) -> None:
+        """The status line at the top, the first card under it; with findings the pane takes the keys
+        (↓, PgDn, End scroll it), so the rest of a long card is one key away."""
+        body = self.query_one("#ts-body", VerticalScroll)
+        body.scroll_to_widget(self.query_one("#ts-status"), top=True, animate=False)
+        if found:
+            body.focus(scroll_visible=False)
 
 
 __all__ = ["TroubleshootScreen", "RunRecord"]
