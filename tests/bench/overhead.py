@@ -2,6 +2,7 @@
 
     python tests/bench/overhead.py [--pairs 9] [--nproc 1] [--work 30000000]        # CPU-bound rank, gloo
     python tests/bench/overhead.py --gpu [--pairs 9] [--nproc 2] [--work 3000]      # launch-bound GPU loop, NCCL
+    python tests/bench/overhead.py --gpu --nproc 1 --model resnet50 --work 300      # a plain DDP ResNet loop
 
 Each pair runs both launchers back to back, in alternating order (plain first in even pairs,
 mgtutor first in odd ones) so a drift of the machine's load falls on both sides alike. The rate is
@@ -15,6 +16,7 @@ named (order rotated per round), and each variant gets its own median ratio agai
     mgtutor           `mgtutor run` as users start it (the default pair)
     mgtutor-omp1      the same with OMP_NUM_THREADS=1 (torchrun's own default; mgtutor sets cores ÷ nproc)
     mgtutor-quiet     the same with every live detector off (--hang-after 0 --rendezvous-warn 0 --silent-warn 0)
+    mgtutor-bare      the same with the ranks' step instrumentation off (--no-instrument)
     plain-omp         plain torchrun with mgtutor's OMP_NUM_THREADS
     plain-hook        plain torchrun with mgtutor's stack hook on PYTHONPATH and its Flight Recorder settings
     plain-wrapper     plain torchrun starting each rank through mgtutor's rank wrapper
@@ -37,7 +39,7 @@ WORKER = Path(__file__).with_name("overhead_worker.py")
 NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-VARIANTS = ("mgtutor", "mgtutor-omp1", "mgtutor-quiet", "plain-omp", "plain-hook", "plain-wrapper", "plain-again")
+VARIANTS = ("mgtutor", "mgtutor-omp1", "mgtutor-quiet", "mgtutor-bare", "plain-omp", "plain-hook", "plain-wrapper", "plain-again")
 QUIET = ["--hang-after", "0", "--rendezvous-warn", "0", "--silent-warn", "0"]
 
 
@@ -46,7 +48,7 @@ def launch_argv(launcher: str, nproc: int, backend: str, worker_args: list[str])
         wrapper = ["-m", "mgtutor.training.runs.launch.rank"] if launcher == "plain-wrapper" else []
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                 *wrapper, str(WORKER), *worker_args]
-    quiet = QUIET if launcher == "mgtutor-quiet" else []
+    quiet = QUIET if launcher == "mgtutor-quiet" else ["--no-instrument"] if launcher == "mgtutor-bare" else []
     return [sys.executable, "-m", "mgtutor.tui", "run", "--nproc", str(nproc), "--backend", backend, *quiet, "--",
             str(WORKER), *worker_args]
 
@@ -70,6 +72,8 @@ def launch_env(launcher: str, nproc: int, backend: str, scratch: Path) -> dict[s
 def one_run(launcher: str, args: argparse.Namespace, scratch: Path, index: int) -> dict[str, float]:
     report = scratch / f"{launcher}-{index}"
     worker_args = ["--mode", "gpu" if args.gpu else "cpu", "--work", str(args.work), "--report-dir", str(report)]
+    if args.gpu:
+        worker_args += ["--model", args.model, "--warmup", str(args.warmup_steps)]
     backend = "nccl" if args.gpu else "gloo"
     argv = launch_argv(launcher, args.nproc, backend, worker_args)
     env = {**os.environ, **NO_NVLS, "PYTHONUNBUFFERED": "1", **launch_env(launcher, args.nproc, backend, scratch)}
@@ -151,6 +155,9 @@ def main() -> int:
     parser.add_argument("--nproc", type=int, default=None, help="ranks per run (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--work", type=int, default=None,
                         help="per rank: loop iterations (CPU, default 30M) or timed steps (GPU, default 3000)")
+    parser.add_argument("--model", choices=("mlp", "resnet50", "resnet18"), default="mlp",
+                        help="GPU: the rank's model (mlp: launch-bound; resnets: a plain DDP loop, bf16, synthetic batch)")
+    parser.add_argument("--warmup-steps", type=int, default=50, help="GPU: untimed steps in each rank first")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--variant", action="append", choices=VARIANTS, default=None,
@@ -160,7 +167,7 @@ def main() -> int:
     args.nproc = args.nproc or (2 if args.gpu else 1)
     args.work = args.work or (3000 if args.gpu else 30_000_000)
     load = os.getloadavg()[0]
-    print(f"overhead: {'GPU launch-bound loop' if args.gpu else 'CPU-bound loop'}, {args.nproc} rank(s), "
+    print(f"overhead: {'GPU ' + args.model + ' loop' if args.gpu else 'CPU-bound loop'}, {args.nproc} rank(s), "
           f"{args.pairs} pairs (+{args.warmup_pairs} warm-up), load average {load:.2f} on {os.cpu_count()} CPUs",
           flush=True)
     try:
