@@ -14,7 +14,7 @@ from conftest import mgtutor_argv, no_gpu_env
 
 from mgtutor.training.runs.events.writer import read_events
 from mgtutor.training.runs.events.types import BatchResultEvent, BatchTrialEvent
-from mgtutor.training.worker.batchfit import Bisect, Confirm, Line, chosen_batch, fit_line, split_global
+from mgtutor.training.runs.batchfit import Bisect, Confirm, Line, chosen_batch, fit_line, split_global
 
 MIB = 1 << 20
 

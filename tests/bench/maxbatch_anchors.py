@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import torch
 
 from mgtutor.training.worker.batchfind import TrialStep, is_oom
-from mgtutor.training.worker.batchfit import Bisect
+from mgtutor.training.runs.batchfit import Bisect
 
 STEPS = 3  # real steps per trial, as the measurement took them
 

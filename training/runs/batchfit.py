@@ -1,4 +1,7 @@
-"""The batch finder's arithmetic, without torch: fit the memory line, pick the next trial, split a global batch.
+"""The batch finders' arithmetic, without torch: fit the memory line, pick the next trial, split a global batch.
+
+Shared by the trainer's finder inside the ranks (training/worker/batchfind.py) and `mgtutor fit` in the parent
+(diagnostics/bench/scriptfit.py), which is why it sits in the torch-free run layer and not among the workers.
 
 A training step's peak memory grows in a straight line with the batch: `peak = fixed + per_sample × B`,
 where `fixed` is weights, gradients and optimizer state (and the allocator's own slack) and
@@ -11,6 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# `mgtutor fit`'s trials (diagnostics/bench/scriptfit.py starts them, training/worker/fit_trial.py ends them)
+STOP_ENV = "MGTUTOR_STOP_AFTER_STEPS"  # K: the ranks' hook ends the script after its K-th optimizer step
+TRIAL_BATCH_ENV = "MGTUTOR_TRIAL_BATCH"  # the batch the trial gave the script (reported where no DataLoader shows it)
 ROUND_TO = 8  # the chosen batch is a multiple of 8: what tensor cores like, and easy to read
 DEFAULT_MARGIN = 0.05  # of the memory the rank can use: fragmentation, NCCL's buffers, DDP's buckets
 CONFIRM_STEP = 0.01  # confirm trials walk 1 % steps near the prediction, then bisect
@@ -67,8 +73,9 @@ class Confirm:
     when it does not, then bisect between the largest fit and the smallest failure. `floor_fit`
     (the largest fit trial) bounds the walk down; it does not count as bracketing the edge."""
 
-    def __init__(self, predicted: int, cap: int | None = None, floor_fit: int = 0) -> None:
+    def __init__(self, predicted: int, cap: int | None = None, floor_fit: int = 0, precision: float = PRECISION) -> None:
         self.cap = cap
+        self.precision = precision  # done when a fit and a failure are this close (a fraction of the fit)
         self.best_fit = floor_fit  # largest batch known to fit
         self.first_fail: int | None = cap + 1 if cap else None  # smallest batch known to fail
         self.predicted = max(1, min(predicted, cap) if cap else predicted)
@@ -94,7 +101,7 @@ class Confirm:
     def done(self) -> bool:
         if self.first_fail is None or self.best_fit == 0:
             return False
-        return self.first_fail - self.best_fit <= max(1, math.floor(self.best_fit * PRECISION))
+        return self.first_fail - self.best_fit <= max(1, math.floor(self.best_fit * self.precision))
 
     def next_batch(self) -> int | None:
         if self.done():

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from mgtutor.training.worker.batchfit import CONFIRM_STEP, Confirm, Line, SMALL_BATCH, Trial, chosen_batch, fit_line
+from mgtutor.training.runs.batchfit import CONFIRM_STEP, Confirm, Line, SMALL_BATCH, Trial, chosen_batch, fit_line
 from mgtutor.training.worker.data import SyntheticBank, synthetic_bank_size
 from mgtutor.training.worker.models import build_model
 from mgtutor.training.worker.steps import Stepper, make_optimizer

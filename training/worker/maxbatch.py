@@ -21,7 +21,7 @@ import torch.distributed as dist
 from mgtutor.training.runs.events.writer import EventWriter
 from mgtutor.training.runs.launch.train_options import add_train_options
 from mgtutor.training.worker.batchfind import BatchFinder, Search, is_oom
-from mgtutor.training.worker.batchfit import split_global
+from mgtutor.training.runs.batchfit import split_global
 
 _SKIP = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
          "--checkpoint-dir", "--checkpoint-every", "--record-indices", "--batch-size", "--steps", "--epochs")
