@@ -7,10 +7,12 @@ import json
 from importlib import resources
 from typing import Any
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
-    "integer": (int,), "number": (int, float), "null": (type(None),),
-}
+from mgtutor.training.foundation.json_decode import DecodeError, fit, json_name
+
+# JSON Schema's type names as the one decoder's types (training/foundation/json_decode.py): the same
+# rules as events and records (an integer is never a bool; a number is finite)
+_HINTS: dict[str, Any] = {"object": dict[str, Any], "array": list[Any], "string": str, "boolean": bool,
+                          "integer": int, "number": float, "null": None}
 
 
 def load_schema(name: str) -> dict[str, Any]:
@@ -20,9 +22,11 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def _is(value: Any, type_name: str) -> bool:
-    if type_name in ("integer", "number") and isinstance(value, bool):
+    try:
+        fit(value, _HINTS[type_name])
+    except DecodeError:
         return False
-    return isinstance(value, _TYPES[type_name])
+    return True
 
 
 def errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[str]:
@@ -32,7 +36,7 @@ def errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[str]:
     if types is not None:
         names = [types] if isinstance(types, str) else types
         if not any(_is(value, t) for t in names):
-            return [f"{where}: expected {' or '.join(names)}, got {type(value).__name__}"]
+            return [f"{where}: expected {' or '.join(names)}, got {json_name(value)}"]
     if "enum" in schema and value not in schema["enum"]:
         found.append(f"{where}: {value!r} not one of {schema['enum']}")
     if isinstance(value, dict):

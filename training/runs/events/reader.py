@@ -11,63 +11,15 @@ in `skipped` and left out: a torn or foreign line never stops a consumer.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.runs.events.types import BY_KIND, BY_TYPE, AllReduceRow, Event, EventType
+from mgtutor.training.foundation.json_decode import DecodeError, decode, parse
 from mgtutor.training.foundation.safe_io import open_regular
+from mgtutor.training.runs.events.types import BY_KIND, BY_TYPE, Event, EventType
 
 READ_LIMIT = 1 << 22  # bytes per poll: a huge backlog is read over several polls
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "int": _is_int,
-    "float": _is_number,
-    "str": lambda v: isinstance(v, str),
-    "bool": lambda v: isinstance(v, bool),
-    "None": lambda v: v is None,
-    "list[int]": lambda v: isinstance(v, list) and all(_is_int(i) for i in v),
-}
-
-
-def _valid(annotation: str, value: Any) -> bool:
-    return any(_CHECKS[alt](value) for alt in annotation.split(" | ") if alt in _CHECKS)
-
-
-def _build(cls: type, data: dict[str, Any]) -> Any | None:
-    """An instance of the dataclass `cls` from `data`, or None when a field breaks its declared type."""
-    kwargs: dict[str, Any] = {}
-    for spec in dataclasses.fields(cls):
-        if spec.name in ("line", "extra", "source"):
-            continue
-        if spec.name not in data:
-            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
-                return None
-            continue
-        value = data[spec.name]
-        annotation = str(spec.type)
-        if annotation == "tuple[AllReduceRow, ...]":
-            if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
-                return None
-            rows = [_build(AllReduceRow, row) for row in value]
-            if any(row is None for row in rows):
-                return None
-            value = tuple(rows)
-        elif not _valid(annotation, value):
-            return None
-        kwargs[spec.name] = value
-    return cls(**kwargs)
 
 
 def event_from_json(data: Any, line: int = 0, source: str = "") -> Event | None:
@@ -79,25 +31,21 @@ def event_from_json(data: Any, line: int = 0, source: str = "") -> Event | None:
     except ValueError:
         return None
     cls = BY_KIND.get((kind, data["kind"])) if isinstance(data.get("kind"), str) else None
-    cls = cls or BY_TYPE[kind]
-    known = {f.name for f in dataclasses.fields(cls)}
     body = {k: v for k, v in data.items() if k != "type"}
     try:
-        event = _build(cls, body)
-    except (TypeError, ValueError):
+        event = decode(cls or BY_TYPE[kind], body, skip=("line", "source"))
+    except DecodeError:
         return None
-    if event is None:
-        return None
-    extra = {k: v for k, v in body.items() if k not in known}
-    return dataclasses.replace(event, line=line, extra=extra, source=source)
+    return dataclasses.replace(event, line=line, source=source)
 
 
 def parse_event(raw: str | bytes, line: int = 0) -> Event | None:
-    """One event from one line of text, or None for a torn, foreign or malformed line."""
+    """One event from one line of text, or None for a torn, foreign or malformed line (one past
+    json_decode's limits too: nested too deep, a 400-digit number, NaN)."""
     try:
         text = raw.decode() if isinstance(raw, bytes) else raw
-        data = json.loads(text)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        data = parse(text)
+    except (DecodeError, UnicodeDecodeError):
         return None
     return event_from_json(data, line, text.strip())
 

@@ -29,6 +29,7 @@ import platformdirs
 import psutil
 
 from mgtutor.training.foundation.i18n import N_, retold
+from mgtutor.training.foundation.json_decode import DecodeError, parse
 from mgtutor.training.runs.net.multinode import hosted_ranks
 from mgtutor.training.runs.records.types import (
     FIELD_IS,
@@ -84,11 +85,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_private_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+MAX_RECORD_BYTES = 32 << 20  # a result.json of MAX_RANKS ranks is about 12 MiB
+
+
 def read_json(path: Path) -> Any | None:
-    try:
-        return json.loads(read_regular(path))
-    except (OSError, ValueError):
-        return None
+    """The JSON in `path` (json_decode's limits), or None when it cannot be read whole."""
+    return read_json_why(path)[0]
 
 
 # Why a record file could not be read: English (compared, printed by --json), said with `said_problem`.
@@ -96,6 +98,8 @@ MISSING = N_("{name} is missing")
 UNREADABLE = N_("{name} is unreadable ({why})")
 NOT_JSON = N_("{name} is truncated or not JSON ({size} bytes)")
 NO_OBJECT = N_("{name} holds no JSON object")
+TOO_LARGE = N_("{name} is larger than {mib} MiB")
+NOT_READ = N_("{name} cannot be read: {why}")
 HAS_A = N_("{name} has a {problem}")
 WRONG_TYPE = N_("wrong type: {fields}")
 
@@ -105,22 +109,28 @@ def said_problem(problem: str) -> str:
     def fields(text: str) -> str:
         return ", ".join(retold(field, (FIELD_IS,)) for field in text.split(", "))
 
-    return retold(problem, (MISSING, UNREADABLE, NOT_JSON, NO_OBJECT, HAS_A),
+    return retold(problem, (MISSING, UNREADABLE, NOT_JSON, NO_OBJECT, TOO_LARGE, NOT_READ, HAS_A),
                   problem=lambda inner: retold(inner, (WRONG_TYPE,), fields=fields))
 
 
 def read_json_why(path: Path) -> tuple[Any, str | None]:
-    """(data, None), or (None, why it could not be read): missing, unreadable, not a file, or not whole JSON."""
+    """(data, None), or (None, why it could not be read): missing, unreadable, not a file, too large, not
+    whole JSON, or JSON past json_decode's limits (nested too deep, a 400-digit number, NaN)."""
     try:
-        text = read_regular(path).decode("utf-8", "replace")
+        raw = read_regular(path, limit=MAX_RECORD_BYTES + 1)
     except FileNotFoundError:
         return None, MISSING.format(name=path.name)
     except OSError as exc:
         return None, UNREADABLE.format(name=path.name, why=exc.strerror or exc)
+    if len(raw) > MAX_RECORD_BYTES:
+        return None, TOO_LARGE.format(name=path.name, mib=MAX_RECORD_BYTES >> 20)
+    text = raw.decode("utf-8", "replace")
     try:
-        data = json.loads(text)
-    except ValueError:
-        return None, NOT_JSON.format(name=path.name, size=len(text))
+        data = parse(text)
+    except DecodeError as exc:
+        if exc.why.startswith("not JSON"):
+            return None, NOT_JSON.format(name=path.name, size=len(text))
+        return None, NOT_READ.format(name=path.name, why=exc.why)
     if not isinstance(data, dict):
         return None, NO_OBJECT.format(name=path.name)
     return data, None
@@ -208,11 +218,20 @@ class RunRecord:
 
     # result.json
     def saved_result(self) -> RunResult | None:
-        data = read_json(self.path / "result.json")
-        result = RunResult.from_json(data) if isinstance(data, dict) and data else None
-        if result is not None and result.problem:
+        return self.read_result()[0]
+
+    def read_result(self) -> tuple[RunResult | None, str | None]:
+        """(the saved result, None); (None, None) while there is none yet; (None, why) when result.json is
+        there and cannot be read; (the result, which fields were left out) when parts of it have the wrong type."""
+        data, problem = read_json_why(self.path / "result.json")
+        if data is None:
+            return None, None if problem == MISSING.format(name="result.json") else problem
+        if not data:
+            return None, None
+        result = RunResult.from_json(data)
+        if result.problem:
             result.problem = HAS_A.format(name="result.json", problem=result.problem)
-        return result
+        return result, result.problem
 
     def unreadable(self) -> bool:
         """No meta.json to read (mode 000, another owner's, not a file) and no result: nothing says how it went."""
@@ -221,15 +240,21 @@ class RunRecord:
 
     def problems(self) -> list[str]:
         """Why parts of this record could not be read (missing, unreadable, not a file, wrong type)."""
-        found = [self.meta().problem, (self.saved_result() or RunResult()).problem]
+        found = [self.meta().problem, self.read_result()[1]]
         return [p for p in found if p]
 
     def write_result(self, result: RunResult) -> None:
         write_json_atomic(self.path / "result.json", result.to_json())
 
     def result(self) -> RunResult:
-        """The saved result, or one rebuilt from the rank files when the supervisor died."""
-        return self.saved_result() or build_result(self)
+        """The saved result, or one rebuilt from the rank files when the supervisor died (its `problem`
+        saying why result.json could not be read, if it is there)."""
+        saved, problem = self.read_result()
+        if saved is not None:
+            return saved
+        rebuilt = build_result(self)
+        rebuilt.problem = problem
+        return rebuilt
 
     # stop.lock
     @contextmanager
@@ -446,7 +471,8 @@ def _is_run_dir(path: Path) -> bool:
     try:
         if not path.is_dir() or path.is_symlink():
             return False
-        return (path / "meta.json").exists()
+        os.lstat(path / "meta.json")  # not exists(): a meta.json that links to itself is listed too
+        return True
     except PermissionError:
         return True
     except OSError:

@@ -7,15 +7,13 @@ str-valued enum, so `status == "failed"` and the JSON on disk stay as they were.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import types
-import typing
 from dataclasses import dataclass, field
 from enum import Enum
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mgtutor.training.foundation.i18n import N_
+from mgtutor.training.foundation.json_decode import Bounds, decode_lenient, shown
 
 T = TypeVar("T")
 
@@ -44,62 +42,25 @@ class RunStatus(str, Enum):
 
 FIELD_IS = N_("{key} is {value}")  # a field of the wrong type, in a record's `problem`
 
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _plausible(value: Any, hint: Any) -> bool:
-    """Whether a JSON value fits a field's type (`"started": "yesterday"` does not fit `float | None`)."""
-    if hint is Any:
-        return True
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_plausible(value, arm) for arm in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint in (int, float):  # JSON has one number type; a bool is no number here
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and (hint is float or float(value).is_integer())
-    if hint is str:
-        return isinstance(value, str)
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return isinstance(value, (str, hint))
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return isinstance(value, (dict, hint))
-    if origin is list:
-        (item,) = typing.get_args(hint) or (Any,)
-        return isinstance(value, list) and all(_plausible(v, item) for v in value)
-    if origin is dict:
-        key, item = typing.get_args(hint) or (Any, Any)
-        return isinstance(value, dict) and all(_plausible(v, item) for v in value.values())
-    return True
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+# What a record's numbers may be: a hand-written or hostile record must not make a reader build a
+# billion ranks, signal a pid no kernel has, or format a time past the year 2286.
+MAX_RANKS = 1 << 16
+RANKS = Bounds(0, MAX_RANKS)
+LISTED = Bounds(items=MAX_RANKS)  # one entry per rank at most
+PID = Bounds(0, (1 << 31) - 1)  # 0: none (a supervisor not started yet)
+EXIT = Bounds(-(1 << 31), (1 << 31) - 1)
+TIME = Bounds(0, 1e10)  # unix seconds
+SECONDS = Bounds(-1e10, 1e10)
 
 
 def _from_json(cls: type[T], data: Any) -> T:
-    """The dataclass from a JSON object: known fields of a plausible type, the rest in `extra`. A known
-    field of the wrong type takes its default, and `problem` (where the class has it) says which."""
-    data = data if isinstance(data, dict) else {}
-    hints = _hints(cls)  # type: ignore[arg-type]
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    known, wrong = {}, []
-    for key, value in data.items():
-        if key in names and key not in ("extra", "problem"):
-            if _plausible(value, hints[key]):
-                known[key] = value
-            else:
-                wrong.append(FIELD_IS.format(key=key, value=_shown(value)))
-    extra = {k: v for k, v in data.items() if k not in names}
-    obj = cls(**known, extra=extra)  # type: ignore[call-arg]
-    if wrong and "problem" in names:
-        object.__setattr__(obj, "problem", "wrong type: " + ", ".join(wrong))  # said with records.WRONG_TYPE
+    """The dataclass from a JSON object (json_decode's rules): known fields that fit, the rest in `extra`.
+    A known field that does not fit (a wrong type, out of its bounds) takes its default, and `problem`
+    (where the class has it) says which."""
+    obj, wrong = decode_lenient(cls, data if isinstance(data, dict) else {}, skip=("problem",))
+    if wrong and "problem" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
+        said = ", ".join(FIELD_IS.format(key=w.field, value=shown(w.value)) for w in wrong)
+        object.__setattr__(obj, "problem", "wrong type: " + said)  # said with records.WRONG_TYPE
     return obj
 
 
@@ -156,10 +117,10 @@ class RunMeta(JsonRecord):
     label: str = ""
     target: list[str] = field(default_factory=list)
     torchrun_argv: list[str] = field(default_factory=list)
-    world_size: int = 0
-    nproc_per_node: int = 0
-    nnodes: int = 1
-    node_rank: int = 0
+    world_size: Annotated[int, RANKS] = 0
+    nproc_per_node: Annotated[int, RANKS] = 0
+    nnodes: Annotated[int, RANKS] = 1
+    node_rank: Annotated[int, RANKS] = 0
     backend: str = ""
     devices: list[dict[str, Any]] = field(default_factory=list)
     device_note: str = ""
@@ -167,13 +128,13 @@ class RunMeta(JsonRecord):
     secret_digests: dict[str, Any] = field(default_factory=dict)  # keyed hashes of the secrets at launch (secrets.py)
     host: str = ""
     cwd: str = ""
-    started: float | None = None
-    ended: float | None = None
+    started: Annotated[float | None, TIME] = None
+    ended: Annotated[float | None, TIME] = None
     status: RunStatus = RunStatus.RUNNING
-    supervisor_pid: int | None = None
-    pgid: int | None = None
-    torchrun_pid: int | None = None
-    global_ranks: list[int] = field(default_factory=list)
+    supervisor_pid: Annotated[int | None, PID] = None
+    pgid: Annotated[int | None, PID] = None
+    torchrun_pid: Annotated[int | None, PID] = None
+    global_ranks: Annotated[list[Annotated[int, RANKS]], LISTED] = field(default_factory=list)
     # multi-node only (training/runs/net/multinode.py)
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
@@ -205,15 +166,15 @@ class RunMeta(JsonRecord):
 @dataclass
 class RankExit(JsonRecord, RankExitCode):
     """ranks/rank<R>.json, written by the rank wrapper when the rank starts and again when it ends."""
-    rank: int = 0
-    local_rank: int = 0
-    node_rank: int = 0
-    world_size: int = 1
-    pid: int | None = None
-    wrapper_pid: int | None = None
-    started: float | None = None
-    ended: float | None = None
-    exit_code: int | None = None
+    rank: Annotated[int, RANKS] = 0
+    local_rank: Annotated[int, RANKS] = 0
+    node_rank: Annotated[int, RANKS] = 0
+    world_size: Annotated[int, RANKS] = 1
+    pid: Annotated[int | None, PID] = None
+    wrapper_pid: Annotated[int | None, PID] = None
+    started: Annotated[float | None, TIME] = None
+    ended: Annotated[float | None, TIME] = None
+    exit_code: Annotated[int | None, EXIT] = None
     signal: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -222,11 +183,11 @@ class RankExit(JsonRecord, RankExitCode):
 @dataclass
 class RankOutcome(JsonRecord, RankExitCode):
     """One rank's line in result.json."""
-    rank: int = 0
-    exit_code: int | None = None
+    rank: Annotated[int, RANKS] = 0
+    exit_code: Annotated[int | None, EXIT] = None
     signal: str | None = None
-    pid: int | None = None
-    ended: float | None = None
+    pid: Annotated[int | None, PID] = None
+    ended: Annotated[float | None, TIME] = None
     outcome: str = ""  # ok | failed | stopped | stopped after the first failure | never started | no exit recorded
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -234,8 +195,8 @@ class RankOutcome(JsonRecord, RankExitCode):
 
 @dataclass
 class FirstFailure:
-    rank: int | None = None
-    exit_code: int | None = None
+    rank: Annotated[int | None, RANKS] = None
+    exit_code: Annotated[int | None, EXIT] = None
     signal: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -253,10 +214,10 @@ class FirstFailure:
 @dataclass
 class StopReport:
     """What `Run.stop` did: how many processes it signalled, which needed SIGKILL, who survived."""
-    requested: float | None = None
+    requested: Annotated[float | None, TIME] = None
     processes: int = 0
-    killed: list[Any] = field(default_factory=list)
-    survivors: list[Any] = field(default_factory=list)
+    killed: Annotated[list[Any], LISTED] = field(default_factory=list)
+    survivors: Annotated[list[Any], LISTED] = field(default_factory=list)
     clean: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -274,13 +235,13 @@ class RunResult(JsonRecord):
     run_id: str = ""
     status: RunStatus = RunStatus.FINISHED
     backend: str | None = None
-    world_size: int = 0
-    nnodes: int = 1
-    node_rank: int = 0
-    ranks: list[RankOutcome] = field(default_factory=list)
+    world_size: Annotated[int, RANKS] = 0
+    nnodes: Annotated[int, RANKS] = 1
+    node_rank: Annotated[int, RANKS] = 0
+    ranks: Annotated[list[RankOutcome], LISTED] = field(default_factory=list)
     first_failure: FirstFailure | None = None
-    torchrun_exit_code: int | None = None
-    duration_s: float | None = None
+    torchrun_exit_code: Annotated[int | None, EXIT] = None
+    duration_s: Annotated[float | None, SECONDS] = None
     stop: StopReport | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     problem: str | None = None  # not on disk: which fields of result.json had the wrong type
