@@ -1,7 +1,9 @@
 """The Monitor's hang hook: the hang panel fed from the run's HangWatch alerts, and `x` for stacks now.
 
 A mixin of MonitorScreen (monitor.py keeps only the wiring): `post_hang` runs on the watch worker's
-thread and reads the saved stack files there; `show_hang` runs on the UI thread.
+thread and reads the saved stack files there; `show_hang` runs on the UI thread. A run reopened from
+Runs after it hung and was stopped shows, opened, the hang its record keeps (`on_attach_run`, which
+Textual calls after the screen's own handler): the report `mgtutor diagnose` reads.
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from textual import work
 
 from mgtutor.training.foundation.i18n import _, current_language
 from mgtutor.diagnostics.failures.hang import HangReport
-from mgtutor.diagnostics.failures.hang_watch import HangAlert, take_report
-from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.diagnostics.failures.hang_watch import HangAlert, latest_report, take_report
+from mgtutor.training.runs.records.record import RunRecord, RunStatus
+from mgtutor.tui.messages import AttachRun
 from mgtutor.tui.widgets.hang_panel import HangPanel
 
 
@@ -26,7 +29,23 @@ class HangHook:
             if isinstance(alert, HangAlert) and alert.report is not None:
                 self.post_hang(record, alert.report)
 
-    def post_hang(self, record: RunRecord, report: HangReport) -> None:
+    def on_attach_run(self, message: AttachRun) -> None:
+        self.show_saved_hang(message.record)
+
+    @work(thread=True, exclusive=True, group="monitor-saved-hang")
+    def show_saved_hang(self, record: RunRecord) -> None:
+        """A live run's hang watch speaks for it, and a finished run did not hang; any other ended run
+        shows the newest hang saved in its stacks/, if it names one."""
+        try:
+            if record.status() in (RunStatus.RUNNING, RunStatus.FINISHED):
+                return
+            report = latest_report(record)
+        except (OSError, ValueError):
+            return
+        if report is not None and report.finding() is not None:
+            self.post_hang(record, report, opened=True)
+
+    def post_hang(self, record: RunRecord, report: HangReport, opened: bool = False) -> None:
         """From a worker thread: the panel shows the report, each rank's saved stack folded under it."""
         stacks = {}
         for rank, path in report.stacks.items():
@@ -38,11 +57,14 @@ class HangHook:
         said = {**report.to_dict(), **report.said}
         if current_language() != "en":  # each rank's line said as the report says it (English keeps the compact form)
             said["where_said"] = {str(r): w.describe(_) for r, w in report.where.items()}
-        self.app.call_from_thread(self.show_hang, record.run_id, said, stacks)  # type: ignore[attr-defined]
+        self.app.call_from_thread(self.show_hang, record.run_id, said, stacks, opened)  # type: ignore[attr-defined]
 
-    def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str]) -> None:
+    def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str], opened: bool = False) -> None:
         if self.record is not None and self.record.run_id == run_id:
-            self.query_one(HangPanel).show(report, stacks)  # type: ignore[attr-defined]
+            panel = self.query_one(HangPanel)  # type: ignore[attr-defined]
+            panel.show(report, stacks)
+            if opened:
+                panel.collapsed = False
 
     def clear_hang(self) -> None:
         self.query_one(HangPanel).clear()  # type: ignore[attr-defined]

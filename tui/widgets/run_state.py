@@ -3,6 +3,7 @@ when it fails, the banner that says why."""
 from __future__ import annotations
 
 from rich.text import Text
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from mgtutor.training.foundation.i18n import N_, _
@@ -81,25 +82,29 @@ class RunStateLine(Static):
         self.update(text, layout=False)  # two lines, always: no layout pass 4 times a second
 
 
-class FailureBanner(Static):
-    """Hidden until the run fails; then the record's facts first, the diagnosis (if any) below."""
+class FailureBanner(VerticalScroll):
+    """Hidden until the run fails; then the record's facts first, the diagnosis (if any) below. It grows
+    with the diagnosis up to half the run view and scrolls beyond (it takes the keys when focused): the
+    fix is never cut off."""
 
     DEFAULT_CSS = """
-    FailureBanner { display: none; height: auto; max-height: 6; background: $error 30%; padding: 0 1; }
+    FailureBanner { display: none; height: auto; max-height: 50%; background: $error 30%; padding: 0 1; }
     FailureBanner.-visible { display: block; }
+    FailureBanner > Static { height: auto; }
     """
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__(Static("", classes="failure-text"), **kwargs)  # type: ignore[arg-type]
         self.plain = ""
         self.lesson: str | None = None
 
     def show(self, state: RunState, finding: Finding | None = None) -> None:
         headline = describe_failure(state)
         self.set_class(headline is not None, "-visible")
+        words = self.query_one(".failure-text", Static)
         if headline is None:
             self.plain, self.lesson = "", None
-            self.update("")
+            words.update("")
             return
         text = Text()
         text.append("✗ ", "bold red")
@@ -114,8 +119,10 @@ class FailureBanner(Static):
             self.lesson = finding.lesson or None
             if self.lesson:
                 text.append("  " + _("(o: open lesson {lesson})").format(lesson=self.lesson), "dim")
+        if text.plain != self.plain:
+            self.scroll_home(animate=False)
         self.plain = text.plain
-        self.update(text)
+        words.update(text)
 
 
 class AlertBanner(Static):
