@@ -15,6 +15,7 @@ from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagno
 from mgtutor.tui.commands.check import patch_lines
 from mgtutor.diagnostics.meters import Sampler
 from mgtutor.training.runs.launch.control import Interrupted, deferred, follow_signals
+from mgtutor.training.runs.launch.disk import DROPPED_KEY, dropped_note
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan, said_device_note
 from mgtutor.training.runs.net.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.launch.rank import MEMORY_ENV
@@ -288,8 +289,10 @@ def follow_exit_code(final: Update) -> int:
 
 
 def describe_result(result: RunResult) -> str:
-    """How the run ended, in the language in force (the record's words in English)."""
-    return result.describe(_)
+    """How the run ended, in the language in force (the record's words in English), and any output a full
+    disk lost."""
+    lost = dropped_note(result.extra.get(DROPPED_KEY))
+    return result.describe(_) + ("\nmgtutor: " + lost if lost else "")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -62,6 +62,7 @@ class EventWriter:
 
     def __init__(self, path: str | os.PathLike[str] | None, rank: int) -> None:
         self.rank = rank
+        self.dropped = 0  # events a full disk (or another write error) lost
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600) if path else None
 
     @classmethod
@@ -70,7 +71,10 @@ class EventWriter:
 
     def emit(self, event_type: str, **fields: Any) -> None:
         if self._fd is not None:
-            os.write(self._fd, encode(event_type, self.rank, **fields))
+            try:
+                os.write(self._fd, encode(event_type, self.rank, **fields))
+            except OSError:  # a full disk loses the event, never the training
+                self.dropped += 1
 
     def close(self) -> None:
         if self._fd is not None:

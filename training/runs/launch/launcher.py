@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, s
 from mgtutor.training.runs.events.writer import EVENTS_ENV
 from mgtutor.training.runs.forensics.flight import flight_env
 from mgtutor.training.runs.net.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
+from mgtutor.training.runs.launch.disk import reserve, space_problem, update_meta_anyway, write_json_anyway
 from mgtutor.training.runs.launch.procs import describe, run_processes, signal_all
 from mgtutor.training.foundation.safe_io import open_private, path_kind
 from mgtutor.training.foundation.secrets import redact_env, secret_digests, secret_values
@@ -40,6 +42,7 @@ from mgtutor.training.runs.records.record import (
     RunStatus,
     StopReport,
     build_result,
+    runs_root,
 )
 
 BACKENDS = ("auto", "nccl", "gloo")
@@ -47,6 +50,7 @@ BACKENDS = ("auto", "nccl", "gloo")
 # the tests' torch-free stand-in (tests/standin/torchrun.py) for the run layer's own plumbing.
 LAUNCHER_ENV = "MGTUTOR_LAUNCHER"
 BACKEND_ENV = "MGTUTOR_BACKEND"
+RESULT_RESERVE = 8192  # bytes set aside for result.json, and 512 a rank: written even when the disk fills
 _RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "CUDA_", "OMP_", "MGTUTOR_")
 
 
@@ -212,11 +216,29 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
         node = plan_node(spec.nnodes, spec.node_rank, spec.rdzv_endpoint, spec.rdzv_id, spec.rdzv_timeout)
     except NodeError as exc:
         raise LaunchError(str(exc)) from None
+    too_little, low = space_problem(root or runs_root())
+    if too_little:
+        raise LaunchError(too_little)
     try:
         record = RunRecord.create(spec.label, root)
     except OSError as exc:  # runs/ is a file, a symlink, or not writable
-        where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in (exc.strerror or "") else ""
-        raise LaunchError(_("cannot keep the run record: {why}").format(why=f"{exc.strerror or exc}{where}")) from None
+        raise LaunchError(_("cannot keep the run record: {why}").format(why=os_error_words(exc))) from None
+    try:
+        return _start(spec, record, the_plan, target, node, low)
+    except OSError as exc:  # the disk filled, or the folder went away: no half-made record is left
+        shutil.rmtree(record.path, ignore_errors=True)
+        raise LaunchError(_("cannot keep the run record: {why}").format(why=os_error_words(exc))) from None
+
+
+def os_error_words(exc: OSError) -> str:
+    """"No space left on device (/path)": the reason, and the file when the reason does not name it."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in (exc.strerror or "") else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def _start(spec: LaunchSpec, record: RunRecord, the_plan: Plan, target: list[str], node: NodePlan | None,
+           low_space: str | None) -> Run:
+    """Write the record's meta.json and start the supervisor; OSError when the record cannot be written."""
     argv = torchrun_argv(target, the_plan.nproc, free_port(), record.run_id,
                          rendezvous_args(node) if node else None)
     env = rank_env({**os.environ, **spec.env}, record, the_plan.backend, the_plan.nproc, node)
@@ -233,13 +255,17 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
         "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
     }))
+    reserve(record.path / "result.json", min(RESULT_RESERVE + 512 * the_plan.nproc, 4 << 20))
     with os.fdopen(open_private(record.torchrun_log, append=True), "ab") as log:
+        if low_space:  # the first line the follower shows, and kept with the run
+            log.write(("mgtutor: " + _("warning: {message}").format(message=low_space) + "\n").encode())
+            log.flush()
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "mgtutor.training.runs.launch.supervise", str(record.path)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=env, cwd=spec.cwd, start_new_session=True,
         )
-    record.update_meta(supervisor_pid=supervisor.pid, pgid=supervisor.pid)
+    update_meta_anyway(record, supervisor_pid=supervisor.pid, pgid=supervisor.pid)
     return Run(record, supervisor)
 
 
@@ -300,6 +326,9 @@ class Run:
         if was_running and result.first_failure is None:
             result.status = RunStatus.STOPPED
         result.stop = report
-        self.record.write_result(result)
-        self.record.update_meta(ended=self.record.meta().ended or time.time(), status=result.status)
+        write_json_anyway(self.record.path / "result.json", result.to_json())
+        try:
+            self.record.update_meta(ended=self.record.meta().ended or time.time(), status=result.status)
+        except OSError:  # a full disk: the result above is what counts
+            pass
         return result

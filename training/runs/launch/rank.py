@@ -1,9 +1,10 @@
 """Per-rank wrapper: torchrun starts this once per rank, and it runs the real rank as a child.
 
 Why a wrapper: torchrun does not tell which rank exited how, and its log files move between
-versions. The wrapper opens `logs/rank<R>.stdout.log`/`.stderr.log` in the run directory and hands
-them to the child as its stdout/stderr (the rank writes its own files: nothing is lost if the UI
-dies), and records the child's pid, exit code or signal and end time in `ranks/rank<R>.json`.
+versions. The wrapper opens `logs/rank<R>.stdout.log`/`.stderr.log` in the run directory and copies
+the child's stdout/stderr into them through pipes (pump.py: nothing is lost if the UI dies, and a
+full disk drops output instead of ending the training), and records the child's pid, exit code or
+signal, end time and any output it could not write in `ranks/rank<R>.json`.
 
     python -m mgtutor.training.runs.launch.rank -m some.module ARGS…   |   python -m mgtutor.training.runs.launch.rank SCRIPT ARGS…
 """
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from mgtutor.training.runs.launch.disk import DROPPED_KEY, write_json_anyway
+from mgtutor.training.runs.launch.pump import LogPump
 from mgtutor.training.runs.records.record import RUN_DIR_ENV, RankExit, RunRecord
 from mgtutor.training.foundation.safe_io import open_private, private_dir
 
@@ -24,6 +27,7 @@ MEMORY_ENV = "MGTUTOR_MEMORY_HISTORY"  # "1": `mgtutor run --memory` (training/w
 _MEMORY_RECORDER = ["-m", "mgtutor.training.worker.memory_record"]
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
+DRAIN_S = 3.0  # after the rank's end, how long its output may still come (from a process it left behind)
 
 
 def _die_with_parent() -> None:
@@ -53,17 +57,19 @@ def main(argv: list[str]) -> int:
         return 1
     rank = int(os.environ.get("RANK", "0"))
     record = RunRecord(os.environ[RUN_DIR_ENV]) if os.environ.get(RUN_DIR_ENV) else None
-    stdout, stderr = open_rank_logs(record, rank) if record else (None, None)
+    pumps = [LogPump(log) for log in open_rank_logs(record, rank)] if record else []
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if env.get(MEMORY_ENV) == "1":  # the allocator's history, and a snapshot at an OOM
         argv = [*_MEMORY_RECORDER, *argv]
-    child = subprocess.Popen([sys.executable, "-u", *argv], stdout=stdout, stderr=stderr,
-                             stdin=subprocess.DEVNULL, env=env)
+    child = subprocess.Popen([sys.executable, "-u", *argv], stdout=pumps[0].write_fd if pumps else None,
+                             stderr=pumps[1].write_fd if pumps else None, stdin=subprocess.DEVNULL, env=env)
+    for pump in pumps:
+        pump.start()
     info = RankExit(rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", rank)),
                     node_rank=int(os.environ.get("GROUP_RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE", "1")),
                     pid=child.pid, wrapper_pid=os.getpid(), started=time.time())
     if record:
-        record.write_rank(info)
+        write_json_anyway(record.path / "ranks" / f"rank{rank}.json", info.to_json())
 
     def forward(signum: int, _frame: object) -> None:
         try:
@@ -80,11 +86,22 @@ def main(argv: list[str]) -> int:
     else:
         info.exit_code = returncode
     if record:
-        record.write_rank(info)
+        _finish(record, info, pumps)
     if returncode < 0:
         signal.signal(-returncode, signal.SIG_DFL)
         os.kill(os.getpid(), -returncode)
     return returncode
+
+
+def _finish(record: RunRecord, info: RankExit, pumps: list[LogPump]) -> None:
+    """The rest of the rank's output into its logs, then its exit (and what output was lost) into
+    its rank file, also on a full disk."""
+    for pump in pumps:
+        pump.finish(DRAIN_S)
+    dropped = {stream: pump.dropped for stream, pump in zip(("stdout", "stderr"), pumps) if pump.dropped}
+    if dropped:
+        info.extra[DROPPED_KEY] = {**dropped, "why": next(p.why for p in pumps if p.why)}
+    write_json_anyway(record.path / "ranks" / f"rank{info.rank}.json", info.to_json())
 
 
 def signal_name(signum: int) -> str:

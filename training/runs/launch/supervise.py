@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from mgtutor.training.runs.launch.disk import DROPPED_KEY, update_meta_anyway, write_json_anyway
 from mgtutor.training.runs.records.record import RunRecord, build_result
 from mgtutor.training.foundation.safe_io import entries
 
@@ -56,11 +57,14 @@ def main(run_dir: str) -> int:
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_stop)
-    print(f"[mgtutor] {' '.join(meta.torchrun_argv)}", flush=True)
+    try:
+        print(f"[mgtutor] {' '.join(meta.torchrun_argv)}", flush=True)
+    except OSError:  # torchrun.log is on a full disk: the run goes on without this line
+        pass
     torchrun = start_unless_stopped(meta.torchrun_argv, lambda: stop_requested)
     code = None
     if torchrun is not None:
-        record.update_meta(torchrun_pid=torchrun.pid)
+        update_meta_anyway(record, torchrun_pid=torchrun.pid)
         while True:
             try:
                 code = torchrun.wait()
@@ -70,8 +74,11 @@ def main(run_dir: str) -> int:
     time.sleep(0.05)  # the rank wrappers write their exit records just before torchrun returns
     sweep_fifos(record)
     result = build_result(record, torchrun_exit=code, stopped=stop_requested)
-    record.write_result(result)
-    record.update_meta(ended=time.time(), status=result.status)
+    dropped = {str(info.rank): info.extra[DROPPED_KEY] for info in record.ranks() if DROPPED_KEY in info.extra}
+    if dropped:
+        result.extra[DROPPED_KEY] = dropped
+    write_json_anyway(record.path / "result.json", result.to_json())
+    update_meta_anyway(record, ended=time.time(), status=result.status.value)
     return 0
 
 
