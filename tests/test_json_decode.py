@@ -115,7 +115,7 @@ def test_a_record_with_numbers_out_of_bounds_keeps_its_other_fields() -> None:
     meta = RunMeta.from_json({"label": "x", "world_size": 10 ** 9, "started": 1e300, "supervisor_pid": 2 ** 40})
     assert (meta.label, meta.world_size, meta.started, meta.supervisor_pid) == ("x", 0, None, None)
     assert meta.problem == "wrong type: world_size is 1000000000, started is 1e+300, supervisor_pid is 1099511627776"
-    result = RunResult.from_json({"ranks": [{"rank": i} for i in range(70_000)], "duration_s": 1.5})
+    result = RunResult.from_json({"ranks": [{"rank": i} for i in range(5000)], "duration_s": 1.5})
     assert result.ranks == [] and result.duration_s == 1.5 and "ranks is [" in (result.problem or "")
 
 

@@ -17,6 +17,9 @@ from mgtutor.training.runs.events.types import Event, StepEvent
 from mgtutor.training.runs.follow.samples import SampleRow
 
 MAX_POINTS = 400  # per line: the SVG stays ~20-40 KB a chart whatever the run's length
+# What a point may be: a record may hold 1e308 (a forged sample, a diverged loss), and matplotlib cannot
+# lay out ticks over a range that overflows. A meter or a loss beyond 1e100 is no number to draw.
+MOST_SECONDS, MOST_VALUE = 1e10, 1e100
 Series = tuple[str, list[float], list[float]]  # label, x (seconds since the start), y
 
 
@@ -117,15 +120,23 @@ def thin(xs: list[float], ys: list[float], most: int = MAX_POINTS) -> tuple[list
     return out_x, out_y
 
 
+def drawable(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    """The points matplotlib can lay out: finite, seconds within MOST_SECONDS, values within MOST_VALUE."""
+    kept = [(x, y) for x, y in zip(xs, ys) if abs(x) <= MOST_SECONDS and abs(y) <= MOST_VALUE]
+    return [x for x, _y in kept], [y for _x, y in kept]
+
+
 def draw(chart: Chart) -> Chart:
     """The chart's SVG (an <svg> element, no XML prolog), or none when it has no data."""
+    chart.series = [(label, *drawable(xs, ys)) for label, xs, ys in chart.series]
     if chart.empty:
         return chart
     from matplotlib import rc_context
     from matplotlib.figure import Figure
 
-    # text as <text>: smaller and selectable; a fixed salt: the same run gives the same file
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "mgtutor"}):
+    # text as <text>: smaller and selectable; a fixed salt: the same run gives the same file; no mathtext:
+    # a GPU's or a rank's name with a `$` in it is text, not a formula to parse
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "mgtutor", "text.parse_math": False}):
         # fixed margins: matplotlib's constrained layout took two thirds of each chart's time
         fig = Figure(figsize=(5.2, 2.6), dpi=72)
         fig.subplots_adjust(left=0.15, right=0.98, top=0.88, bottom=0.2)

@@ -15,7 +15,8 @@ integral number such as 2.0: JSON has one number type), never a bool; `float` an
 bool; `str`, `bool`, None, `Any`; `list[X]`, `tuple[X, ...]`, `dict[str, X]`; a union the first arm that
 fits; a str-valued Enum a string (its member, or the string left for the class to read: a record's
 unknown status takes its default); a dataclass an object. `Annotated[int, Bounds(0, 65536)]` bounds a number,
-`Annotated[list[X], Bounds(items=N)]` a list's length (checked before its items are).
+`Annotated[list[X], Bounds(items=N)]` a list's length (checked before its items are), `Bounds(pattern=…)`
+what a string must match.
 A dataclass field named `extra` keeps the keys the class does not name; names in `skip` (what the reader
 fills itself: a line number, a problem) are never read from the JSON.
 """
@@ -25,6 +26,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import reprlib
 import types
 import typing
@@ -55,10 +57,12 @@ class DecodeError(ValueError):
 
 @dataclass(frozen=True)
 class Bounds:
-    """Where a number may lie (`low`..`high`, inclusive) and how many items a list may hold."""
+    """Where a number may lie (`low`..`high`, inclusive), how many items a list may hold, and what a
+    string must match whole (`pattern`: a signal's name is no place for an escape sequence)."""
     low: float | None = None
     high: float | None = None
     items: int | None = None
+    pattern: str | None = None
 
 
 def _whole(digits: str) -> int:
@@ -204,6 +208,8 @@ def _fit_scalar(value: Any, hint: Any, where: str, bounds: Bounds | None) -> Any
             return None
     elif hint is bool or hint is str:
         if isinstance(value, hint):
+            if bounds and bounds.pattern and isinstance(value, str) and not re.fullmatch(bounds.pattern, value):
+                raise DecodeError(where, f"{shown(value)} is not of the form {bounds.pattern}", value)
             return value
     elif isinstance(hint, type) and issubclass(hint, Enum):
         if isinstance(value, str):  # one of its values is its member; another is left for the class to read

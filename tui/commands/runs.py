@@ -11,6 +11,7 @@ from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.training.runs.records.record import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
+from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.tui.commands.runs_control import (
     add_control_options,
     attach_main,
@@ -91,53 +92,65 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "attach":
         return attach_main(args)
     if args.action == "show":
-        record = the_run(args.run_id, "show")
-        meta, result, status = record.meta(), record.result(), record.status()
-        problems = record.problems()
-        logs = [str(p) for _, _, p in record.rank_logs()]
-        clean = SecretRedactor(os.environ)  # what it shows is cleaned as a report is (secrets.py)
-        clean.learn_digests(meta.secret_digests)
-        clean.learn_values(secret_values({}, [str(arg) for arg in meta.target]))
-        if args.json:
-            shown_meta = {**meta.to_json(), "env": clean.env(meta.env),  # a record kept before secrets were hidden
-                          "target": clean.argv([str(a) for a in meta.target]),
-                          "torchrun_argv": clean.argv([str(a) for a in meta.torchrun_argv])}
-            shown_meta.pop("secret_digests", None)
-            print(json.dumps({"meta": shown_meta, "result": result.to_json(), "status": status.value,
-                              "detached": is_detached(record, status),
-                              "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
-            return 0
-        print(_("run {id}  [{status}]").format(id=record.run_id, status=status_text(record, status)) + "\n  "
-              + _("path     {path}").format(path=record.path))
-        if status == RunStatus.RUNNING:
-            print("  " + _("control  {attach} / {stop}").format(attach=f"mgtutor runs attach {record.run_id}",
-                                                             stop=f"mgtutor runs stop {record.run_id}"))
-        unreadable = record.unreadable() or (meta.problem is not None and not meta.problem.startswith("meta.json has"))
-        if meta.problem:
-            print("  " + (_("meta     {problem}: what follows comes from the other files") if unreadable
-                          else _("meta     {problem}: those fields are left out")).format(problem=meta.problem))
-        if result.problem:
-            print("  " + _("result   {problem}: those fields are left out").format(problem=result.problem))
-        unknown = _("unknown (meta.json is unreadable)") if unreadable else _("unknown")
-        print("  " + _("command  {command}").format(command=" ".join(clean.argv([str(a) for a in meta.target]))
-                                                  or unknown))
-        if unreadable or not meta.world_size:
-            ranks, backend, note = len(result.ranks) or _("unknown"), result.backend or meta.backend, ""
-        else:
-            ranks, backend = meta.world_size, meta.backend
-            note = f" — {said_device_note(meta.device_note)}" if meta.device_note else ""
-        print("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
-            ranks=ranks, backend=backend) + note)
-        for rank in result.ranks:
-            how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
-            print(f"  rank {rank.rank}: {how} ({rank.outcome})")
-        first = result.first_failure
-        print("  " + _("first failure: {rank}").format(rank=_("none") if not first else f"rank {first.rank}"))
-        for path in logs:
-            print("  " + _("log      {path}").format(path=path))
+        return show(the_run(args.run_id, "show"), args.json)
+    return list_main(args.limit, args.json)
+
+
+def say(line: str) -> None:
+    """One line on stdout with what a record says neutralised: a record's text (its command, label, backend,
+    a folder's name) is anyone's, and an escape in it must not reach the terminal."""
+    print(neutralise(line))
+
+
+def show(record: RunRecord, as_json: bool) -> int:
+    meta, result, status = record.meta(), record.result(), record.status()
+    problems = record.problems()
+    logs = [str(p) for _, _, p in record.rank_logs()]
+    clean = SecretRedactor(os.environ)  # what it shows is cleaned as a report is (secrets.py)
+    clean.learn_digests(meta.secret_digests)
+    clean.learn_values(secret_values({}, [str(arg) for arg in meta.target]))
+    if as_json:
+        shown_meta = {**meta.to_json(), "env": clean.env(meta.env),  # a record kept before secrets were hidden
+                      "target": clean.argv([str(a) for a in meta.target]),
+                      "torchrun_argv": clean.argv([str(a) for a in meta.torchrun_argv])}
+        shown_meta.pop("secret_digests", None)
+        print(json.dumps({"meta": shown_meta, "result": result.to_json(), "status": status.value,
+                          "detached": is_detached(record, status),
+                          "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
         return 0
-    runs = [summary(r) for _, r in zip(range(args.limit), list_runs())]
-    if args.json:
+    say(_("run {id}  [{status}]").format(id=record.run_id, status=status_text(record, status)) + "\n  "
+        + _("path     {path}").format(path=record.path))
+    if status == RunStatus.RUNNING:
+        say("  " + _("control  {attach} / {stop}").format(attach=f"mgtutor runs attach {record.run_id}",
+                                                       stop=f"mgtutor runs stop {record.run_id}"))
+    unreadable = record.unreadable() or (meta.problem is not None and not meta.problem.startswith("meta.json has"))
+    if meta.problem:
+        say("  " + (_("meta     {problem}: what follows comes from the other files") if unreadable
+                    else _("meta     {problem}: those fields are left out")).format(problem=meta.problem))
+    if result.problem:
+        say("  " + _("result   {problem}: those fields are left out").format(problem=result.problem))
+    unknown = _("unknown (meta.json is unreadable)") if unreadable else _("unknown")
+    say("  " + _("command  {command}").format(command=" ".join(clean.argv([str(a) for a in meta.target])) or unknown))
+    if unreadable or not meta.world_size:
+        ranks, backend, note = len(result.ranks) or _("unknown"), result.backend or meta.backend, ""
+    else:
+        ranks, backend = meta.world_size, meta.backend
+        note = f" — {said_device_note(meta.device_note)}" if meta.device_note else ""
+    say("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
+        ranks=ranks, backend=backend) + note)
+    for rank in result.ranks:
+        how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
+        say(f"  rank {rank.rank}: {how} ({rank.outcome})")
+    first = result.first_failure
+    say("  " + _("first failure: {rank}").format(rank=_("none") if not first else f"rank {first.rank}"))
+    for path in logs:
+        say("  " + _("log      {path}").format(path=path))
+    return 0
+
+
+def list_main(limit: int, as_json: bool) -> int:
+    runs = [summary(r) for _, r in zip(range(limit), list_runs())]
+    if as_json:
         print(json.dumps(runs, indent=2))
         return 0
     if not runs and runs_root_problem():
@@ -152,8 +165,8 @@ def main(args: argparse.Namespace) -> int:
         shown = "running, detached" if run["detached"] else ("unreadable" if run.get("unreadable") else run["status"])
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["started"])) if run["started"] else "?"
         dur = f"{run['duration_s']:.1f}s" if isinstance(run["duration_s"], (int, float)) else "-"
-        print(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
-              f"{dur:>8}  {started}")
+        say(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
+            f"{dur:>8}  {started}")
         if run.get("problem"):
-            print("  " + _("unreadable in part: {problem}").format(problem=run["problem"]))
+            say("  " + _("unreadable in part: {problem}").format(problem=run["problem"]))
     return 0

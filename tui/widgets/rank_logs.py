@@ -19,26 +19,16 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static, Tab, Tabs
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.tui.widgets.follow_log import FollowLog
 
 MERGED = "all"
 TORCHRUN = "torchrun"
 RANK_COLOURS = ("cyan", "magenta", "green", "yellow", "bright_blue", "bright_red", "bright_cyan", "bright_green")
-# CSI/OSC/other escape sequences (a rank's colours or cursor moves), then any other control char.
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Literal alternatives only: this runs on every line at thousands of lines/s (no `\\w*` backtracking).
 ERROR_LINE = re.compile(r"Traceback \(most recent call last\)|(?:Error|Exception)[:!]|FATAL|out of memory|"
                         r"SIGKILL|Segmentation fault|ChildFailedError")
 ERROR_HINTS = ("Traceback", "Error", "Exception", "FATAL", "out of memory", "SIGKILL", "Segmentation")
-
-
-def neutralise(line: str) -> str:
-    """Text safe to put on our terminal: escape sequences dropped, other control chars shown as '?'."""
-    if line.isprintable():
-        return line  # the common case, checked in C
-    line = _ESCAPES.sub("", line).expandtabs(4)
-    return _CONTROLS.sub("?", line)
 
 
 def tab_id(rank: int | None) -> str:

@@ -33,6 +33,7 @@ from mgtutor.training.foundation.json_decode import DecodeError, parse
 from mgtutor.training.runs.net.multinode import hosted_ranks
 from mgtutor.training.runs.records.types import (
     FIELD_IS,
+    MAX_LOCAL_RANKS,
     FirstFailure,
     RankExit,
     RankOutcome,
@@ -85,7 +86,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_private_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-MAX_RECORD_BYTES = 32 << 20  # a result.json of MAX_RANKS ranks is about 12 MiB
+MAX_RECORD_BYTES = 4 << 20  # a result.json of MAX_LOCAL_RANKS ranks is under 1 MiB
 
 
 def read_json(path: Path) -> Any | None:
@@ -402,9 +403,9 @@ def build_result(record: RunRecord, torchrun_exit: int | None = None, stopped: b
     infos = record.ranks()
     by_rank = {info.rank: rank_outcome(info) for info in infos}
     if meta.nnodes > 1:  # this node's record lists only the global ranks it hosts
-        rank_ids = sorted(set(hosted_ranks(meta, infos)) | set(by_rank))
-    else:
-        rank_ids = list(range(max(world_size, len(by_rank))))
+        rank_ids = sorted(set(hosted_ranks(meta, infos)) | set(by_rank))[:MAX_LOCAL_RANKS]
+    else:  # one node hosts them all; a forged world size of a million must not make a million entries
+        rank_ids = list(range(max(min(world_size, MAX_LOCAL_RANKS), len(by_rank))))
     ranks = [by_rank.get(r) or RankOutcome(rank=r) for r in rank_ids]
     failures = sorted((r for r in ranks if r.failed), key=lambda r: r.ended or float("inf"))
     first = failures[0] if failures and not stopped else None

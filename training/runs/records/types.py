@@ -44,13 +44,16 @@ FIELD_IS = N_("{key} is {value}")  # a field of the wrong type, in a record's `p
 
 # What a record's numbers may be: a hand-written or hostile record must not make a reader build a
 # billion ranks, signal a pid no kernel has, or format a time past the year 2286.
-MAX_RANKS = 1 << 16
+MAX_RANKS = 1 << 20  # a job's world
+MAX_LOCAL_RANKS = 1 << 12  # the ranks one node hosts (and one record lists)
 RANKS = Bounds(0, MAX_RANKS)
-LISTED = Bounds(items=MAX_RANKS)  # one entry per rank at most
+LOCAL = Bounds(0, MAX_LOCAL_RANKS)
+LISTED = Bounds(items=MAX_LOCAL_RANKS)  # one entry per rank of this node at most
 PID = Bounds(0, (1 << 31) - 1)  # 0: none (a supervisor not started yet)
 EXIT = Bounds(-(1 << 31), (1 << 31) - 1)
 TIME = Bounds(0, 1e10)  # unix seconds
 SECONDS = Bounds(-1e10, 1e10)
+SIGNAL = Bounds(pattern=r"SIG[A-Z0-9]{1,12}(?:[+-]\d{1,3})?|signal \d{1,3}")  # launch/rank.py signal_name
 
 
 def _from_json(cls: type[T], data: Any) -> T:
@@ -118,7 +121,7 @@ class RunMeta(JsonRecord):
     target: list[str] = field(default_factory=list)
     torchrun_argv: list[str] = field(default_factory=list)
     world_size: Annotated[int, RANKS] = 0
-    nproc_per_node: Annotated[int, RANKS] = 0
+    nproc_per_node: Annotated[int, LOCAL] = 0
     nnodes: Annotated[int, RANKS] = 1
     node_rank: Annotated[int, RANKS] = 0
     backend: str = ""
@@ -167,7 +170,7 @@ class RunMeta(JsonRecord):
 class RankExit(JsonRecord, RankExitCode):
     """ranks/rank<R>.json, written by the rank wrapper when the rank starts and again when it ends."""
     rank: Annotated[int, RANKS] = 0
-    local_rank: Annotated[int, RANKS] = 0
+    local_rank: Annotated[int, LOCAL] = 0
     node_rank: Annotated[int, RANKS] = 0
     world_size: Annotated[int, RANKS] = 1
     pid: Annotated[int | None, PID] = None
@@ -175,7 +178,7 @@ class RankExit(JsonRecord, RankExitCode):
     started: Annotated[float | None, TIME] = None
     ended: Annotated[float | None, TIME] = None
     exit_code: Annotated[int | None, EXIT] = None
-    signal: str | None = None
+    signal: Annotated[str | None, SIGNAL] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -185,7 +188,7 @@ class RankOutcome(JsonRecord, RankExitCode):
     """One rank's line in result.json."""
     rank: Annotated[int, RANKS] = 0
     exit_code: Annotated[int | None, EXIT] = None
-    signal: str | None = None
+    signal: Annotated[str | None, SIGNAL] = None
     pid: Annotated[int | None, PID] = None
     ended: Annotated[float | None, TIME] = None
     outcome: str = ""  # ok | failed | stopped | stopped after the first failure | never started | no exit recorded
@@ -197,7 +200,7 @@ class RankOutcome(JsonRecord, RankExitCode):
 class FirstFailure:
     rank: Annotated[int | None, RANKS] = None
     exit_code: Annotated[int | None, EXIT] = None
-    signal: str | None = None
+    signal: Annotated[str | None, SIGNAL] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
