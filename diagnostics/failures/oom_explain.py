@@ -20,6 +20,8 @@ from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.foundation.safe_io import read_regular
+from mgtutor.diagnostics.failures.oom_batch import MeasuredBatch, fit_command, measured_batch, run_points
+from mgtutor.training.runs.batchfit import DEFAULT_MARGIN
 from mgtutor.training.runs.events.reader import read_events
 from mgtutor.training.runs.events.types import StepEvent
 
@@ -78,6 +80,13 @@ class OomNumbers:
         return max(0, self.this_process - self.allocated - self.reserved_unallocated)  # type: ignore[operator]
 
     @property
+    def pytorch_could_hold(self) -> int | None:
+        """What PyTorch's allocator could have had on this GPU: its tensors, its unallocated reserve, the free rest."""
+        if None in (self.allocated, self.reserved_unallocated, self.free):
+            return None
+        return self.allocated + self.reserved_unallocated + self.free  # type: ignore[operator]
+
+    @property
     def must_free(self) -> int | None:
         """Bytes that had to be free for the allocation to succeed and were not; the whole request when the
         GPU showed enough free (it was in pieces, or another process took it first)."""
@@ -118,6 +127,8 @@ class OomExplanation:
     # came in the first step (or the run was not measured), and the batch's share of the memory is unknown
     stepped: bool | None = None
     own_worker: bool = False  # mgtutor's own trainer (its batch finder answers), not a user's script
+    measured: MeasuredBatch | None = None  # the batch that fits, from steps at two batch sizes or more (oom_batch.py)
+    fit_command: str | None = None  # `mgtutor fit … -- SCRIPT ARGS`: what finds the batch of a user's script
 
     @property
     def weak_bound(self) -> bool:
@@ -171,24 +182,8 @@ class OomExplanation:
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator join them").format(
                 size=gib(n.reserved_unallocated), asked=gib(n.tried)))
         pct = self.lower_batch_pct()
-        if pct is not None and self.weak_bound:
-            find = (_("find the batch that fits with `mgtutor bench maxbatch` (or train with `--batch-size auto`)")
-                    if self.own_worker else
-                    _("halve the per-GPU batch and run again (keep the global batch with gradient accumulation)") +
-                    (_(", or run again with `mgtutor run --memory -- SCRIPT` to measure what one step allocates")
-                     if self.memory is None else ""))
-            steps.append(_("no step was recorded before the OOM, so the {pct} that these numbers give is only a weak "
-                           "lower bound for the batch cut (what grows with the batch was not all allocated yet): "
-                           "{find}").format(pct=f"{pct} %", find=find))
-        elif pct is not None:
-            activations = (self.memory or {}).get("by_kind", {}).get("activations")
-            basis = (_("over the {size} of activations").format(size=gib(activations)) if activations else
-                     _("over the {size} PyTorch held: a lower bound, more when weights and optimizer "
-                       "state are much of it").format(size=gib(n.allocated)))
-            steps.append(_("lower the per-GPU batch by at least {pct} (the {need} short {basis}), keeping the global "
-                           "batch with gradient accumulation; `mgtutor bench maxbatch` finds the largest batch that "
-                           "fits for the built-in models").format(pct=f"{pct} %", need=gib(n.must_free), basis=basis))
-        if self.memory is None and not (pct is not None and self.weak_bound and not self.own_worker):
+        steps += self.batch_steps(pct)
+        if self.memory is None and not (self.weak_bound and not self.own_worker):
             steps.append(_("to see what filled the memory, run again with `mgtutor run --memory -- SCRIPT`: it "
                            "records the allocator's history and says which of your lines allocated most"))
         steps.append(_("other ways down: mixed precision (`torch.autocast(\"cuda\", dtype=torch.bfloat16)`), "
@@ -196,11 +191,45 @@ class OomExplanation:
         text = _("; ").join(steps)
         return text[:1].upper() + text[1:] + _(".")
 
+    def finder(self) -> str:
+        """The one command that finds the batch that fits."""
+        if self.own_worker:
+            return _("`mgtutor bench maxbatch` (or train with `--batch-size auto`)")
+        return f"`{self.fit_command or 'mgtutor fit -- SCRIPT ARGS'}`"
+
+    def batch_steps(self, pct: int | None) -> list[str]:
+        """The batch to use: measured (steps at two batch sizes), else how weak the percentage is and the
+        command that measures it."""
+        n = self.numbers
+        if self.measured is not None:
+            m = self.measured
+            return [_("the steps before the OOM measured the memory at {fixed} fixed + {sample} per sample (batches "
+                      "{batches}): a per-GPU batch of {batch} fits in the {budget} PyTorch could hold here, {margin} "
+                      "kept free; keep the global batch with gradient accumulation").format(
+                fixed=gib(m.line.fixed_bytes), sample=gib(m.line.per_sample_bytes), batch=m.batch,
+                batches=", ".join(str(b) for b, _p in m.points), budget=gib(m.budget_bytes), margin=f"{DEFAULT_MARGIN * 100:g} %")]
+        if self.weak_bound:
+            why = (_("no step was recorded before the OOM, so the {pct} that these numbers give is only a weak lower "
+                     "bound for the batch cut (what grows with the batch was not all allocated yet)").format(
+                pct=f"{pct} %") if pct is not None else _("no step was recorded before the OOM"))
+            return [why + _(": find the batch that fits with {command}: it runs the script at a few batches, a few "
+                            "steps each, and prints the largest that trains on every rank").format(command=self.finder())]
+        if pct is None:
+            return []
+        activations = (self.memory or {}).get("by_kind", {}).get("activations")
+        basis = (_("over the {size} of activations").format(size=gib(activations)) if activations else
+                 _("over the {size} PyTorch held: a lower bound, more when weights and optimizer "
+                   "state are much of it").format(size=gib(n.allocated)))
+        return [_("lower the per-GPU batch by at least {pct} (the {need} short {basis}), keeping the global batch "
+                  "with gradient accumulation; {command} finds the largest batch that trains").format(
+            pct=f"{pct} %", need=gib(n.must_free), basis=basis, command=self.finder())]
+
     def to_json(self) -> dict[str, Any]:
         n = self.numbers
         out: dict[str, Any] = {k: v for k, v in asdict(n).items() if k != "others"}
         out.update(outside_pytorch=n.outside_pytorch, must_free=n.must_free, lower_batch_pct=self.lower_batch_pct(),
                    lower_bound_weak=self.weak_bound, stepped_before_oom=self.stepped,
+                   batch_that_fits=self.measured.to_json() if self.measured else None, fit_command=self.fit_command,
                    other_processes=[{"pid": pid, "bytes": size, "rank": self.other_ranks.get(pid)}
                                     for pid, size in n.others])
         if self.memory is not None:
@@ -252,7 +281,9 @@ def explain_hits(hits: list[Any], rank: int | None, record: Any = None) -> OomEx
                     pids[pid] = info.rank
     others = {pid: pids[pid] for pid, _ in numbers.others if pid in pids}
     stepped, own = (None, False) if record is None else stepped_before(record)
-    return OomExplanation(numbers, rank, others, memory_summary(run_dir, rank), stepped, own)
+    measured = measured_batch(run_points(record, rank), numbers.pytorch_could_hold) if record is not None else None
+    return OomExplanation(numbers, rank, others, memory_summary(run_dir, rank), stepped, own, measured,
+                          None if record is None or own else fit_command(record))
 
 
 def stepped_before(record: Any, max_lines: int = 20_000) -> tuple[bool, bool]:

@@ -25,6 +25,9 @@ be what failed).
 The hook never breaks the script: every failure inside it is caught, written once to stderr as one
 line, and turns the instrumentation off; the script's own calls (its optimizer's step, its DataLoader,
 its backward) run and raise exactly as without it.
+
+Under `mgtutor fit` (MGTUTOR_STOP_AFTER_STEPS=K) a trial also ends the script after K optimizer steps, on
+purpose: training/worker/fit_trial.py says how, and what its last event carries.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from typing import Any
 import torch
 
 from mgtutor.training.runs.events.writer import EVENTS_ENV, EventWriter
+from mgtutor.training.runs.batchfit import STOP_ENV
 
 ORIGIN = "hook"
 LOG_EVERY = 10  # steps: log points fall on multiples of it, so ranks in lockstep log the same steps
@@ -109,6 +113,8 @@ class StepMeter:
         self.pending: Window | None = None
         self.last_log = -1.0
         self.last_step_at = 0.0
+        self.batch: int | None = None  # the size of the last batch the DataLoader gave
+        self.closing: dict[str, Any] = {}  # fields of the last event (a fit trial's memory and budget)
         self.undo: list[Callable[[], None]] = []  # what `uninstall` puts back
 
     # ---- what the wrappers call -----------------------------------------------------------------
@@ -124,6 +130,7 @@ class StepMeter:
             self.sized = False
         else:
             self.samples += size
+            self.batch = size
 
     def backward(self, tensor: torch.Tensor) -> None:
         if tensor.dim() == 0:
@@ -198,6 +205,9 @@ class StepMeter:
             fields["mem_peak_mib"] = round(w.peak, 1)
         if w.lr is not None:
             fields["lr"] = w.lr
+        if self.batch is not None:
+            fields["batch"] = self.batch  # the per-rank batch: with the peak, what an OOM's diagnosis fits
+        fields.update(self.closing)
         self.emit("step", **fields)
 
     @staticmethod
@@ -285,6 +295,10 @@ def install(writer: EventWriter | None = None) -> StepMeter | None:
     finish = _guarded(meter, "finish")
     atexit.register(finish)
     meter.undo.append(lambda: atexit.unregister(finish))
+    if os.environ.get(STOP_ENV):  # a trial of `mgtutor fit`
+        from mgtutor.training.worker.fit_trial import arm
+
+        arm(meter, writer.emit)
     return meter
 
 
