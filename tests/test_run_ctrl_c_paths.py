@@ -61,14 +61,14 @@ def first_rank_line(lines) -> bool:
 @pytest.mark.integration
 def test_ctrl_c_between_the_launch_and_the_follow_stops_the_run(write_script, monkeypatch):
     script = str(write_script("chatty.py", CHATTY))
-    real = run_command.live_detectors
+    real = run_command.live_watch
 
-    def detectors_then_ctrl_c(run, args):
-        found = real(run, args)
+    def watch_then_ctrl_c(args):
+        found = real(args)
         ctrl_c()  # the run exists, the follow's handlers are not in place yet
         return found
 
-    monkeypatch.setattr(run_command, "live_detectors", detectors_then_ctrl_c)
+    monkeypatch.setattr(run_command, "live_watch", watch_then_ctrl_c)
     args = build_parser().parse_args(["run", "--nproc", "2", "--backend", "gloo", "--", script])
     try:
         code = run_command.main(args)

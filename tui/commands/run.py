@@ -11,9 +11,9 @@ from typing import TextIO
 from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
-from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
+from mgtutor.diagnostics.failures.hang_watch import HangAlert
+from mgtutor.diagnostics.feed import open_feed
 from mgtutor.tui.commands.check import patch_lines
-from mgtutor.diagnostics.meters import Sampler
 from mgtutor.training.runs.launch.control import Interrupted, deferred, follow_signals
 from mgtutor.training.runs.launch.disk import DROPPED_KEY, dropped_note
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, launch, plan, said_device_note
@@ -21,12 +21,14 @@ from mgtutor.training.runs.net.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.launch.rank import MEMORY_ENV
 from mgtutor.training.runs.forensics.stacks import INSTRUMENT_ENV
 from mgtutor.training.runs.records.record import RunResult, RunStatus, exit_code_for
-from mgtutor.training.runs.follow.samples import SampleRecorder
-from mgtutor.training.runs.follow.session import RunSession, Update
+from mgtutor.training.runs.follow.feed import Watch
+from mgtutor.training.runs.follow.session import Update
 from mgtutor.training.runs.follow.tail import LineTuple
-from mgtutor.training.runs.follow.detectors import Alert, Detector, RunWatch
+from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.commands.check import precheck
 from mgtutor.tui.errors import CliError
+
+LIVE = Watch()  # the live warnings' defaults: the flags' and `runs attach`'s
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,12 +82,12 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     nodes.add_argument("--rdzv-timeout", type=int, default=None, metavar="SEC",
                         help=_("give up when the other nodes have not joined after SEC s (torchrun: 600)"))
     live = parser.add_argument_group(_("live warnings (printed on stderr while the run goes; 0 turns one off)"))
-    live.add_argument("--rendezvous-warn", type=float, default=30.0, metavar="S",
+    live.add_argument("--rendezvous-warn", type=float, default=LIVE.rendezvous_after, metavar="S",
                       help=_("name the ranks that have not reached init_process_group after S s while the others "
                              "wait (default 30; PyTorch itself waits 10-30 minutes)"))
-    live.add_argument("--silent-warn", type=float, default=120.0, metavar="S",
+    live.add_argument("--silent-warn", type=float, default=LIVE.silent_after, metavar="S",
                       help=_("warn that the run may be hung when no rank printed anything for S s (default 120)"))
-    live.add_argument("--hang-after", type=float, default=5.0, metavar="S",
+    live.add_argument("--hang-after", type=float, default=LIVE.hang_after, metavar="S",
                       help=_("when no rank printed anything for S s (or, once steps are logged, a rank's step is "
                              "10x late), take every rank's stack and print a hang report: who waits where, and why "
                              "(default 5)"))
@@ -107,13 +109,10 @@ def live_options_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def live_detectors(run: Run, args: argparse.Namespace) -> list[Detector]:
-    """The live warnings the flags ask for (0 turns one off), and the meters recorded once a second."""
-    detectors: list[Detector] = [RunWatch(run.record, rendezvous_after=args.rendezvous_warn,
-                                          silent_after=args.silent_warn), SampleRecorder(run.record, Sampler().row)]
-    if args.hang_after:
-        detectors.append(HangWatch(run.record, quiet_s=args.hang_after, stop_on_hang=args.stop_on_hang))
-    return detectors
+def live_watch(args: argparse.Namespace) -> Watch:
+    """What the flags ask the feed to watch for (0 turns a warning off); the meters are recorded once a second."""
+    return Watch(rendezvous_after=args.rendezvous_warn, silent_after=args.silent_warn, hang_after=args.hang_after,
+                 stop_on_hang=args.stop_on_hang)
 
 
 def alert_text(alert: Alert) -> str:
@@ -230,23 +229,23 @@ def detach_hint(run_id: str) -> str:
                                                           stop=f"`mgtutor runs stop {run_id}`")
 
 
-def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector] = (),
+def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
                on_update: Callable[[Update], None] | None = None, *, verbose: bool = False,
                attached: bool = False, stop_on_interrupt: bool = True, pending: Sequence[int] = ()) -> Update:
-    """Print every line prefixed with its rank until the run ends, and each live warning once on stderr;
-    `on_update` sees every update (e.g. for a progress line). Ctrl+C and SIGTERM stop every rank (exit
-    128+N); SIGHUP detaches: the run goes on, and FollowEnded is raised. `attached`: a run started
+    """Print every line prefixed with its rank until the run ends, and each live warning once on stderr
+    (`watch`: what the feed watches for; None: no live warnings, no meters); `on_update` sees every
+    update (e.g. for a progress line). Ctrl+C and SIGTERM stop every rank (exit 128+N); SIGHUP detaches: the run goes on, and FollowEnded is raised. `attached`: a run started
     elsewhere, only its new lines; `stop_on_interrupt=False`: Ctrl+C and SIGTERM detach too.
     `pending`: signals that came while the run was being launched (handled first; pass the live list
     of the `deferred()` around the launch, still open, so none falls between it and this follow).
     Returns the final update: the result, and the diagnosis of a failed run."""
     signum: int | None = None
     with deferred() as later:  # from here to the end a signal stops the run or is noted: never lost
-        session = RunSession(run.record, run, detectors=detectors, diagnose=diagnose_with_hangs, verbose=verbose,
-                             from_start=not attached, watcher="mgtutor runs attach" if attached else "mgtutor")
+        feed = open_feed(run.record, run, watch=watch, verbose=verbose, from_start=not attached,
+                         watcher="mgtutor runs attach" if attached else "mgtutor")
         try:
             with follow_signals(noted=(pending, later.signals)) as caught:
-                for update in session.updates():
+                for update in feed.updates():
                     caught.check()  # a stop whose exception landed in a finalizer, and was dropped there
                     _print_lines(update.lines, out)
                     if update.detector_error:
@@ -262,7 +261,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
                         break
         except Interrupted as sig:
             if sig.detach or not stop_on_interrupt:
-                session.close()
+                feed.close()
                 say("\nmgtutor: " + _("detached; {hint}").format(hint=detach_hint(run.record.run_id)))
                 raise FollowEnded(sig.exit_code) from None
             signum = sig.signum
@@ -270,7 +269,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, detectors: Sequence[Detector]
             signum = signal.SIGINT
         if signum is not None:
             say("\nmgtutor: " + _("stopping every rank…"))
-        final = session.stop(signum=signum)  # a second Ctrl+C is only noted: it must not cut the stop short
+        final = feed.stop(signum=signum)  # a second Ctrl+C is only noted: it must not cut the stop short
     if signal.SIGHUP in later.signals:
         raise FollowEnded(128 + signal.SIGHUP)  # stopped, and nobody left to tell
     _print_lines(final.lines, out)
@@ -321,7 +320,7 @@ def main(args: argparse.Namespace) -> int:
                                 "on {iface}").format(node=meta.node_rank, nodes=meta.nnodes, endpoint=meta.rdzv_endpoint,
                                                      id=meta.rdzv_id, address=meta.local_addr, iface=meta.iface))
         try:
-            final = stream_run(run, detectors=live_detectors(run, args), verbose=args.verbose,
+            final = stream_run(run, watch=live_watch(args), verbose=args.verbose,
                                pending=early.signals)
         except FollowEnded as end:
             return end.exit_code

@@ -18,11 +18,10 @@ from mgtutor.training.runs.launch.launcher import Run
 from mgtutor.training.runs.records.record import RunRecord, RunStatus, find_run_why
 from mgtutor.training.runs.follow.heartbeats import live_watchers
 from mgtutor.tui.commands.run import (
+    LIVE,
     FollowEnded,
-    add_launch_options,
     describe_result,
     follow_exit_code,
-    live_detectors,
     print_failure_diagnosis,
     stream_run,
 )
@@ -39,13 +38,6 @@ def add_control_options(parser: argparse.ArgumentParser, action: str) -> None:
     if action == "stop":
         parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                             help=_("seconds between SIGTERM and SIGKILL (default 10)"))
-
-
-def default_detectors(run: Run) -> list:
-    """The live warnings `mgtutor run` gives with its default flags."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_launch_options(parser)
-    return live_detectors(run, parser.parse_args([]))
 
 
 def the_run(run_id: str | None, action: str) -> RunRecord:
@@ -110,7 +102,7 @@ def attach_main(args: argparse.Namespace) -> int:
                 command=f"mgtutor runs show {record.run_id}"), file=sys.stderr)
             return 1
     try:
-        final = stream_run(run, detectors=default_detectors(run) if status == RunStatus.RUNNING else [],
+        final = stream_run(run, watch=LIVE if status == RunStatus.RUNNING else None,
                            verbose=args.verbose, attached=True, stop_on_interrupt=args.stop)
     except FollowEnded as end:
         return end.exit_code

@@ -19,14 +19,14 @@ from mgtutor.training.runs.follow.session import Update
 from mgtutor.training.runs.follow.summary import TrainSummary, summarize
 from mgtutor.training.runs.launch.train_options import TRAINER_MODULE, check_train_options, worker_argv
 from mgtutor.tui.commands.train_help import add_train_options_said
-from mgtutor.training.runs.follow.detectors import Detector
+from mgtutor.training.runs.follow.feed import Watch
 from mgtutor.tui.commands.run import (
     FollowEnded,
     add_launch_options,
     add_verbose_option,
     describe_result,
     follow_exit_code,
-    live_detectors,
+    live_watch,
     live_options_problem,
     node_options,
     print_failure_diagnosis,
@@ -90,7 +90,7 @@ def progress_line(latest: dict[int, StepEvent], total: Any) -> str:
 
 
 def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every: float = 2.0,
-                    detectors: Sequence[Detector] = (), verbose: bool = False,
+                    watch: Watch | None = None, verbose: bool = False,
                     pending: Sequence[int] = ()) -> tuple[Update, list[Event]]:
     """`stream_run` plus a per-rank progress line every few seconds, from the step events;
     returns the final update and every event of the run (for the summary table)."""
@@ -108,7 +108,7 @@ def follow_training(run: Run, total_steps: Any, out: TextIO = sys.stdout, every:
             put(progress_line(latest, total_steps), out)
             fresh, printed = False, time.monotonic()
 
-    return stream_run(run, out=out, detectors=detectors, on_update=progress, verbose=verbose, pending=pending), events
+    return stream_run(run, out=out, watch=watch, on_update=progress, verbose=verbose, pending=pending), events
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -158,7 +158,7 @@ def train_once(args: argparse.Namespace) -> tuple[int, CompileCrash | None]:
         say("mgtutor: " + _("training {model} on {ranks} rank(s), backend {backend} — {device}").format(
             model=args.model, ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
         try:
-            final, events = follow_training(run, args.steps or "epoch", detectors=live_detectors(run, args),
+            final, events = follow_training(run, args.steps or "epoch", watch=live_watch(args),
                                             verbose=args.verbose, pending=early.signals)
         except FollowEnded as end:
             return end.exit_code, None

@@ -1,8 +1,8 @@
 """Monitor mode: launch a run, then watch its state, every rank's log, the meters and the charts.
 
-One thread worker follows the run through its RunSession (training/runs/follow/session.py: logs, events,
-state at 4 Hz, the live detectors once a second, the diagnosis at the end), samples the GPUs/host
-at ≤ 1 Hz, posts one batched `RunUpdate` per session update and waits when the UI falls behind.
+One thread worker follows the run through its feed (training/runs/follow/feed.py: logs, events, state at
+4 Hz, the live detectors and the hang watch once a second, the meters at ≤ 1 Hz, the diagnosis at the
+end), posts one batched `RunUpdate` per update and waits when the UI falls behind.
 The run itself belongs to the App: leaving this mode or closing the UI never stops it.
 """
 from __future__ import annotations
@@ -24,20 +24,18 @@ from textual.worker import get_current_worker
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckError, check_file
-from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
-from mgtutor.diagnostics.failures.hang_watch import HangWatch
-from mgtutor.diagnostics.meters import Sampler
+from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.diagnostics.feed import open_feed
 from mgtutor.training.runs.forensics.compile_crash import CompileCrash, without_compiling
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, launch
-from mgtutor.training.runs.records.record import RunRecord, RunStatus
+from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.follow.runstate import RunState
-from mgtutor.training.runs.follow.samples import SampleRecorder
-from mgtutor.training.runs.follow.session import RunSession
-from mgtutor.training.runs.follow.detectors import Alert, Detector, RunWatch
+from mgtutor.training.runs.follow.detectors import Alert
+from mgtutor.training.runs.follow.feed import Watch
 from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
-from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, compile_crash_of, script_of, this_node
+from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of
 from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.widgets.check_panel import CheckPanel
@@ -49,7 +47,6 @@ from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 
-SAMPLE_EVERY = 1.0  # seconds between GPU/host samples (and this node's line); the rest is the session's
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
             "copy_path", "new_run", "open_lesson", "toggle_check", "stacks", "report"}
 
@@ -79,9 +76,9 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
         Binding("b", "report", N_("Report"), show=False, tooltip=N_("write this run's report: one HTML file to hand on")),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
-    make_sampler: Callable[[], Any] = staticmethod(lambda: Sampler(min_interval=1.0))
-    rendezvous_after = 30.0  # s before a rank missing at the rendezvous is named (PyTorch waits 10–30 min)
-    silent_after = 120.0  # s without output or event before a run is flagged as possibly hung
+    make_sampler: Callable[[], Any] | None = None  # the feed's sampler (tests put fixed readings here)
+    rendezvous_after = Watch.rendezvous_after  # s before a rank missing at the rendezvous is named (PyTorch: 10–30 min)
+    silent_after = Watch.silent_after  # s without output or event before a run is flagged as possibly hung
 
     def __init__(self) -> None:
         super().__init__()
@@ -186,40 +183,28 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
 
     @work(thread=True, exclusive=True, group="monitor-watch")
     def watch_run(self, record: RunRecord, alive: Callable[[], bool] | None, record_samples: bool = False) -> None:
-        """Turn the run's session updates into RunUpdate messages; meters at most once a second."""
+        """Turn the run's feed into RunUpdate messages, waiting when the UI falls behind."""
         worker = get_current_worker()
-        sampler = self.make_sampler()
-        watch = RunWatch(record, rendezvous_after=self.rendezvous_after, silent_after=self.silent_after)
-        detectors: list[Detector] = [watch, HangWatch(record)]
-        if record_samples and hasattr(sampler, "row"):  # the same sampler: one NVML sweep a second for both
-            detectors.append(SampleRecorder(record, sampler.row))
-        session = RunSession(record, detectors=detectors, diagnose=diagnose_run, clock=self.clock, alive=alive)
-        last_sample = last_node = 0.0
-        sample = None
-        for update in session.updates():
+        watch = Watch(rendezvous_after=self.rendezvous_after, silent_after=self.silent_after,
+                      record_samples=record_samples, show_meters=True, nodes=True,
+                      compile_crash=record.run_id in self.launched)
+        feed = open_feed(record, watch=watch, meters=self.make_sampler, clock=self.clock, alive=alive)
+        meters = None
+        for update in feed.updates():
             if worker.is_cancelled:
                 return
             lines = [(rank, stream, neutralise(text)) for rank, stream, text in update.lines]
-            state, node = update.state, None
-            if state is not None:
-                now = time.monotonic()
-                if now - last_sample >= SAMPLE_EVERY:
-                    last_sample = now
-                    sample = sampler.sample(pids=list(state.pids()))
-                if now - last_node >= SAMPLE_EVERY or update.final:
-                    last_node = now
-                    node = this_node(record, state)
-            if update.final and state is not None:
-                failed = state.phase in (RunStatus.FAILED, RunStatus.LOST)
-                finding = update.findings[0] if update.findings and failed else None
-                crash = compile_crash_of(record, update.result) if failed and record.run_id in self.launched else None
-                self.post_message(RunUpdate(record.run_id, lines, state, sample, finding, alerts=[], node=node,
-                                            compile_crash=crash))
+            meters = update.meters or meters
+            if update.final:
+                finding = update.findings[0] if update.findings and update.failed else None
+                self.post_message(RunUpdate(record.run_id, lines, update.state, meters, finding, alerts=[],
+                                            node=update.node, compile_crash=update.compile_crash))
                 return
             self.post_hangs(record, update.new_alerts)  # the hang panel: where each rank waits, stacks folded
+            state = update.state
             alerts = None if update.alerts is None or state is None else self.visible_alerts(update.alerts, state)
-            self.post_message(RunUpdate(record.run_id, lines, state, sample if state else None,
-                                        alerts=alerts, node=node))
+            self.post_message(RunUpdate(record.run_id, lines, state, meters if state else None,
+                                        alerts=alerts, node=update.node))
             while self.message_queue_size > 8 and not worker.is_cancelled:
                 time.sleep(0.02)  # back-pressure: the UI is behind, let it catch up
 

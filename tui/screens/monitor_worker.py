@@ -8,11 +8,9 @@ from textual.message import Message
 
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.meters import GpuSample, HostSnapshot
-from mgtutor.training.runs.forensics.compile_crash import CompileCrash, crashed_while_compiling
-from mgtutor.training.runs.events.reader import read_events
-from mgtutor.training.runs.net.multinode import NodeState, node_state
-from mgtutor.training.runs.records.record import RunRecord, RunResult, RunStatus
 from mgtutor.training.runs.follow.runstate import RunState
+from mgtutor.training.runs.forensics.compile_crash import CompileCrash
+from mgtutor.training.runs.net.multinode import NodeState
 from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.widgets.rank_logs import prepare_lines
 
@@ -48,16 +46,3 @@ def script_of(spec: Any) -> str | None:
     path = target[0]
     return os.path.join(spec.cwd, path) if getattr(spec, "cwd", None) and not os.path.isabs(path) else path
 
-
-def this_node(record: RunRecord, state: RunState) -> NodeState | None:
-    """node_state() for a multi-node run (worker thread); None for a run on one node."""
-    meta = record.meta()
-    if meta.nnodes < 2:
-        return None
-    return node_state(meta, record.ranks(), state.phase if state.done else RunStatus.RUNNING)
-
-
-def compile_crash_of(record: RunRecord, result: RunResult | None) -> CompileCrash | None:
-    """A crash inside inductor that ended the run (worker thread: it reads the events file once, at
-    the end, rather than keeping every event of a long run in memory for this)."""
-    return crashed_while_compiling(result or record.result(), read_events(record.events_path))
