@@ -5,6 +5,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -20,10 +21,10 @@ from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, 
 from mgtutor.training.runs.net.multinode import NodeDiagnosis, diagnose_node
 from mgtutor.training.runs.launch.rank import MEMORY_ENV
 from mgtutor.training.runs.forensics.stacks import INSTRUMENT_ENV
-from mgtutor.training.runs.records.record import RunResult, RunStatus, exit_code_for
+from mgtutor.training.runs.records.record import RunRecord, RunResult, RunStatus, exit_code_for
 from mgtutor.training.runs.follow.feed import Watch
 from mgtutor.training.runs.follow.session import Update
-from mgtutor.training.runs.follow.tail import LineTuple
+from mgtutor.training.runs.follow.rank_tracebacks import FoldedLine, TracebackFold, last_exception
 from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.commands.check import precheck
 from mgtutor.tui.errors import CliError
@@ -205,9 +206,11 @@ def drop_output(stream: TextIO) -> None:
         os.close(null)
 
 
-def _print_lines(lines: list[LineTuple], out: TextIO) -> None:
-    for rank, _stream, line in lines:
-        put(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {line}", out)
+def _print_lines(lines: list[FoldedLine], out: TextIO) -> None:
+    for ranks, _stream, line in lines:
+        who = "[torchrun]" if ranks is None else f"[rank {ranks[0]}]" if len(ranks) == 1 else \
+            f"[ranks {','.join(map(str, ranks))}]"
+        put(f"{who} {line}", out)
 
 
 class FollowEnded(Exception):
@@ -240,6 +243,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
     of the `deferred()` around the launch, still open, so none falls between it and this follow).
     Returns the final update: the result, and the diagnosis of a failed run."""
     signum: int | None = None
+    fold = TracebackFold()  # the same traceback from several ranks once; torch's own [rankN]: prefix dropped
     with deferred() as later:  # from here to the end a signal stops the run or is noted: never lost
         feed = open_feed(run.record, run, watch=watch, verbose=verbose, from_start=not attached,
                          watcher="mgtutor runs attach" if attached else "mgtutor")
@@ -247,7 +251,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
             with follow_signals(noted=(pending, later.signals)) as caught:
                 for update in feed.updates():
                     caught.check()  # a stop whose exception landed in a finalizer, and was dropped there
-                    _print_lines(update.lines, out)
+                    _print_lines(fold.feed(update.lines, time.monotonic()) + (fold.flush() if update.final else []), out)
                     if update.detector_error:
                         say("mgtutor: " + _("live warnings off ({error})").format(error=update.detector_error))
                     for alert in update.new_alerts:
@@ -272,7 +276,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
         final = feed.stop(signum=signum)  # a second Ctrl+C is only noted: it must not cut the stop short
     if signal.SIGHUP in later.signals:
         raise FollowEnded(128 + signal.SIGHUP)  # stopped, and nobody left to tell
-    _print_lines(final.lines, out)
+    _print_lines(fold.feed(final.lines, time.monotonic()) + fold.flush(), out)
     if on_update is not None:
         on_update(final)
     stop = final.result.stop if final.result else None
@@ -292,6 +296,24 @@ def describe_result(result: RunResult) -> str:
     disk lost."""
     lost = dropped_note(result.extra.get(DROPPED_KEY))
     return result.describe(_) + ("\nmgtutor: " + lost if lost else "")
+
+
+def what_happened(record: RunRecord, result: RunResult) -> str:
+    """How the run ended, in one line; for a failed run with the first failing rank's own error."""
+    said = describe_result(result)
+    first = result.first_failure if result.status == RunStatus.FAILED else None
+    error = last_exception(record, first.rank) if first is not None and first.rank is not None else None
+    head, _newline, rest = said.partition("\n")
+    return f"{head}: {error.strip()[:200]}{_newline}{rest}" if error else said
+
+
+def print_end(run: Run, final: Update) -> None:
+    """The end of a followed run: what happened in one line first, its record, and last (what stays on
+    screen) the diagnosis of a failed run with its fix."""
+    assert final.result is not None
+    say(what_happened(run.record, final.result))
+    put(f"run record: {run.record.path}", sys.stdout)
+    print_failure_diagnosis(run, final)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -324,10 +346,7 @@ def main(args: argparse.Namespace) -> int:
                                pending=early.signals)
         except FollowEnded as end:
             return end.exit_code
-        assert final.result is not None
-        say(describe_result(final.result))
-        print_failure_diagnosis(run, final)
-        put(f"run record: {run.record.path}", sys.stdout)
+        print_end(run, final)
         return follow_exit_code(final)
 
 

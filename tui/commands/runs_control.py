@@ -20,9 +20,8 @@ from mgtutor.training.runs.follow.heartbeats import live_watchers
 from mgtutor.tui.commands.run import (
     LIVE,
     FollowEnded,
-    describe_result,
     follow_exit_code,
-    print_failure_diagnosis,
+    print_end,
     stream_run,
 )
 from mgtutor.training.foundation.i18n import _
@@ -106,8 +105,5 @@ def attach_main(args: argparse.Namespace) -> int:
                            verbose=args.verbose, attached=True, stop_on_interrupt=args.stop)
     except FollowEnded as end:
         return end.exit_code
-    assert final.result is not None
-    print(describe_result(final.result), file=sys.stderr)
-    print_failure_diagnosis(run, final)
-    print(f"run record: {record.path}", flush=True)
+    print_end(run, final)
     return follow_exit_code(final)

@@ -24,12 +24,11 @@ from mgtutor.tui.commands.run import (
     FollowEnded,
     add_launch_options,
     add_verbose_option,
-    describe_result,
     follow_exit_code,
     live_watch,
     live_options_problem,
     node_options,
-    print_failure_diagnosis,
+    print_end,
     put,
     say,
     stream_run,
@@ -164,7 +163,5 @@ def train_once(args: argparse.Namespace) -> tuple[int, CompileCrash | None]:
             return end.exit_code, None
         assert final.result is not None
         put(summary_table(summarize(events, meta.world_size)), sys.stdout)
-        say(describe_result(final.result))
-        print_failure_diagnosis(run, final)
-        put(f"run record: {run.record.path}", sys.stdout)
+        print_end(run, final)
         return follow_exit_code(final), crashed_while_compiling(final.result, events)

@@ -152,7 +152,7 @@ class RunWatch:
         for rank in ranks:
             lines: list[str] = []
             for stream in ("stdout", "stderr"):
-                lines += _tail(self.record.rank_log(rank, stream), count)
+                lines += tail_lines(self.record.rank_log(rank, stream), count)
             out[rank] = lines[-2 * count:]
         return out
 
@@ -176,12 +176,13 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _tail(path: Path, count: int) -> list[str]:
+def tail_lines(path: Path, count: int, read: int = 8192) -> list[str]:
+    """The last `count` lines of a file that are not blank, from its last `read` bytes."""
     try:
         with open_regular(path) as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
-            handle.seek(max(0, size - 8192))
+            handle.seek(max(0, size - read))
             data = handle.read()
     except OSError:
         return []

@@ -233,11 +233,9 @@ class RunStateFolder:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
     try:
         return float(value)  # "nan" arrives as a string (JSON has no NaN)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a whole number beyond a float
         return None
 
 

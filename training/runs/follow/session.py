@@ -49,6 +49,8 @@ IDLE_AFTER_S = 1.0
 STATE_S = 0.25  # state snapshots at most 4 Hz
 ALERT_S = 1.0  # detectors read files and sockets: once a second, never once per line
 READ_BUDGET = 4 * CHUNK  # bytes per log file per poll
+MAX_INT = 1 << 63  # a whole number beyond this in an event is no measurement (a 400-digit loss kills float())
+MAX_RANK = 1 << 24
 
 Diagnose = Callable[[RunRecord], Sequence[Any]]
 
@@ -101,6 +103,7 @@ class RunSession:
         self._finished: Update | None = None
         self._stopped = self._timed_out = False
         self._stop_signal: int | None = None
+        self._implausible = 0
 
     def _alive(self) -> bool:
         if self.alive is not None:
@@ -111,8 +114,14 @@ class RunSession:
 
     @property
     def skipped_events(self) -> int:
-        """Lines of events.jsonl that broke their schema (counted, never raised)."""
-        return self.events.skipped
+        """Lines of events.jsonl that broke their schema or held no usable number (counted, never raised)."""
+        return self.events.skipped + self._implausible
+
+    def _read_events(self, everything: bool = False) -> list[Event]:
+        events = self.events.read_all() if everything else self.events.poll()
+        kept = [event for event in events if plausible(event)]
+        self._implausible += len(events) - len(kept)
+        return kept
 
     def updates(self) -> Iterator[Update]:
         """Updates until the run has ended and everything it wrote is read; the last has `final`."""
@@ -154,7 +163,7 @@ class RunSession:
             return self.finish()
         if self.heartbeat is not None:
             self.heartbeat.beat()
-        update = Update(lines=self._fold(self.tail.poll(READ_BUDGET)), events=self.events.poll())
+        update = Update(lines=self._fold(self.tail.poll(READ_BUDGET)), events=self._read_events())
         now = time.monotonic()
         self._observe(update.events)
         self._unfolded += update.events
@@ -198,7 +207,7 @@ class RunSession:
             return self._finished
         self.close()
         lines = self._fold(self.tail.drain(), last=True)
-        events = self.events.read_all()
+        events = self._read_events(everything=True)
         self._observe(events)
         result = self.run.wait() if self.run is not None else self.record.result()
         state = self.folder.refresh(self.clock(), self._unfolded + events)
@@ -222,6 +231,14 @@ class RunSession:
             self._stopped, self._stop_signal = True, signum
             self.run.stop(grace=grace)
         return self.finish()
+
+
+def plausible(event: Event) -> bool:
+    """An event a follower can fold: its rank is one, and no whole number in it is beyond 64 bits
+    (valid JSON, and a schema's int, but float() of it raises): such a line is skipped like a torn one."""
+    if not isinstance(event.rank, int) or not 0 <= event.rank < MAX_RANK:
+        return False
+    return all(not isinstance(value, int) or -MAX_INT < value < MAX_INT for value in vars(event).values())
 
 
 def follow_to_end(session: RunSession, on_line: Callable[[int | None, str], None] | None = None) -> Update:
