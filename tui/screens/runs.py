@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.training.runs.records.record import RunRecord, list_runs, runs_root, said_problem
 from mgtutor.tui.messages import OpenRun
 from mgtutor.tui.screens.report_key import report_in_background
@@ -129,9 +131,9 @@ class RunsScreen(Screen):
         self.start, self.total = start, total
         table = self.query_one(DataTable)
         table.clear()
-        for row in rows:
-            table.add_row(short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:5], said_problem(row[5]),
-                          key=row[0])
+        for row in rows:  # Text, not str: a record's backend or a folder's name is no markup, and no escape
+            cells = (short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:5], said_problem(row[5]))
+            table.add_row(*(Text(neutralise(cell)) for cell in cells), key=row[0])
         root_line = self.query_one("#runs-root", Static)
         if not rows:
             root_line.update(_("No runs yet in {path}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.").format(
