@@ -12,6 +12,7 @@ from typing import Any
 import psutil
 
 from mgtutor.training.runs import nvml
+from mgtutor.training.runs.launch.disk import LOW_FREE
 from mgtutor.diagnostics.doctor.topology import PairLink, Topology, describe_link
 from mgtutor.training.foundation.i18n import N_, _
 
@@ -264,11 +265,28 @@ def host_checks(report: dict[str, Any]) -> list[Check]:
         out.append(check("memlock", "ok", N_("locked-memory limit unlimited")))
     else:
         out.append(check("memlock", "ok", N_("locked-memory limit {mib} MiB"), mib=memlock >> 20))
+    out += state_folder_checks(host.get("state_folder") or {})
     out.append(check("cpu", "ok" if (host["cpu_usable"] or 1) >= 2 else "warn",
                      N_("{cores} usable CPU cores, {ram:.1f} GiB RAM"),
                      N_("each rank and its DataLoader workers need cores; give the job more CPUs"),
                      cores=host["cpu_usable"], ram=host["ram_total_mib"] / 1024))
     return out
+
+
+def state_folder_checks(state: dict[str, Any]) -> list[Check]:
+    """Whether runs and reports can be kept (state_folder.py), and whether a talkative run fits."""
+    if state.get("problem"):
+        return [check("state_folder", "fail", N_("mgtutor cannot keep runs or reports: {problem}"),
+                      N_("point XDG_STATE_HOME at a folder you can write (e.g. export XDG_STATE_HOME=/tmp/state), "
+                         "or make this one writable"), problem=state["problem"])]
+    free = state.get("free_mib")
+    if free is None:
+        return []
+    if free * (1 << 20) < LOW_FREE:
+        return [check("state_folder", "warn", N_("only {mib} MiB free for run records: once full, the ranks' "
+                      "output is dropped"), N_("free some space there, or point XDG_STATE_HOME at a larger disk"),
+                      mib=free)]
+    return [check("state_folder", "ok", N_("run records: {gib:.1f} GiB free"), gib=free / 1024)]
 
 
 def run_checks(report: dict[str, Any], topo: Topology) -> list[Check]:

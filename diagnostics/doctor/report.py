@@ -19,6 +19,7 @@ from mgtutor.training.foundation.i18n import N_, _
 
 from mgtutor.diagnostics.doctor import hostinfo, versions
 from mgtutor.diagnostics.doctor.checks import run_checks, say
+from mgtutor.diagnostics.doctor.state_folder import state_folder_facts
 from mgtutor.diagnostics.meters import gpu_handles
 from mgtutor.training.foundation.secrets import redact_env
 from mgtutor.diagnostics.doctor.topology import LEGEND, read_topology
@@ -75,7 +76,7 @@ def host_facts() -> dict[str, Any]:
         "ram_total_mib": memory.total // MIB, "ram_available_mib": memory.available // MIB,
         "shm_total_mib": shm_total, "shm_free_mib": shm_free,
         "nofile_limit": _limit(resource.RLIMIT_NOFILE), "memlock_limit": _limit(resource.RLIMIT_MEMLOCK),
-        "cpu": hostinfo.cpu_details(),
+        "cpu": hostinfo.cpu_details(), "state_folder": state_folder_facts(),
     }
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.training.runs.records.record import private_state_dir, read_json, state_home, write_json_atomic
+from mgtutor.training.foundation.safe_io import write_private_atomic
 from mgtutor.training.foundation.secrets import redact_env
 
 KINDS = ("doctor", "allreduce", "rendezvous")
@@ -21,6 +22,15 @@ def save(kind: str, data: dict[str, Any]) -> Path:
     path = saved_path(kind)
     private_state_dir(path.parent.name)
     write_json_atomic(path, data)
+    return path
+
+
+def save_markdown(kind: str, text: str) -> Path:
+    """The report as Markdown beside its JSON (`doctor.md`), 0600, written beside and renamed over: a
+    symlink planted there is replaced, never followed. OSError when the state folder cannot be written."""
+    path = saved_path(kind).with_suffix(".md")
+    private_state_dir(path.parent.name)
+    write_private_atomic(path, text)
     return path
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
-from mgtutor.training.runs.records.record import RunRecord, find_run_why, list_runs, runs_root
+from mgtutor.training.runs.records.record import RunRecord, find_run_why, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.safe_io import path_kind
 from mgtutor.tui.commands.check import patch_lines
 from mgtutor.training.foundation.i18n import _
@@ -44,6 +44,8 @@ def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
     """('run', record) or ('files', paths); ValueError with one line when nothing readable matches."""
     if not inputs:
         newest = next(iter(list_runs()), None)
+        if newest is None and runs_root_problem():
+            raise ValueError(f"{runs_root_problem()}: no run can be diagnosed; give log files")
         if newest is None:
             raise ValueError(f"no runs yet in {runs_root()}; give a run id or log files")
         return "run", _readable_run(newest)
@@ -54,7 +56,8 @@ def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
             if record is not None:
                 return "run", _readable_run(record)
             if not path.exists():
-                raise ValueError(f"{inputs[0]!r} is neither a readable file nor a run id: {why}")
+                raise ValueError(f"{inputs[0]!r} is neither a readable file nor a run id: "
+                                 f"{runs_root_problem() or why}")
     for name in inputs:
         kind = path_kind(name)
         if kind is not None:

@@ -8,6 +8,7 @@ import sys
 
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.schema import errors, load_schema
+from mgtutor.training.runs.launch.disk import os_error_words
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, plan
 from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
 from mgtutor.training.foundation.i18n import N_, _
@@ -61,7 +62,7 @@ def run_report(args: argparse.Namespace) -> int:
     from mgtutor.diagnostics.doctor.report import collect, render_text, worst
 
     report = collect()
-    saved.save("doctor", report)
+    keep("doctor", report)
     if args.json:
         problems = errors(report, load_schema("doctor"))
         if problems:
@@ -70,6 +71,16 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         print(render_text(report))
     return 1 if worst(report) == "fail" else 0
+
+
+def keep(kind: str, report: dict) -> None:
+    """Keep the report for the Diagnostics screen; a state folder that cannot be written is said in a
+    line (the report itself says why, in its state_folder check), never a traceback."""
+    try:
+        saved.save(kind, report)
+    except OSError as exc:
+        print("mgtutor doctor: " + _("this report is not kept for the Diagnostics screen: {why}").format(
+            why=os_error_words(exc)), file=sys.stderr)
 
 
 def run_rendezvous(args: argparse.Namespace) -> int:
@@ -90,6 +101,6 @@ def run_rendezvous(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         run.stop()
         return 130
-    saved.save("rendezvous", rep)
+    keep("rendezvous", rep)
     print(json.dumps(rep, indent=2) if args.json else format_report(rep))
     return 0 if rep["ok"] else 1

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Header, Input, ProgressBar, Static, Tabbe
 from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.bench.sizes import format_size
 from mgtutor.training.foundation.i18n import N_, _, current_language
+from mgtutor.training.runs.launch.disk import os_error_words
 from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.tui.messages import RunStarted
 from mgtutor.tui.options.bench import bench_options_from_words
@@ -130,10 +131,14 @@ class DiagnosticsScreen(Screen):
 
         try:
             report = collect()
-            saved.save("doctor", report)
         except Exception as exc:  # show it; never kill the app
             self.app.call_from_thread(self._doctor_failed, f"{type(exc).__name__}: {exc}")
             return
+        try:
+            saved.save("doctor", report)
+        except OSError as exc:  # the report says why in its state_folder check; it is shown all the same
+            self.app.call_from_thread(self.notify, _("this report is not kept for the Diagnostics screen: {why}").format(
+                why=os_error_words(exc)), severity="warning")
         self.app.call_from_thread(self.show_doctor, report)
 
     def _doctor_failed(self, why: str) -> None:
@@ -163,8 +168,12 @@ class DiagnosticsScreen(Screen):
             return
         text = render_markdown(self.doctor_report)
         self.app.copy_to_clipboard(text)
-        path = saved.saved_path("doctor").with_suffix(".md")
-        path.write_text(text + "\n")
+        try:
+            path = saved.save_markdown("doctor", text + "\n")
+        except OSError as exc:
+            self.notify(_("Report (Markdown) copied to the clipboard; not written: {why}").format(
+                why=os_error_words(exc)), severity="warning")
+            return
         self.notify(_("Report (Markdown) copied to the clipboard and written to {path}").format(path=path))
 
     # all-reduce bench -------------------------------------------------------------------------

@@ -55,6 +55,12 @@ def space_problem(folder: Path) -> tuple[str | None, str | None]:
                    "(the training goes on, the run says how much was lost)").format(**said)
 
 
+def os_error_words(exc: OSError) -> str:
+    """"No space left on device (/path)": the reason, and the file when the reason does not name it."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in (exc.strerror or "") else ""
+    return f"{exc.strerror or exc}{where}"
+
+
 def _mib(size: int) -> str:
     return f"{size / MIB:.1f}"
 

@@ -28,7 +28,13 @@ from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, s
 from mgtutor.training.runs.events.writer import EVENTS_ENV
 from mgtutor.training.runs.forensics.flight import flight_env
 from mgtutor.training.runs.net.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
-from mgtutor.training.runs.launch.disk import reserve, space_problem, update_meta_anyway, write_json_anyway
+from mgtutor.training.runs.launch.disk import (
+    os_error_words,
+    reserve,
+    space_problem,
+    update_meta_anyway,
+    write_json_anyway,
+)
 from mgtutor.training.runs.launch.procs import describe, run_processes, signal_all
 from mgtutor.training.foundation.safe_io import open_private, path_kind
 from mgtutor.training.foundation.secrets import redact_env, secret_digests, secret_values
@@ -228,12 +234,6 @@ def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
     except OSError as exc:  # the disk filled, or the folder went away: no half-made record is left
         shutil.rmtree(record.path, ignore_errors=True)
         raise LaunchError(_("cannot keep the run record: {why}").format(why=os_error_words(exc))) from None
-
-
-def os_error_words(exc: OSError) -> str:
-    """"No space left on device (/path)": the reason, and the file when the reason does not name it."""
-    where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in (exc.strerror or "") else ""
-    return f"{exc.strerror or exc}{where}"
 
 
 def _start(spec: LaunchSpec, record: RunRecord, the_plan: Plan, target: list[str], node: NodePlan | None,
