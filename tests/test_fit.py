@@ -167,3 +167,20 @@ def test_a_smaller_batch_after_a_larger_one_does_not_count_since_the_hooks_peak_
     found = measured_batch(step_points(events, 0), 1100 * MIB)
     assert found is not None and found.batch == int((1100 * 0.95 - 100) // 6.25)
     assert measured_batch([(16, 200 * MIB)], 1100 * MIB) is None  # one batch size: no line, no number
+
+
+def test_fit_without_a_gpu_or_without_a_batch_option_says_so_in_one_line(monkeypatch, capsys, tmp_path: Path) -> None:
+    from mgtutor.tui.cli import main
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    assert main(["fit", "--", str(SCRIPT)]) == 2
+    err = capsys.readouterr().err
+    assert "no NVIDIA GPU was found" in err and "no device memory to fit" in err and "Traceback" not in err
+    plain = tmp_path / "plain.py"
+    plain.write_text("import argparse\nargparse.ArgumentParser().add_argument('--lr', type=float)\n")
+    assert main(["fit", "--", str(plain)]) == 2
+    assert "looks like its batch size (its options: --lr); name it with --batch-arg NAME" in capsys.readouterr().err
+    assert main(["fit", "--steps", "0", "--", str(SCRIPT)]) == 2
+    assert "--steps must be at least 1" in capsys.readouterr().err
+    assert main(["fit", "--", "-m", "pkg.train"]) == 2
+    assert "--batch-arg NAME" in capsys.readouterr().err

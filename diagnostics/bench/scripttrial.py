@@ -94,7 +94,11 @@ def read_trial(record: RunRecord, batch: int, phase: str, steps: int, final: Upd
         trial.peaks = {r: int(float(e.extra["mem_reserved_peak_mib"]) * _MIB) for r, e in stopped.items()}
         trial.budgets = {r: int(float(e.extra["mem_budget_mib"]) * _MIB) for r, e in stopped.items()}
         return trial
-    if not oom:
+    raised = sorted((e for e in events if isinstance(e, ErrorEvent) and e.phase == "fit_trial"), key=lambda e: e.t)
+    if raised and not oom:  # the hook saw the script's own uncaught error
+        first = raised[0]
+        trial.error = f"rank {first.rank}: {first.exception}: {first.message}"
+    elif not oom:
         trial.oom_ranks, trial.error = failure(record, final, steps, len(stopped))
     return trial
 

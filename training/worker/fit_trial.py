@@ -22,6 +22,7 @@ torch.cuda.OutOfMemoryError in PyTorch's wording, where the allocator would. Not
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -133,7 +134,12 @@ class TrialStop:
         self.exit_now(0, True)
 
     def failed(self, kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        # init_process_group's excepthook calls this one with stderr swapped for a buffer (to prefix each line
+        # with the rank) and writes the buffer after it returns: this one does not return, so it writes it
+        buffered = sys.stderr if isinstance(sys.stderr, io.StringIO) else None
         self.python_excepthook(kind, value, tb)
+        if buffered is not None and sys.__stderr__ is not None:
+            sys.__stderr__.write(buffered.getvalue())
         try:
             self.emit("error", error="cuda_oom" if is_oom(value) else "exception", exception=kind.__name__,
                       message=str(value)[:500], step=self.meter.step, batch=self.batch(), phase="fit_trial")
