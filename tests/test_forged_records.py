@@ -16,6 +16,7 @@ from textual.widgets import DataTable
 from mgtutor.training.runs.events.reader import EventReader
 from mgtutor.training.runs.records.record import RunMeta, RunRecord, write_json_atomic
 from mgtutor.tui.cli import main as cli_main
+from mgtutor.tui.screens.monitor import MonitorScreen
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import make_app
 from tests.test_report import fonts_listed  # noqa: F401 - matplotlib lists the fonts (a process) before the tests
@@ -95,6 +96,11 @@ FORGERIES: dict[str, tuple[Callable[[RunRecord], object], str | None]] = {
 }
 
 
+# opened in the Monitor too (each takes seconds there): the records that cannot be read whole
+OPENED = ("meta.json nested 100,000 deep", "meta.json a symlink to itself", "2,000,000 rank entries",
+          "an OSC 52 escape in the target")
+
+
 def forge(name: str) -> RunRecord:
     record = good_run("forged")
     FORGERIES[name][0](record)
@@ -163,7 +169,7 @@ def test_a_gpu_name_in_mathtext_is_drawn_as_text_in_the_report(tmp_path: Path) -
     assert 'id="chart-gpu_util"' in html and "\\frac{a}{" in html
 
 
-async def test_the_runs_screen_lists_every_forged_record_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_runs_screen_lists_every_forged_record_with_its_reason_and_opens_the_unreadable_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     good = good_run("good")
     forged = {name: forge(name) for name in FORGERIES}
@@ -174,6 +180,17 @@ async def test_the_runs_screen_lists_every_forged_record_with_its_reason(monkeyp
             table = pilot.app.screen.query_one("#runs-table", DataTable)
             await wait_for_app(pilot, lambda: table.row_count == len(forged) + 1, 60, what="every run listed")
             rows = {r.run_id: [str(cell) for cell in table.get_row(r.run_id)] for r in [good, *forged.values()]}
+            for name in OPENED:  # these open in the Monitor, replayed from their files, and back
+                table.move_cursor(row=table.get_row_index(forged[name].run_id))
+                table.focus()
+                await pilot.press("enter")
+                await wait_for_app(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen)
+                                   and pilot.app.screen.record is not None
+                                   and pilot.app.screen.record.run_id == forged[name].run_id, 10, what=name)
+                await pilot.pause(0.3)  # the follow thread reads the run's files meanwhile
+                await pilot.press("r")
+                table = pilot.app.screen.query_one("#runs-table", DataTable)
+                await wait_for_app(pilot, lambda: table.row_count == len(forged) + 1, 30, what="back in Runs")
             await pilot.press("q")
             await wait_for_app(pilot, lambda: not app.is_running, 30, what="q to quit")
     assert app.return_code in (0, None)
