@@ -1,7 +1,8 @@
 """What each event type carries: one frozen dataclass per type, which is also its schema.
 
-A field without a default must be present; every field present must have its declared type
-(`int` never accepts a bool, `float` accepts an int). Fields a type does not name are kept in
+A field without a default must be present; every field present must have its declared type, by the
+one decoder's rules (training/foundation/json_decode.py: `int` never accepts a bool, `float` accepts an
+int, a number within its `Bounds`). Fields a type does not name are kept in
 `extra`, so a worker may add fields without breaking readers. The all-reduce bench's rows arrive
 as `step` events with `kind: "allreduce"` (and its summary as such a `result`): same types on
 disk, their own schema here.
@@ -11,7 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from mgtutor.training.foundation.json_decode import Bounds
 
 
 class EventType(str, Enum):
@@ -26,7 +29,7 @@ class EventType(str, Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
-    rank: int
+    rank: Annotated[int, Bounds(0, 1 << 20)]  # a global rank (records/types.py MAX_RANKS)
     t: float
     line: int = 0  # 1-based line number in events.jsonl (0: not read from a file)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
