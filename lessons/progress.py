@@ -1,6 +1,6 @@
 """The learner's progress and workspace, kept under $XDG_DATA_HOME/mgtutor/ so they survive restarts.
 
-    progress.json    {"current": id, "language": "zh"|"en", "lessons": {id: {"done", "steps", "hints_shown", "checked", …}}}
+    progress.json    {"current": id, "language": "zh"|"en", "lessons": {id: {"done", "steps", "hints_seen", "checked", …}}}
     workspace/       the learner's copies of the exercise scripts, edited in $EDITOR
 """
 from __future__ import annotations
@@ -110,16 +110,29 @@ class Progress:
         return {"failed": "✗", "skipped": "–"}.get(checked.get("status", ""), " ")
 
     def hints_shown(self, lesson_id: str) -> int:
-        return int(self.data["lessons"].get(lesson_id, {}).get("hints_shown", 0))
+        return len(self.hints_seen(lesson_id))
+
+    def hints_seen(self, lesson_id: str) -> list[int]:
+        """The numbers (1-based) of the hints shown so far."""
+        entry = self.data["lessons"].get(lesson_id, {})
+        seen = entry.get("hints_seen")
+        if isinstance(seen, list):
+            return sorted({n for n in seen if isinstance(n, int) and n > 0})
+        return list(range(1, int(entry.get("hints_shown", 0)) + 1))  # kept before hints followed the checks
 
     def next_hint(self, lesson: Lesson) -> tuple[int, str] | None:
-        """The next hint (1-based number, text), one at a time; None when all are shown."""
-        shown = self.hints_shown(lesson.id)
-        if shown >= len(lesson.hints):
+        """The next hint (1-based number, text), one at a time: first those for the checks that failed
+        at the last check of the exercise, then the others in order; None when all are shown."""
+        seen = set(self.hints_seen(lesson.id))
+        wanted = [n for n, _says in failed_check_hints(lesson, self.lesson(lesson.id).get("checked"))]
+        number = next((n for n in [*wanted, *range(1, len(lesson.hints) + 1)]
+                       if n not in seen and 1 <= n <= len(lesson.hints)), None)
+        if number is None:
             return None
-        self.lesson(lesson.id)["hints_shown"] = shown + 1
+        seen.add(number)
+        self.lesson(lesson.id).update(hints_seen=sorted(seen), hints_shown=len(seen))
         self.save()
-        return shown + 1, lesson.hints[shown]
+        return number, lesson.hints[number - 1]
 
     def summary(self) -> tuple[int, int]:
         return sum(self.done(lid) for lid in PATH), len(PATH)
@@ -132,6 +145,21 @@ def start_language(flag: str | None = None, environ: Mapping[str, str] | None = 
         return set_language(flag)
     kept = Progress().language
     return set_language(kept or language_from_env(environ) or DEFAULT)
+
+
+def failed_check_hints(lesson: Lesson, checked: Any) -> list[tuple[int, str]]:
+    """(hint number, what the check says) for each check of the exercise that failed in the saved check
+    record, in the checks' order: a check names the hints that help when it fails (lesson.json's
+    `hints_if_failed`). The record's checks are the exercise step's, in the same order."""
+    if lesson.exercise is None or not isinstance(checked, dict):
+        return []
+    steps = [s for s in checked.get("checks") or [] if isinstance(s, dict) and s.get("step") == lesson.exercise.step.name]
+    results = steps[-1].get("checks") if steps else None
+    out: list[tuple[int, str]] = []
+    for check, result in zip(lesson.exercise.step.checks, results if isinstance(results, list) else []):
+        if isinstance(result, dict) and result.get("passed") is False:
+            out += [(n, check.says) for n in check.params.get("hints_if_failed", ()) if isinstance(n, int)]
+    return out
 
 
 def passed_without_gpus(summary: list[dict[str, Any]]) -> bool:

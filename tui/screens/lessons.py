@@ -1,6 +1,7 @@
 """Lessons mode: the path with progress marks, the lesson text, its code, a run pane with every
-rank's output, the checks (✓/✗ with what was measured), hints one at a time, and the exercise
-edited in $EDITOR while the app is suspended."""
+rank's output, the checks (✓/✗ with what was measured), hints one at a time (first those for the
+check that failed), and the exercise edited in $EDITOR while the app is suspended. `[` and `]` go
+through the tabs."""
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Header, ListItem, ListView, Markdown, RichLog, Static, TabbedContent, TabPane
 
 from mgtutor.lessons.loader import Lesson, Step, all_lessons
-from mgtutor.lessons.progress import Progress, ensure_workspace, workspace_copy
+from mgtutor.lessons.progress import Progress, ensure_workspace, failed_check_hints, workspace_copy
 from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, overall, skip_reason, start_step, summarize
 from mgtutor.training.foundation.i18n import N_, _, current_language
 from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
@@ -40,6 +41,9 @@ class LessonsScreen(Screen):
         Binding("i", "hint", N_("Hint"), tooltip=N_("the next hint")),
         Binding("n", "next_lesson", N_("Next"), tooltip=N_("next lesson")),
         Binding("p", "previous_lesson", N_("Prev"), tooltip=N_("previous lesson")),
+        Binding("right_square_bracket", "next_tab", N_("Tab"), key_display="]",
+                tooltip=N_("the next tab: Lesson, Code, Exercise, Run, Checks")),
+        Binding("left_square_bracket", "previous_tab", N_("Previous tab"), key_display="[", show=False),
         Binding("x", "reset_exercise", N_("Reset exercise"), show=False),
     ]
     TABS = {"tab-text": N_("Lesson"), "tab-code": N_("Code"), "tab-exercise": N_("Exercise"), "tab-run": N_("Run"),
@@ -55,6 +59,9 @@ class LessonsScreen(Screen):
         self.busy = False
         self._pending: deque[str] = deque()  # rank lines from the worker thread, drained on a timer
         self._marks_shown: dict[str, tuple[Text, Text]] = {}
+        self._text_wanted: Lesson | None = None  # the lesson whose text the pane should show
+        self._text_shown: Lesson | None = None  # the lesson whose text the pane holds
+        self._text_building = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -64,12 +71,14 @@ class LessonsScreen(Screen):
             yield ListView(*[ListItem(Horizontal(Static(self._marks_shown[lesson.id][0], classes="lesson-mark"),
                                                  Static(self._marks_shown[lesson.id][1], classes="lesson-title"),
                                                  classes="lesson-item"),
-                                      id=f"item-{lesson.id}") for lesson in self.lessons], id="lesson-list")
+                                      id=f"item-{lesson.id}") for lesson in self.lessons], id="lesson-list",
+                           initial_index=self.lessons.index(self.lesson))
             with Vertical(id="lesson-main"):
                 yield Static("", id="lesson-status")
                 with TabbedContent(id="lesson-tabs"):
                     with TabPane(_(self.TABS["tab-text"]), id="tab-text"):
-                        with VerticalScroll():
+                        with VerticalScroll(id="lesson-text"):
+                            yield Static("", id="lesson-loading")
                             yield Markdown("", id="lesson-markdown")
                     with TabPane(_(self.TABS["tab-code"]), id="tab-code"):
                         with VerticalScroll():
@@ -88,9 +97,7 @@ class LessonsScreen(Screen):
 
     def on_mount(self) -> None:
         self.set_interval(0.1, self._drain_lines)
-        lesson_list = self.query_one("#lesson-list", ListView)
-        lesson_list.index = self.lessons.index(self.lesson)
-        lesson_list.focus()
+        self.query_one("#lesson-list", ListView).focus()
         self.show_lesson(self.lesson)
 
     def on_screen_resume(self) -> None:
@@ -133,20 +140,49 @@ class LessonsScreen(Screen):
             self.query_one("#lesson-log", RichLog).clear()  # the previous lesson's output is not this one's
         self.lesson = lesson
         self.progress.set_current(lesson.id)
-        self.query_one("#lesson-markdown", Markdown).update(lesson_markdown(lesson, len(self.lessons)))
-        self.query_one("#lesson-code", Static).update(
-            Syntax(lesson.example.read_text(), "python", line_numbers=True, word_wrap=False))
+        self._show_text(lesson)
+        self.query_one("#lesson-code", Static).update(  # wrapped in the pane: nothing cut at 80 columns
+            Syntax(lesson.example.read_text(), "python", line_numbers=True, word_wrap=True))
         self._show_exercise()
         self._show_status()
         saved = self.progress.lesson(lesson.id).get("checked")
         self.query_one("#lesson-checks", Static).update(checks_text(saved) if saved else _(self.NOTHING_CHECKED))
+
+    def _show_text(self, lesson: Lesson) -> None:
+        """A long lesson takes a while to lay out: until its text is built the pane names the lesson that
+        comes, never shows the last one's words under this one's title."""
+        self._text_wanted = lesson
+        if self._text_shown is lesson:
+            return
+        self.query_one("#lesson-markdown", Markdown).display = False
+        loading = self.query_one("#lesson-loading", Static)
+        loading.update(_("Lesson {number} of {total}: {title}…").format(number=lesson.number, total=len(self.lessons),
+                                                                        title=lesson.title))
+        loading.display = True
+        if not self._text_building:
+            self._text_building = True
+            self.run_worker(self._build_text(), group="lesson-text")
+
+    async def _build_text(self) -> None:
+        """Build the wanted lesson's text; lessons passed over meanwhile (n n n) are never built."""
+        markdown = self.query_one("#lesson-markdown", Markdown)
+        try:
+            while (lesson := self._text_wanted) is not None and lesson is not self._text_shown:
+                await markdown.update(lesson_markdown(lesson, len(self.lessons)))
+                self._text_shown = lesson
+        finally:
+            self._text_building = False
+        self.query_one("#lesson-loading", Static).display = False
+        markdown.display = True
+        self.query_one("#lesson-text", VerticalScroll).scroll_home(animate=False)
 
     def _show_status(self, note: str = "") -> None:
         self.query_one("#lesson-status", Static).update(status_text(self.lesson, self.progress, note))
 
     def _show_exercise(self) -> None:
         lesson = self.lesson
-        hints = lesson.hints[:self.progress.hints_shown(lesson.id)]
+        hints = [(number, lesson.hints[number - 1]) for number in self.progress.hints_seen(lesson.id)
+                 if number <= len(lesson.hints)]
         copy = workspace_copy(lesson)
         code = copy.read_text() if copy is not None and copy.exists() else None
         self.query_one("#lesson-exercise", Static).update(exercise_text(lesson, hints, copy, code))
@@ -179,14 +215,19 @@ class LessonsScreen(Screen):
             self.notify(_("This lesson has no exercise, so no hints: g runs its steps."))
             return
         hint = self.progress.next_hint(self.lesson)
+        failed = dict(failed_check_hints(self.lesson, self.progress.lesson(self.lesson.id).get("checked")))
         if hint is None and self.lesson.exercise is not None:
             self.notify(_("All hints shown; the reference solution is {name}").format(
                 name=self.lesson.exercise.solution.name))
         elif hint is None:
             self.notify(_("All hints shown."))
         else:
-            self.notify(_("Hint {number}/{total}: ").format(number=hint[0], total=len(self.lesson.hints)) + hint[1],
-                        timeout=15)
+            number, words = hint
+            said = _("Hint {number}/{total}: ").format(number=number, total=len(self.lesson.hints))
+            if number in failed:
+                said = _("Hint {number}/{total}, for the check that failed ({check}): ").format(
+                    number=number, total=len(self.lesson.hints), check=failed[number])
+            self.notify(said + words, timeout=15)
         self._show_exercise()
         self.query_one("#lesson-tabs", TabbedContent).active = "tab-exercise"
 
@@ -206,6 +247,17 @@ class LessonsScreen(Screen):
                 editor=repr(editor[0]), path=path), severity="error")
         self._show_exercise()
         self.query_one("#lesson-tabs", TabbedContent).active = "tab-exercise"
+
+    def action_next_tab(self) -> None:
+        self._step_tab(1)
+
+    def action_previous_tab(self) -> None:
+        self._step_tab(-1)
+
+    def _step_tab(self, step: int) -> None:
+        tabs = self.query_one("#lesson-tabs", TabbedContent)
+        order = list(self.TABS)
+        tabs.active = order[(order.index(tabs.active) + step) % len(order)] if tabs.active in order else order[0]
 
     def action_reset_exercise(self) -> None:
         if self.lesson.exercise is not None:

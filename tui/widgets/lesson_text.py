@@ -5,6 +5,7 @@ which markup would swallow as a tag.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,10 @@ def checks_text(saved: dict[str, Any]) -> Text:
     return text
 
 
-def exercise_text(lesson: Lesson, hints: tuple[str, ...], copy: Path | None, code: str | None) -> RenderableType:
+def exercise_text(lesson: Lesson, hints: Sequence[tuple[int, str] | str], copy: Path | None,
+                  code: str | None) -> RenderableType:
+    """The task, the copy, the hints shown so far ((number, text), or texts numbered from 1) and the code,
+    wrapped in the pane: nothing is cut at 80 columns."""
     if lesson.exercise is None:
         return Text(_("This lesson has no exercise: press g to run its steps and see the checks."))
     head = Text()
@@ -109,7 +113,7 @@ def exercise_text(lesson: Lesson, hints: tuple[str, ...], copy: Path | None, cod
     head.append(_("Your copy: {path}").format(path=copy) + "\n", style="cyan")
     head.append(_("e opens it in $EDITOR · c runs it and checks what it did · i shows the next hint · "
                   "x puts the broken version back") + "\n\n", style="dim")
-    for number, hint in enumerate(hints, start=1):
+    for number, hint in (h if isinstance(h, tuple) else (i, h) for i, h in enumerate(hints, start=1)):
         head.append(_("Hint {number}/{total}: ").format(number=number, total=len(lesson.hints)), style="bold yellow")
         head.append(hint + "\n")
     if hints:
@@ -117,4 +121,4 @@ def exercise_text(lesson: Lesson, hints: tuple[str, ...], copy: Path | None, cod
     if code is None:
         head.append(_("(the copy is made when you first edit or check it)"), style="dim")
         return head
-    return Group(head, Syntax(code, "python", line_numbers=True))
+    return Group(head, Syntax(code, "python", line_numbers=True, word_wrap=True))
