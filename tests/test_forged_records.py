@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,10 +15,12 @@ import pytest
 from textual.widgets import DataTable
 
 from mgtutor.training.runs.events.reader import EventReader
-from mgtutor.training.runs.records.record import RunMeta, RunRecord, write_json_atomic
+from mgtutor.training.runs.follow.heartbeats import live_watchers
+from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.records.record import RunMeta, RunRecord, list_runs, write_json_atomic
 from mgtutor.tui.cli import main as cli_main
 from mgtutor.tui.screens.monitor import MonitorScreen
-from tests.helpers import wait_for_app
+from tests.helpers import wait_for, wait_for_app
 from tests.monitor_helpers import make_app
 from tests.test_report import fonts_listed  # noqa: F401 - matplotlib lists the fonts (a process) before the tests
 from tests.unprivileged import without_dac_override
@@ -200,3 +203,63 @@ async def test_the_runs_screen_lists_every_forged_record_with_its_reason_and_ope
         row = " ".join(rows[record.run_id])
         failed_first = rows[record.run_id][5] == "rank 0"  # the column names who failed first, not the reason
         assert "\x1b" not in row and "\x07" not in row and (reason is None or reason in row or failed_first), (name, row)
+
+
+LIVE_SCRIPT = f"""import os, pathlib, sys, time
+flag = pathlib.Path(sys.argv[1])
+print("ready", flush=True)
+while not flag.exists():
+    time.sleep(0.05)
+with open(pathlib.Path(os.environ["MGTUTOR_RUN_DIR"]) / "events.jsonl", "a") as events:
+    events.write({LOSS_400_DIGITS!r} + "\\n" + {STEP!r} + "\\n")
+time.sleep(1.0)  # the follower polls the bad line while the run goes on
+print("after the bad line", flush=True)
+"""
+
+
+@pytest.mark.integration
+def test_a_400_digit_loss_in_a_live_run_is_skipped_by_mgtutor_run(write_script, tmp_path: Path, standin_torchrun,
+                                                                    capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46 item 10: the line killed the follower and left the ranks running with nobody following."""
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    flag = tmp_path / "write-now"
+    flag.touch()
+    code = cli_main(["run", "--nproc", "1", "--", str(write_script("live.py", LIVE_SCRIPT)), str(flag)])
+    out, err = capsys.readouterr()
+    (record,) = list_runs()
+    followed_to_the_end(record, code, out, err)
+
+
+def followed_to_the_end(record: RunRecord, code: int, out: str, err: str) -> None:
+    """The follower outlived the bad line: the run's end (a second after it) is said, and nothing crashed."""
+    assert code == 0 and "run finished in" in err and "Traceback" not in out + err, (out, err)
+    assert "after the bad line" in record.rank_log(0, "stdout").read_text()
+    reader = EventReader(record.events_path)
+    assert [e.step for e in reader.read_all()] == [2] and reader.skipped == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.integration
+def test_a_400_digit_loss_in_a_live_run_is_skipped_by_runs_attach(write_script, tmp_path: Path, standin_torchrun,
+                                                                    capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    flag = tmp_path / "write-now"
+    run = launch(LaunchSpec(target=[str(write_script("live.py", LIVE_SCRIPT)), str(flag)], nproc=1, backend="gloo"))
+    attached = threading.Event()
+
+    def write_once_attached() -> None:  # the bad line comes while `runs attach` follows the run
+        wait_for(lambda: live_watchers(run.record), 60, what="the attached heartbeat")
+        attached.set()
+        flag.touch()
+
+    helper = threading.Thread(target=write_once_attached, daemon=True)
+    helper.start()
+    try:
+        code = cli_main(["runs", "attach", run.record.run_id])
+    finally:
+        flag.touch()
+        run.wait(60)  # the supervisor is this test's child: reap it
+    out, err = capsys.readouterr()
+    assert attached.is_set()
+    followed_to_the_end(run.record, code, out, err)
