@@ -214,6 +214,6 @@ def test_the_charts_of_a_finished_run_without_steps_never_wait_for_the_first_ste
     assert no_steps_text(running) == "waiting for the first step..."
     for phase in ("finished", "failed", "stopped", "lost"):
         said = no_steps_text(RunState(run_id="r", phase=phase, ranks={0: RankState(rank=0)}))
-        assert said.startswith("no optimizer steps were seen") and "waiting" not in said
+        assert said.startswith("no optimizer steps were seen" if phase == "finished" else "the run") and "waiting" not in said
     stepped = RunState(run_id="r", phase="finished", ranks={0: RankState(rank=0, last_step=30)})
     assert no_steps_text(stepped).startswith("step 30: no samples/s or loss")

@@ -232,6 +232,15 @@ def detach_hint(run_id: str) -> str:
                                                           stop=f"`mgtutor runs stop {run_id}`")
 
 
+def detached_text(record: RunRecord) -> str:
+    """What a follower that stops following says: how to reach the run again, or that it had ended."""
+    status = record.status()
+    if status.terminal:
+        return _("stopped following; run {id} has ended ({status}): {command}").format(
+            id=record.run_id, status=status.value, command=f"mgtutor runs show {record.run_id}")
+    return _("detached; {hint}").format(hint=detach_hint(record.run_id))
+
+
 def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
                on_update: Callable[[Update], None] | None = None, *, verbose: bool = False,
                attached: bool = False, stop_on_interrupt: bool = True, pending: Sequence[int] = ()) -> Update:
@@ -266,7 +275,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
         except Interrupted as sig:
             if sig.detach or not stop_on_interrupt:
                 feed.close()
-                say("\nmgtutor: " + _("detached; {hint}").format(hint=detach_hint(run.record.run_id)))
+                say("\nmgtutor: " + detached_text(run.record))
                 raise FollowEnded(sig.exit_code) from None
             signum = sig.signum
         except KeyboardInterrupt:  # a SIGINT handler that was not ours

@@ -12,7 +12,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from mgtutor.training.foundation.i18n import N_, _, ljust_cells
-from mgtutor.training.runs.follow.runstate import RunState
+from mgtutor.training.runs.follow.runstate import BatchSearch, RunState
+from mgtutor.training.runs.records.record import RunStatus
 from mgtutor.tui.widgets.blocks import sparkline
 from mgtutor.tui.widgets.rank_logs import RANK_COLOURS
 
@@ -26,16 +27,46 @@ def human(value: float | None, unit: str = "") -> str:
 
 
 
+_ENDED_BEFORE_A_STEP = {
+    RunStatus.FAILED.value: N_("the run failed before any training step was recorded"),
+    RunStatus.STOPPED.value: N_("the run was stopped before any training step was recorded"),
+    RunStatus.LOST.value: N_("the run ended without a result before any training step was recorded"),
+}
+
+
 def no_steps_text(state: RunState) -> str:
-    """What the charts say before they have a point: a run that ended never waits for its first step."""
+    """What the charts say before they have a point: a run that ended says what happened, never that it
+    waits for its first step (a batch finder's run: its trials)."""
     steps = [r.last_step for r in state.ranks.values() if r.last_step is not None]
     if steps:
         return _("step {step}: no samples/s or loss to chart (no tensor batch from a DataLoader, no scalar "
                  "loss's backward seen)").format(step=max(steps))
+    if state.batch_search is not None:
+        return batch_search_text(state, state.batch_search)
     if not state.done:
         return _("waiting for the first step...")
+    if state.phase in _ENDED_BEFORE_A_STEP:
+        return _(_ENDED_BEFORE_A_STEP[state.phase])
     return _("no optimizer steps were seen: the run wrote no step events (a script that never steps a torch "
              "optimizer, or one run with --no-instrument; logs and meters still work)")
+
+
+def batch_search_text(state: RunState, search: BatchSearch) -> str:
+    """The batch finder's progress, or how the run ended while it searched."""
+    last = ""
+    if search.batch is not None:
+        last = (_("batch {batch} fits") if search.fits else _("batch {batch} does not fit")).format(batch=search.batch)
+    if search.chosen is not None:
+        return _("the batch finder chose batch {batch} after {trials} trial(s); no training step was recorded").format(
+            batch=search.chosen, trials=search.trials)
+    if not state.done:
+        return _("finding the batch size: trial {trials}, {last}").format(trials=search.trials, last=last) \
+            if last else _("finding the batch size...")
+    if state.phase in _ENDED_BEFORE_A_STEP:
+        return _("{ended}, during the batch finder's trial {trials} ({last})").format(
+            ended=_(_ENDED_BEFORE_A_STEP[state.phase]), trials=search.trials, last=last or "?")
+    return _("the batch finder ran {trials} trial(s) ({last}) and gave no answer; no training step was "
+             "recorded").format(trials=search.trials, last=last or "?")
 
 
 class TrainingCharts(Widget):

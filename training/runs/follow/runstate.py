@@ -20,7 +20,15 @@ from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _, ngettext
 from mgtutor.training.runs.events.reader import EventReader
-from mgtutor.training.runs.events.types import ErrorEvent, Event, RendezvousEvent, StartEvent, StepEvent
+from mgtutor.training.runs.events.types import (
+    BatchResultEvent,
+    BatchTrialEvent,
+    ErrorEvent,
+    Event,
+    RendezvousEvent,
+    StartEvent,
+    StepEvent,
+)
 from mgtutor.training.runs.records.record import RankExit, RunMeta, RunRecord, RunResult, RunStatus
 
 SERIES_POINTS = 600  # per rank; the charts show the last few hundred steps
@@ -61,6 +69,15 @@ class RankState:
         return max(0.0, (self.joined or now) - self.started)
 
 
+@dataclass(frozen=True)
+class BatchSearch:
+    """The batch finder so far (its trials come before any training step): the last trial, and its answer."""
+    trials: int = 0
+    batch: int | None = None  # the last trial's batch
+    fits: bool | None = None
+    chosen: int | None = None  # the finder's answer (its result event)
+
+
 @dataclass
 class RunState:
     run_id: str
@@ -75,6 +92,7 @@ class RunState:
     total_throughput: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=SERIES_POINTS))
     result: RunResult | None = None
     phases_seen: list[str] = field(default_factory=list)
+    batch_search: BatchSearch | None = None  # a run that searched for its batch size (--batch-size auto, maxbatch)
 
     def snapshot(self) -> RunState:
         """A copy the folder will not change: what a session hands to a view (another thread). Much
@@ -160,6 +178,16 @@ class RunStateFolder:
             self._apply_step(rank, event)
         elif isinstance(event, ErrorEvent):
             rank.error = rank.error or event.description
+        elif isinstance(event, (BatchTrialEvent, BatchResultEvent)):
+            self._apply_batch_search(event)
+
+    def _apply_batch_search(self, event: BatchTrialEvent | BatchResultEvent) -> None:
+        search = self.state.batch_search or BatchSearch()
+        if isinstance(event, BatchTrialEvent):
+            search = replace(search, trials=search.trials + 1, batch=event.batch, fits=event.fits)
+        else:
+            search = replace(search, chosen=event.chosen_batch)
+        self.state.batch_search = search
 
     def _apply_step(self, rank: RankState, event: StepEvent) -> None:
         step = event.step

@@ -27,7 +27,7 @@ from mgtutor.training.runs.launch.procs import describe, run_processes
 from mgtutor.training.runs.launch.rank import signal_name
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
 
-FOLLOW_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FOLLOW_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # SIGQUIT (Ctrl+\) as Ctrl+C
 
 
 class Interrupted(KeyboardInterrupt):
