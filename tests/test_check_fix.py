@@ -270,6 +270,22 @@ CASES = {
             for x, y in loader:
                 step(x, y)
         ''')),
+    "destroy-if-initialized": ({"destroy-hides-error"}, d('''
+        import torch.distributed as dist
+
+        try:
+            main()
+        finally:
+            dist.destroy_process_group()  # leave the group
+        '''), d('''
+        import torch.distributed as dist
+
+        try:
+            main()
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()  # leave the group
+        ''')),
     "world-from-torchrun": ({"world-set-by-script"}, d('''
         import os
 

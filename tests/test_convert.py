@@ -12,7 +12,11 @@ from mgtutor.diagnostics.check.convert import convert_source
 from mgtutor.diagnostics.check.script import CheckError, check_source
 from mgtutor.tui.cli import main as cli_main
 
-SHAPE = Path(__file__).parent / "data" / "check" / "convert" / "single_gpu_shape.py"
+FIXTURES = Path(__file__).parent / "data" / "check" / "convert"
+SHAPE = FIXTURES / "single_gpu_shape.py"
+FLAT = FIXTURES / "flat_enumerate.py"                # flat, enumerate(loader), DataParallel
+ACCEL = FIXTURES / "accel_kwargs.py"                 # device branch, **kwargs loaders, a callback
+LOADERS = FIXTURES / "module_loaders.py"             # module-level loaders, data sets built in the call
 
 
 def test_the_tutorial_shaped_script_gets_every_ddp_part():
@@ -22,20 +26,21 @@ def test_the_tutorial_shaped_script_gets_every_ddp_part():
                  'from torch.nn.parallel import DistributedDataParallel as DDP\n',
                  'from torch.utils.data.distributed import DistributedSampler\n',
                  'from datetime import timedelta\n',
-                 '    if torch.cuda.is_available() and ranks_here <= torch.cuda.device_count():\n'
-                 '        torch.cuda.set_device(local_rank)\n'
-                 '        dist.init_process_group("nccl", timeout=timedelta(minutes=10))\n'
-                 '        return torch.device("cuda", local_rank)\n'
-                 '    dist.init_process_group("gloo", timeout=timedelta(minutes=10))\n    return torch.device("cpu")\n',
+                 '    if not dist.is_initialized():\n'
+                 '        wants_gpu = device is None or torch.device(device).type == "cuda"\n'
+                 '        on_gpu = wants_gpu and torch.cuda.is_available() and ranks_here <= torch.cuda.device_count()\n'
+                 '        if on_gpu:\n            torch.cuda.set_device(local_rank)\n'
+                 '        dist.init_process_group("nccl" if on_gpu else "gloo", timeout=timedelta(minutes=10))\n',
                  '        self.model = model.to(gpu_id)\n        self.model = DDP(self.model)\n',
                  '        self.train_data.sampler.set_epoch(epoch)\n        for source, targets in self.train_data:\n',
                  '        ckp = self.model.module.state_dict()\n',
                  '    return DataLoader(dataset, batch_size=batch_size, pin_memory=False, '
                  'sampler=DistributedSampler(dataset, shuffle=shuffle))\n',
-                 '    device = ddp_setup()\n',
+                 '    device = ddp_setup(args.device)\n',
                  '    try:\n        parser = argparse.ArgumentParser(description="simple distributed training job")\n',
                  '        main(device, args.epochs, args.save_every, args.batch_size, not args.no_shuffle)\n'
-                 '        dist.barrier()\n    finally:\n        dist.destroy_process_group()\n'):
+                 '        dist.barrier()\n    finally:\n        if dist.is_initialized():\n'
+                 '            dist.destroy_process_group()\n'):
         assert line in after
     assert after.count('if int(os.environ.get("RANK", "0")) == 0:') == 4  # three prints and the save
     assert report.not_converted == []
@@ -76,7 +81,7 @@ def test_what_it_cannot_convert_is_listed_with_line_and_why():
         def main(device):
             model = torch.nn.Linear(4, 1).to(device)
             train = DataLoader(make_set(), batch_size=8, shuffle=True)
-            test = DataLoader(test_set, batch_size=8)
+            test = DataLoader(test_set, batch_size=8, sampler=EverySecond(test_set))
             for epoch in range(2):
                 for x, y in train:
                     model(x.to(device)).sum().backward()
@@ -89,10 +94,11 @@ def test_what_it_cannot_convert_is_listed_with_line_and_why():
         ''')
     report = convert_source(source, "t.py")
     why = {line: text for line, text in report.not_converted}
-    assert "built inside the DataLoader call" in why[11]
     assert "a second DataLoader" in why[12]
     assert "evaluate() runs on every rank" in why[16]
-    assert "DataLoader(make_set(), batch_size=8, shuffle=True)" in report.after  # left as it was
+    # the data set built inside the call is named first, so the loader and its sampler share it
+    assert ("    train_set = make_set()\n    train = DataLoader(train_set, batch_size=8, "
+            "sampler=DistributedSampler(train_set, shuffle=True))\n") in report.after
 
 
 def test_data_that_is_not_a_dataloader_is_listed():
@@ -103,30 +109,141 @@ def test_data_that_is_not_a_dataloader_is_listed():
     assert "model = DDP(model)" in report.after
 
 
-def test_a_dataloader_built_from_kwargs_is_left_to_the_user():
+def test_a_loader_of_kwargs_gets_its_sampler_with_the_shuffle_the_kwargs_ask_for():
+    report = convert_source(ACCEL.read_text(), "accel_kwargs.py")
+    assert ('    train_loader = DataLoader(train_set, **{**train_kwargs, "shuffle": False}, '
+            'sampler=DistributedSampler(train_set, shuffle=train_kwargs.get("shuffle", False)))\n') in report.after
+    assert "    test_loader = DataLoader(make_set(32, 1), **test_kwargs)\n" in report.after  # evaluation: listed
+    assert [line for line, _ in report.not_converted] == [69, 75]
+
+
+def test_the_setup_runs_after_the_device_branch_never_inside_it():
+    after = convert_source(ACCEL.read_text(), "accel_kwargs.py").after
+    assert ('    if use_accel:\n        device = torch.device("cuda")\n    else:\n        device = torch.device("cpu")\n'
+            '    device = ddp_setup(device)\n') in after
+    assert [f.rule for f in check_source(after, "x.py") if f.rule == "init-in-device-branch"] == []
+
+
+def test_a_flat_script_is_converted_and_ends_by_leaving_the_group():
+    report = convert_source(FLAT.read_text(), "flat_enumerate.py")
+    after = report.after
+    assert 'device = ddp_setup(torch.device("cuda:0" if torch.cuda.is_available() else "cpu"))\n' in after
+    assert after.index("def ddp_setup(") < after.index("device = ddp_setup(")
+    assert after.endswith("if dist.is_initialized():\n    dist.barrier()\n    dist.destroy_process_group()\n")
+    assert report.not_converted == []
+
+
+def test_enumerate_over_the_loader_sets_the_epoch_on_the_loaders_sampler():
+    after = convert_source(FLAT.read_text(), "flat_enumerate.py").after
+    assert ("for epoch in range(epochs):\n    train_loader.sampler.set_epoch(epoch)\n"
+            "    for i, (x, y) in enumerate(train_loader):\n") in after
+    assert "enumerate(train_loader).sampler" not in after
+
+
+def test_dataparallel_gives_way_to_ddp():
+    after = convert_source(FLAT.read_text(), "flat_enumerate.py").after
+    assert "nn.DataParallel" not in after and "device_count() > 1" not in after
+    assert ".to(device)\nmodel = DDP(model)\ncriterion = nn.MSELoss()\n" in after
+    assert "torch.save(model.module.state_dict(), \"model.ckpt\")" in after  # the one-GPU keys, as before
+    assert 'model.module.load_state_dict(torch.load("model.ckpt", map_location="cpu"))' in after
+
+
+def test_module_level_loaders_get_their_sampler_after_the_group_exists():
+    report = convert_source(LOADERS.read_text(), "module_loaders.py")
+    after = report.after
+    assert after.index("device = ddp_setup(device)") < after.index("sampler=DistributedSampler(train_set")
+    assert "            sample = model.module.decode(torch.randn(4, 2).to(device))\n" in after
+    assert [f.rule for f in check_source(after, "x.py") if f.rule == "group-used-before-init"] == []
+
+
+def test_a_loader_made_before_the_device_is_chosen_gets_the_setup_before_it():
     source = textwrap.dedent('''\
         import torch
-        from torch.utils.data import DataLoader
+        from torch.utils.data import DataLoader, TensorDataset
+
+        data = TensorDataset(torch.rand(64, 4))
+        loader = DataLoader(data, batch_size=8, shuffle=True)
 
 
-        def main(device):
-            kwargs = {"batch_size": 8, "shuffle": True}
-            loader = DataLoader(data, **kwargs)
+        def main():
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
             model = torch.nn.Linear(4, 1).to(device)
+            for epoch in range(2):
+                for (x,) in loader:
+                    model(x.to(device)).sum().backward()
 
 
         if __name__ == "__main__":
-            device = "cuda"
-            main(device)
+            main()
         ''')
-    report = convert_source(source, "t.py")
-    assert "loader = DataLoader(data, **kwargs)\n" in report.after  # a sampler beside shuffle=True would raise
-    assert report.not_converted[0][0] == 7 and "**kwargs" in report.not_converted[0][1]
+    after = convert_source(source, "late_device.py").after
+    assert "\nddp_setup()\nloader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data, shuffle=True))\n" \
+        in after
+    assert '    device = ddp_setup(torch.device("cuda" if torch.cuda.is_available() else "cpu"))\n' in after
+    assert [f.rule for f in check_source(after, "x.py") if f.rule == "group-used-before-init"] == []
 
 
-def test_a_script_without_a_main_block_is_refused_clearly():
-    with pytest.raises(CheckError, match="no `if __name__ == \"__main__\":` block"):
-        convert_source("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n", "t.py")
+def test_prints_and_saves_in_a_callback_happen_once():
+    after = convert_source(ACCEL.read_text(), "accel_kwargs.py").after
+    guard = 'if int(os.environ.get("RANK", "0")) == 0:'
+    assert (f'def report(epoch, loss):\n    {guard}\n        print(f"epoch {{epoch}} train loss {{loss:.4f}}")\n'
+            f'    {guard}\n        torch.save({{"epoch": epoch}}, "last_epoch.pt")\n') in after
+
+
+def test_no_barrier_inside_a_branch_the_ranks_may_take_differently():
+    after = convert_source(ACCEL.read_text(), "accel_kwargs.py").after
+    assert ("        if best is None or val_loss < best:\n"
+            '            if int(os.environ.get("RANK", "0")) == 0:\n'
+            '                torch.save(model.module.state_dict(), "best.pt")\n'
+            "            best = val_loss\n"
+            "        if dist.is_initialized():\n            dist.barrier()\n") in after
+
+
+def test_the_group_is_destroyed_only_when_it_was_made():
+    after = convert_source(ACCEL.read_text(), "accel_kwargs.py").after
+    assert after.endswith("    try:\n        main()\n        dist.barrier()\n    finally:\n"
+                          "        if dist.is_initialized():\n            dist.destroy_process_group()\n")
+
+
+@pytest.mark.parametrize("fixture", [SHAPE, FLAT, ACCEL, LOADERS], ids=lambda p: p.stem)
+def test_converted_scripts_pass_their_own_check(fixture):
+    after = convert_source(fixture.read_text(), fixture.name).after
+    assert [(f.rule, f.line) for f in check_source(after, fixture.name) if f.severity != "advice"] == []
+
+
+def test_check_flags_what_an_earlier_convert_got_wrong():
+    """The shapes convert wrote before issue 44 (the group set up inside `if use_accel:`, the set_epoch of
+    `enumerate(loader)`, a sampler made before the group, a destroy that hides the real error, a
+    DataLoader of **kwargs without a sampler): `check` names each of them."""
+    broken = textwrap.dedent('''\
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        data = make_data()
+        sampler = DistributedSampler(data)
+
+
+        def main():
+            if torch.cuda.is_available():
+                dist.init_process_group("nccl")
+            train_kwargs = {"batch_size": 8, "shuffle": True}
+            loader = DataLoader(data, **train_kwargs)
+            for epoch in range(2):
+                enumerate(loader).sampler.set_epoch(epoch)
+                for i, (x, y) in enumerate(loader):
+                    x.sum()
+
+
+        if __name__ == "__main__":
+            try:
+                main()
+            finally:
+                dist.destroy_process_group()
+        ''')
+    found = {(f.rule, f.line) for f in check_source(broken, "old.py")}
+    assert {("group-used-before-init", 6), ("init-in-device-branch", 11), ("ddp-no-sampler", 13),
+            ("sampler-no-set-epoch", 6), ("destroy-hides-error", 24)} <= found
 
 
 def test_cli_shows_a_diff_writes_a_new_file_and_never_overwrites(tmp_path, capsys):

@@ -108,6 +108,46 @@ def _sets_attr(target: ast.AST, name: str) -> bool:
     return isinstance(target, ast.Attribute) and target.attr == name
 
 
+def call_reaches(m: ScriptModel, call: ast.Call, test: NodeTest) -> bool:
+    """Whether the function this call runs (or a helper it calls) holds a node `test` accepts."""
+    target = resolve_function(m, call)
+    return bool(target) and _reach(target[0], target[1], test, 1, set())  # type: ignore[index]
+
+
+def dict_keys(m: ScriptModel, name: ast.AST, depth: int = 0) -> set[str] | None:
+    """The keys a dict passed as `**name` can hold, when every assignment and update of the name in its
+    scope is a dict literal with constant keys (`{"batch_size": 8}`, `{…} if use_cuda else {}`, `.update({…})`
+    or `.update(other)` of such a dict); None when any of them is not."""
+    if not isinstance(name, ast.Name):
+        return None
+    scope = m.enclosing(name, DEF_NODES)
+    keys: set[str] = set()
+    for node in (ast.walk(scope) if scope is not None else m.nodes):
+        values: list[ast.AST] = []
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets):
+            values = [node.value]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == name.id:
+            values = list(node.args)
+        for value in values:
+            found = _literal_keys(m, value, depth)
+            if found is None:
+                return None
+            keys |= found
+    return keys
+
+
+def _literal_keys(m: ScriptModel, value: ast.AST, depth: int) -> set[str] | None:
+    if isinstance(value, ast.IfExp):
+        a, b = _literal_keys(m, value.body, depth), _literal_keys(m, value.orelse, depth)
+        return None if a is None or b is None else a | b
+    if isinstance(value, ast.Dict) and all(isinstance(constant(k), str) for k in value.keys):
+        return {constant(k) for k in value.keys}
+    if isinstance(value, ast.Name) and depth < 2:
+        return dict_keys(m, value, depth + 1)
+    return None
+
+
 def calls_reaching(m: ScriptModel, test: NodeTest) -> bool:
     """Whether any call of this file leads (through helpers) to a node `test` accepts."""
     seen: set[tuple[str, int]] = set()
@@ -139,11 +179,22 @@ def project_calls(m: ScriptModel, method: str) -> bool:
     """A call of `.method(...)` in a helper this file calls, or in any project file read so far (in
     a folder check: every file of the project)."""
     def calls_method(model: ScriptModel, node: ast.AST) -> bool:
-        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method \
+            and not through_a_call(node)
     calls_method.__name__ = f"calls_{method}"
     if calls_reaching(m, calls_method):
         return True
-    return m.project is not None and any(model.method_calls(method) for model in m.project.loaded())
+    return m.project is not None and any(not through_a_call(c) for model in m.project.loaded()
+                                         for c in model.method_calls(method))
+
+
+def through_a_call(call: ast.Call) -> bool:
+    """`enumerate(loader).sampler.set_epoch(epoch)`: a method of what enumerate()/tqdm() returned, which has
+    no sampler (AttributeError when it runs); not the loader's own sampler."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    while isinstance(receiver, ast.Attribute):
+        receiver = receiver.value
+    return isinstance(receiver, ast.Call) and last_name(receiver.func) in ("enumerate", "tqdm", "zip", "iter")
 
 
 def called_in_files_read(m: ScriptModel, name: str) -> bool:

@@ -1,51 +1,62 @@
 """`mgtutor convert SCRIPT`: a plain one-GPU training script made a DDP script that torchrun runs.
 
 What it writes, on the user's own lines (edits.py, so comments and layout stay):
-  - a `ddp_setup()` that joins the process group from torchrun's environment: NCCL and this rank's
-    GPU where there are GPUs, gloo on the CPU otherwise; the script's device variable takes its value;
-  - the model wrapped in DDP right after it is moved to its device, and `.module.` where the script
-    saves or loads the wrapped model's state_dict (the checkpoint stays loadable by the one-GPU script);
-  - a DistributedSampler for the training DataLoader, its `shuffle` moved into the sampler;
-  - the `__main__` block under try: ending with a barrier, `destroy_process_group()` in its finally;
+  - a `ddp_setup()` that joins the process group from torchrun's environment, once: NCCL and this
+    rank's GPU where the script runs on CUDA and there are GPUs, gloo on the CPU otherwise; it is
+    called where the script chooses its device, on every path, before anything needs the group
+    (convert_setup.py);
+  - each model wrapped in DDP once it is set up, DataParallel replaced by it, `.module` where the
+    script reaches the wrapped model's own attributes or state_dict (convert_model.py);
+  - a DistributedSampler for the training DataLoader, its `shuffle` moved into it, also for a loader
+    built from `**kwargs` (convert_data.py);
+  - the `__main__` block under try: ending with a barrier, the group destroyed in its finally only if
+    it was made (a flat script ends with the same);
 then the rules' own safe fixes on the result (fix.py): `set_epoch`, rank-0 prints and saves, the
-CPU branch of `.cuda()`. What it cannot convert safely it leaves alone and lists, with the line and why.
+CPU branch of `.cuda()`, and every other print or saved image on rank 0 (a single-GPU script has no
+rank guards, so every output of it runs on every rank, callbacks included). What it cannot convert
+safely it leaves alone and lists, with the line and why.
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
 
+from mgtutor.diagnostics.check import convert_data, convert_model, convert_setup
 from mgtutor.diagnostics.check.edits import Edit, apply_edits, where
 from mgtutor.diagnostics.check.fix import fix_source
-from mgtutor.diagnostics.check.fixes import module_name, statement_of, text
+from mgtutor.diagnostics.check.fixes import alone_on_its_statement, module_name, rank_zero_test, statement_of, text
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, INIT, SPAWN
-from mgtutor.diagnostics.check.script_model import (
-    DEF_NODES, ScriptModel, constant, has_star_kwargs, identifier_parts, keyword, last_name,
-)
+from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, identifier_parts, last_name
 from mgtutor.diagnostics.check.script import CheckError, parse
 from mgtutor.training.foundation.i18n import N_, _
 
 FOLLOW_UP_RULES = {"sampler-no-set-epoch", "unguarded-print", "unguarded-checkpoint", "cuda-required",
-                   "torch-load-no-map-location"}
+                   "torch-load-no-map-location", "download-every-rank"}
 SETUP = '''
-def ddp_setup():
-    """Join the process group torchrun describes in the environment: NCCL with one GPU per rank when
-    this machine has a GPU for each of its ranks, gloo on the CPU otherwise."""
+def ddp_setup(device=None):
+    """Join the process group torchrun describes in the environment, once: NCCL with this rank's GPU
+    when the script asks for CUDA (or for no device in particular) and this machine has a GPU for each
+    of its ranks, gloo on the CPU otherwise. Returns this rank's device."""
     local_rank = int({os}.environ.get("LOCAL_RANK", "0"))
     ranks_here = int({os}.environ.get("LOCAL_WORLD_SIZE", "1"))
-    if {torch}.cuda.is_available() and ranks_here <= {torch}.cuda.device_count():
-        {torch}.cuda.set_device(local_rank)
-        {dist}.init_process_group("nccl", timeout=timedelta(minutes=10))
+    if not {dist}.is_initialized():
+        wants_gpu = device is None or {torch}.device(device).type == "cuda"
+        on_gpu = wants_gpu and {torch}.cuda.is_available() and ranks_here <= {torch}.cuda.device_count()
+        if on_gpu:
+            {torch}.cuda.set_device(local_rank)
+        {dist}.init_process_group("nccl" if on_gpu else "gloo", timeout=timedelta(minutes=10))
+    if {torch}.cuda.is_available() and {dist}.get_backend() == "nccl":
         return {torch}.device("cuda", local_rank)
-    {dist}.init_process_group("gloo", timeout=timedelta(minutes=10))
     return {torch}.device("cpu")
 '''
 EVAL_WORDS = {"evaluate", "eval", "validate", "validation", "test"}
+OUTPUT_CALLS = {"print", "save_image", "torch.save"}
 FOLLOW_UP_WORDS = {"sampler-no-set-epoch": N_("sampler.set_epoch(epoch) at the start of each epoch"),
                    "unguarded-print": N_("a print on rank 0 only"),
                    "unguarded-checkpoint": N_("the checkpoint saved on rank 0 only"),
                    "cuda-required": N_("a CPU branch for the script's CUDA calls"),
-                   "torch-load-no-map-location": N_("torch.load onto the CPU (map_location)")}
+                   "torch-load-no-map-location": N_("torch.load onto the CPU (map_location)"),
+                   "download-every-rank": N_("the data set downloaded once per machine, the other ranks wait")}
 
 
 @dataclass
@@ -63,130 +74,120 @@ class Conversion:
 
 def convert_source(source: str, filename: str = "<script>") -> Conversion:
     """Raises CheckError when the script cannot be read, or is already distributed."""
-    tree = parse(source, filename)
-    m = ScriptModel(tree, source, filename)
+    m = ScriptModel(parse(source, filename), source, filename)
     if m.calls_to(*INIT) or m.calls_to(*DDP) or m.calls_to(*SPAWN, bare=False):
         raise CheckError(_("{file} already sets up distributed training; `mgtutor check --fix` fixes what it "
                            "can").format(file=filename))
     report = Conversion(filename, source, source)
     edits: list[Edit] = []
-    names = {"os": module_name(m, "os", edits), "torch": module_name(m, "torch", edits),
-             "dist": module_name(m, "torch.distributed", edits)}
-    main_block = _main_block(m)
-    first_def = next((n for n in tree.body if isinstance(n, (*DEF_NODES, ast.If)) and n is not None), None)
-    if main_block is None or first_def is None:
-        raise CheckError(_("{file}: no `if __name__ == \"__main__\":` block to start the process group from; "
-                           "convert reads scripts that have one").format(file=filename))
-    edits.append(Edit("before", where(first_def, m.lines), SETUP.format(**names)))
-    edits += _device(m, main_block, report)
-    edits += _wrap_model(m, report)
-    edits += _samplers(m, report)
-    # every rank leaves together (a barrier), and the group is torn down however the script ends
-    edits.append(Edit("try_finally", where(main_block, m.lines), f"{names['dist']}.destroy_process_group()",
-                      f"{names['dist']}.barrier()"))
-    edits.append(Edit("import", code="from datetime import timedelta"))
-    edits.append(Edit("import", code="from torch.nn.parallel import DistributedDataParallel as DDP"))
-    edits.append(Edit("import", code="from torch.utils.data.distributed import DistributedSampler"))
+    try:
+        names = {"os": module_name(m, "os", edits), "torch": module_name(m, "torch", edits),
+                 "dist": module_name(m, "torch.distributed", edits)}
+        edits.append(Edit("before", where(convert_setup.setup_anchor(m), m.lines), SETUP.format(**names)))
+    except LookupError:
+        raise CheckError(_("{file}: the names os, torch or dist mean something else in this script; convert "
+                           "cannot add the process group").format(file=filename)) from None
+    loader = convert_data.training_loader(m)
+    sampler_edits = _samplers(m, loader, report)
+    edits += _setup_calls(m, [loader] if loader is not None and sampler_edits else [], report)
+    edits += _models(m, report) + sampler_edits + convert_setup.ending_edits(m, names["dist"])
+    edits += [Edit("import", code=code) for code in (
+        "from datetime import timedelta", "from torch.nn.parallel import DistributedDataParallel as DDP",
+        "from torch.utils.data.distributed import DistributedSampler")]
     _evaluations(m, report)
     converted = apply_edits(source, edits)
     if converted is None:
         raise CheckError(_("{file}: the conversion could not be placed on this script's layout").format(file=filename))
     report.done.append(_("ddp_setup(): the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs)"))
-    report.done.append(_("the __main__ block ends with a barrier; destroy_process_group() in its finally"))
-    follow = fix_source(converted, filename, only=FOLLOW_UP_RULES)
-    report.after = follow.after
+    report.done.append(_("the script ends with a barrier; the process group is destroyed if it was made"))
+    follow = fix_source(converted, filename, unsafe=True, only=FOLLOW_UP_RULES)  # unsafe: the download fix
     report.done += [_("line {line}: {what}").format(line=a.line, what=_(FOLLOW_UP_WORDS[a.rule])) for a in follow.applied]
+    report.after, lines = _outputs_on_rank_zero(follow.after, filename)
+    report.done += [_("line {line}: output on rank 0 only").format(line=line) for line in lines]
     report.not_converted.sort()
     return report
 
 
-def _main_block(m: ScriptModel) -> ast.If | None:
-    for node in m.tree.body:
-        if isinstance(node, ast.If) and "__main__" in ast.dump(node.test):
-            return node
-    return None
-
-
-def _device(m: ScriptModel, main_block: ast.If, report: Conversion) -> list[Edit]:
-    """The script's one device (`device = 0`, `device = args.device`) becomes this rank's."""
-    scopes: list[ast.AST] = [main_block] + [f for f in m.functions.get("main", [])]
-    for scope in scopes:
-        for node in ast.walk(scope):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                    and set(identifier_parts(node.targets[0].id)) & {"device", "gpu", "dev"}:
-                report.done.append(_("line {line}: {name} is this rank's device (ddp_setup())").format(
-                    line=node.lineno, name=node.targets[0].id))
-                return [Edit("replace", where(node.value, m.lines), "ddp_setup()")]
-    report.not_converted.append((main_block.lineno, _("no device variable in the __main__ block: ddp_setup() is "
-                                                      "called first there, and .cuda() calls get a CPU branch")))
-    return [Edit("before", where(main_block.body[0], m.lines), "ddp_setup()")]
-
-
-def _wrap_model(m: ScriptModel, report: Conversion) -> list[Edit]:
-    for node in m.nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call) \
-                and last_name(node.value.func) in ("to", "cuda") and "model" in text(m, node.targets[0]).lower():
-            target = text(m, node.targets[0])
-            report.done.append(_("line {line}: {name} wrapped in DDP once it is on its device").format(
-                line=node.lineno, name=target))
-            edits = [Edit("after", where(node, m.lines), f"{target} = DDP({target})")]
-            return edits + _module_prefix(m, node, target)
-    report.not_converted.append((1, _("no `model = model.to(device)` line found: wrap the model in DDP by hand, "
-                                      "after moving it to its device")))
-    return []
-
-
-def _module_prefix(m: ScriptModel, wrap: ast.Assign, target: str) -> list[Edit]:
-    """state_dict()/load_state_dict() of the wrapped model go through `.module`: the checkpoint keeps
-    the one-GPU keys (no `module.` prefix), so either script can load it."""
-    wrap_fn = m.enclosing(wrap, DEF_NODES)
-    edits = []
-    for call in m.calls:
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr in ("state_dict", "load_state_dict") \
-                and text(m, func.value) == target:
-            same_fn = m.enclosing(call, DEF_NODES) is wrap_fn
-            if same_fn and call.lineno <= wrap.lineno:
-                continue
-            edits.append(Edit("replace", where(func, m.lines), f"{target}.module.{func.attr}"))
+def _setup_calls(m: ScriptModel, sharded: list[ast.Call], report: Conversion) -> list[Edit]:
+    """ddp_setup() where the script sets its device, and before anything at import time that needs it."""
+    edits, scope, line = convert_setup.device_edits(m)
+    if line is not None:
+        report.done.append(_("line {line}: the device is this rank's (ddp_setup())").format(line=line))
+    block = convert_setup.main_block(m)
+    early = convert_setup.early_users(m, scope, line, sharded)
+    if early is not None:
+        edits.append(Edit("before", where(early, m.lines), "ddp_setup()"))
+        report.done.append(_("line {line}: ddp_setup() before the first line that needs the process group").format(
+            line=early.lineno))
+    elif line is None:
+        first = block.body[0] if block is not None else convert_setup.setup_anchor(m)
+        edits.append(Edit("before", where(first, m.lines), "ddp_setup()"))
+    if line is None:
+        report.not_converted.append((getattr(block, "lineno", 1), _(
+            "no device variable found: ddp_setup() is called first, and .cuda() calls get a CPU branch")))
     return edits
 
 
-def _samplers(m: ScriptModel, report: Conversion) -> list[Edit]:
-    edits: list[Edit] = []
-    loaders = m.calls_to(*DATALOADER)
-    if not loaders:
+def _models(m: ScriptModel, report: Conversion) -> list[Edit]:
+    found = convert_setup.device_assignment(m)
+    device = (text(m, found[0].targets[0]), found[1], found[0].lineno) if found is not None else None
+    wraps = convert_model.models(m, device)
+    edits, wrapped, dp_lines = convert_model.data_parallel_edits(m, wraps)
+    report.done += [_("line {line}: DataParallel removed (DDP runs one process per GPU)").format(line=n)
+                    for n in dp_lines]
+    for wrap in wraps:
+        if wrap.target not in wrapped:
+            moved = f"{wrap.target}.to({wrap.move_to})" if wrap.move_to else wrap.target
+            edits.append(Edit("after", where(wrap.anchor, m.lines), f"{wrap.target} = DDP({moved})"))
+            report.done.append(_("line {line}: {name} wrapped in DDP once it is set up on its device").format(
+                line=wrap.anchor.lineno, name=wrap.target))
+        edits += convert_model.module_edits(m, wrap, wrap.anchor.end_lineno or wrap.anchor.lineno)
+    if not wraps and not wrapped:
+        report.not_converted.append((1, _("no `model = model.to(device)` line found: wrap the model in DDP by hand, "
+                                          "after moving it to its device")))
+    return edits
+
+
+def _samplers(m: ScriptModel, training: ast.Call | None, report: Conversion) -> list[Edit]:
+    if training is None:
         report.not_converted.append((1, _("no DataLoader: every rank trains on the same data; give each rank its "
                                           "own shard by hand (a DistributedSampler, or slices by rank)")))
-    training = [c for c in loaders if constant(keyword(c, "shuffle")) is not False] or loaders[:1]
-    for call in loaders:
-        dataset = call.args[0] if call.args else keyword(call, "dataset")
-        if call not in training[:1]:
+        return []
+    for call in m.calls_to(*DATALOADER):
+        if call is not training:
             report.not_converted.append((call.lineno, _("a second DataLoader (evaluation?) is left whole: every "
                                                         "rank reads all of it; evaluate on rank 0, or shard it too")))
-        elif has_star_kwargs(call):
-            report.not_converted.append((call.lineno, _("the DataLoader's arguments come from **kwargs (shuffle may "
-                                                        "be among them, and it cannot go with a sampler): add "
-                                                        "sampler=DistributedSampler(dataset) and drop shuffle by "
-                                                        "hand")))
-        elif keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
-            report.not_converted.append((call.lineno, _("this DataLoader has its own sampler: make it distributed "
-                                                        "by hand")))
-        elif not isinstance(dataset, (ast.Name, ast.Attribute)):
-            report.not_converted.append((call.lineno, _("the data set is built inside the DataLoader call: give it "
-                                                        "a name first, so the sampler and the loader share it")))
-        else:
-            shuffle = keyword(call, "shuffle")
-            arg = f", shuffle={text(m, shuffle)}" if shuffle is not None else ", shuffle=False"
-            at = where(call, m.lines)
-            if shuffle is not None:
-                edits.append(Edit("drop_keyword", at, name="shuffle"))
-            edits.append(Edit("keyword", at, f"DistributedSampler({text(m, dataset)}{arg})", "sampler"))
-            report.done.append((_("line {line}: the DataLoader reads this rank's shard (DistributedSampler, "
-                                  "shuffle moved into it)") if shuffle is not None else
-                                _("line {line}: the DataLoader reads this rank's shard (DistributedSampler)")).format(
-                                    line=call.lineno))
+    edits, why = convert_data.sampler_edits(m, training)
+    if why is not None:
+        report.not_converted.append((training.lineno, why))
+    else:
+        report.done.append(_("line {line}: the DataLoader reads this rank's shard (DistributedSampler, shuffle "
+                             "moved into it)").format(line=training.lineno))
     return edits
+
+
+def _outputs_on_rank_zero(source: str, filename: str) -> tuple[str, list[int]]:
+    """Every print, saved image and checkpoint still on every rank goes under the rank-0 test, in
+    helpers and callbacks too: nothing in a one-GPU script was written for several processes."""
+    m = ScriptModel(parse(source, filename), source, filename)
+    edits: list[Edit] = []
+    lines = []
+    for call in m.calls:
+        name = m.resolve(call.func) or ""
+        if not (name in OUTPUT_CALLS or last_name(call.func) == "save_image") or m.rank_guard(call) is not None:
+            continue
+        fn = m.enclosing(call, DEF_NODES)
+        stmt = alone_on_its_statement(m, call)
+        if stmt is None or getattr(fn, "name", "") == "ddp_setup":
+            continue
+        try:
+            edits.append(Edit("wrap", where(stmt, m.lines), rank_zero_test(m, call, edits)))
+        except LookupError:
+            continue
+        lines.append(call.lineno)
+    if not lines:
+        return source, []
+    return apply_edits(source, edits) or source, lines
 
 
 def _evaluations(m: ScriptModel, report: Conversion) -> None:

@@ -181,7 +181,7 @@ def rank_zero_only(node: ast.AST, m: ScriptModel) -> Edits:
     """The print or save as it was, under `if rank == 0:`; not the one line of a helper that only
     prints (`def report(**f): print(...)`): whether each rank reports is its callers' choice."""
     stmt = alone_on_its_statement(m, node)
-    if stmt is None or _only_statement_of_a_helper(m, stmt):
+    if stmt is None or only_statement_of_a_helper(m, stmt):
         return None
     edits: list[Edit] = []
     try:
@@ -191,40 +191,7 @@ def rank_zero_only(node: ast.AST, m: ScriptModel) -> Edits:
     return [*edits, Edit("wrap", where(stmt, m.lines), test)]
 
 
-def rank_zero_save(node: ast.AST, m: ScriptModel) -> Edits:
-    """The save on rank 0; when the script also loads checkpoints, a barrier after it, so that no
-    rank reads the file before rank 0 has written it (every rank reaches the barrier: the finding is
-    a save every rank runs)."""
-    edits = rank_zero_only(node, m)
-    if edits and isinstance(node, ast.Call):
-        edits = [*edits, *_unwrapped_state_dicts(m, node)]
-    stmt = alone_on_its_statement(m, node)
-    if not edits or stmt is None or not m.calls_to("torch.load", bare=False):
-        return edits
-    try:
-        dist = module_name(m, "torch.distributed", edits)
-    except LookupError:
-        return edits
-    return [*edits, Edit("after", where(stmt, m.lines), f"if {dist}.is_initialized():\n    {dist}.barrier()")]
-
-
-def _unwrapped_state_dicts(m: ScriptModel, save: ast.Call) -> list[Edit]:
-    """`model.state_dict()` of the DDP wrapper becomes `model.module.state_dict()` (keys without the
-    "module." prefix, as the rule's advice says), unless this file loads a state dict back into the wrapper
-    (it expects the prefix)."""
-    wrappers = {dotted(t) for n in m.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                and (m.resolve(n.value.func) or "").endswith("DistributedDataParallel") for t in n.targets}
-    wrappers.discard(None)
-    loads_back = {dotted(c.func.value) for c in m.method_calls("load_state_dict") if isinstance(c.func, ast.Attribute)}
-    edits = []
-    for n in ast.walk(save):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict" \
-                and not n.args and dotted(n.func.value) in wrappers and dotted(n.func.value) not in loads_back:
-            edits.append(Edit("replace", where(n, m.lines), f"{dotted(n.func.value)}.module.state_dict()"))
-    return edits
-
-
-def _only_statement_of_a_helper(m: ScriptModel, stmt: ast.stmt) -> bool:
+def only_statement_of_a_helper(m: ScriptModel, stmt: ast.stmt) -> bool:
     fn = m.parent.get(stmt)
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False

@@ -16,9 +16,10 @@ def set_epoch(node: ast.AST, m: ScriptModel) -> Edits:
     for loop in _loops_over(m, [r for r in (loader, sampler) if r]):
         epoch_loop = _enclosing_epoch_loop(m, loop)
         fn = m.enclosing(loop, DEF_NODES)
+        iterated = text(m, _iterated(loop))
         if epoch_loop is not None and isinstance(epoch_loop.target, ast.Name):
-            ref = _reachable(m, epoch_loop, sampler) or (f"{text(m, loop.iter)}.sampler" if loader and
-                                                         text(m, loop.iter) == loader else None)
+            ref = _reachable(m, epoch_loop, sampler) or (f"{iterated}.sampler" if loader and iterated == loader
+                                                         else None)
             if ref:
                 first = epoch_loop.body[0]
                 return [Edit("before", where(first, m.lines), f"{ref}.set_epoch({epoch_loop.target.id})")]
@@ -26,7 +27,7 @@ def set_epoch(node: ast.AST, m: ScriptModel) -> Edits:
         epoch = next((p for p in params if "epoch" in p.lower()), None)
         stmt = statement_of(m, loop)
         if epoch and stmt is not None:
-            ref = _reachable(m, loop, sampler) or (f"{text(m, loop.iter)}.sampler" if loader else None)
+            ref = _reachable(m, loop, sampler) or (f"{iterated}.sampler" if loader else None)
             if ref:
                 return [Edit("before", where(stmt, m.lines), f"{ref}.set_epoch({epoch})")]
     return None
@@ -79,10 +80,14 @@ def _loops_over(m: ScriptModel, refs: list[str]) -> list[ast.For | ast.comprehen
     loops = []
     for n in m.nodes:
         if isinstance(n, (ast.For, ast.comprehension)):  # `for x in loader:`, `[f(b) for b in loader]`
-            iterated = n.iter.args[0] if isinstance(n.iter, ast.Call) and n.iter.args else n.iter
-            if text(m, iterated) in names or text(m, n.iter) in names:
+            if text(m, _iterated(n)) in names or text(m, n.iter) in names:
                 loops.append(n)
     return sorted(loops, key=lambda n: n.iter.lineno)
+
+
+def _iterated(loop: ast.For | ast.comprehension) -> ast.AST:
+    """What a loop reads batches from: `loader` in `enumerate(loader)`, `tqdm(loader, …)`, `loader`."""
+    return loop.iter.args[0] if isinstance(loop.iter, ast.Call) and loop.iter.args else loop.iter
 
 
 def _enclosing_epoch_loop(m: ScriptModel, loop: ast.AST) -> ast.For | None:

@@ -127,8 +127,9 @@ def no_distributed_sampler(m: ScriptModel) -> Hits:
     if not manual_ddp(m) or any("IterableDataset" in (dotted(b) or "") for c in m.nodes
                                 if isinstance(c, ast.ClassDef) for b in c.bases):
         return
-    loaders = [c for c in m.calls_to(*DATALOADER) if not has_star_kwargs(c)]
-    if any(sampler_arg(c) is not None for c in loaders):
+    every = m.calls_to(*DATALOADER)
+    loaders = [c for c in every if not has_star_kwargs(c) or _kwargs_hold_no_sampler(m, c)]
+    if any(sampler_arg(c) is not None for c in every):
         return  # one loader is sharded; others are likely evaluation loaders: unknown
     loaders = [c for c in loaders if not _own_shard(m, c)]
     created = m.calls_to(*DIST_SAMPLER)
@@ -138,6 +139,19 @@ def no_distributed_sampler(m: ScriptModel) -> Hits:
                           "every rank still reads the whole dataset").format(line=created[0].lineno)
         else:
             yield call, None
+
+
+def _kwargs_hold_no_sampler(m: ScriptModel, loader: ast.Call) -> bool:
+    """`DataLoader(ds, **train_kwargs)` where every dict given is a literal this file builds, and none
+    holds a sampler (pytorch/examples' MNIST)."""
+    if any(isinstance(a, ast.Starred) for a in loader.args):
+        return False
+    for kw in loader.keywords:
+        if kw.arg is None:
+            keys = call_facts.dict_keys(m, kw.value)
+            if keys is None or keys & {"sampler", "batch_sampler"}:
+                return False
+    return True
 
 
 def _own_shard(m: ScriptModel, loader: ast.Call) -> bool:
@@ -218,7 +232,7 @@ def sampler_with_shuffle(m: ScriptModel) -> Hits:
 def sampler_without_set_epoch(m: ScriptModel) -> Hits:
     """set_epoch may be called by a helper (an engine's train_one_epoch) or, for a loader factory, by
     the script that asked for the loader: both are looked for in the project files read."""
-    if m.method_calls("set_epoch") or call_facts.project_calls(m, "set_epoch"):
+    if any(not call_facts.through_a_call(c) for c in m.method_calls("set_epoch")) or call_facts.project_calls(m, "set_epoch"):
         return
     for call in m.calls_to(*DIST_SAMPLER):
         shuffle = keyword(call, "shuffle") if keyword(call, "shuffle") is not None else \

@@ -46,7 +46,22 @@ def cuda_sites(m: ScriptModel) -> list[tuple[ast.AST, str]]:
         if isinstance(node, ast.JoinedStr) and node.values and str(constant(node.values[0], "")).startswith("cuda:"):
             sites.append((node, 'f"cuda:{…}"'))
     return [(n, label) for n, label in sorted(sites, key=lambda s: (s[0].lineno, s[0].col_offset))  # type: ignore[attr-defined]
-            if not _guarded(m, n)]
+            if not _guarded(m, n) and not _handed_to_a_chooser(m, n)]
+
+
+def _handed_to_a_chooser(m: ScriptModel, node: ast.AST) -> bool:
+    """`device = torch.device("cuda")`, later `device = ddp_setup(device)` where ddp_setup (a function of
+    this file) asks torch.cuda.is_available() itself: the device is only a wish, nothing runs on it."""
+    stmt = statement_of(m, node)
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    for later in m.nodes:
+        if isinstance(later, ast.Assign) and later.lineno > stmt.lineno and isinstance(later.value, ast.Call) \
+                and [text(m, t) for t in later.targets] == [name] and [text(m, a) for a in later.value.args] == [name]:
+            chooser = m.functions.get(last_name(later.value.func) or "", [])
+            return any(isinstance(n, ast.Attribute) and n.attr == "is_available" for fn in chooser for n in ast.walk(fn))
+    return False
 
 
 def _is_rank_device(m: ScriptModel, node: ast.AST) -> bool:

@@ -19,10 +19,11 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_epoch, match
+from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_epoch, fixes_save, match
 from mgtutor.diagnostics.check import match_cuda as cuda
 from mgtutor.diagnostics.check import match_data as data
 from mgtutor.diagnostics.check import match_identity as identity
+from mgtutor.diagnostics.check import match_lifecycle as lifecycle
 from mgtutor.diagnostics.check import match_paths as paths
 from mgtutor.diagnostics.check import match_ranks as ranks
 from mgtutor.diagnostics.check import match_speed as speed
@@ -113,7 +114,7 @@ RULES: tuple[Rule, ...] = (
          'torch.save(model.state_dict(), "ckpt.pt")',
          'if dist.get_rank() == 0:\n    torch.save(model.module.state_dict(), "ckpt.pt")',
          "06-rank0-checkpoints", ("output",), ranks.unguarded_checkpoint,
-         rewrite=fixes.rank_zero_save),
+         rewrite=fixes_save.rank_zero_save),
     Rule("unguarded-print", "advice",
          N_("print/logging runs on every rank"),
          N_("Each message appears once per GPU, interleaved; with 8 GPUs the log is 8 times longer and harder to read."),
@@ -343,6 +344,32 @@ RULES: tuple[Rule, ...] = (
          "if torch.cuda.is_available():\n    model = DDP(model.cuda(), device_ids=[local_rank])\n"
          "else:\n    model = DDP(model)",
          "04-ddp-torchrun", ("speed", "data"), paths.unwrapped_ddp_branch),
+    Rule("init-in-device-branch", "warning",
+         N_("the process group is joined only on the GPU branch"),
+         N_("A run without a GPU (gloo on CPUs, a laptop, CI) takes the other branch, never joins the group, and "
+            "fails at its first DistributedSampler, DDP wrap or collective."),
+         N_("join the group on every path: pick the backend from the device, after the branch"),
+         "if use_cuda:\n    dist.init_process_group(\"nccl\")\n    device = torch.device(\"cuda\", local_rank)",
+         "backend = \"nccl\" if use_cuda else \"gloo\"\ndist.init_process_group(backend)",
+         "04-ddp-torchrun", ("launch", "device"), lifecycle.init_in_device_branch),
+    Rule("group-used-before-init", "error",
+         N_("a DistributedSampler or DDP is made before the process group exists"),
+         N_("Both ask the default process group for the world size and rank when they are made; made at import "
+            "time, before the line that joins the group runs, they raise \"Default process group has not been "
+            "initialized\"."),
+         N_("join the group first: move the setup call above them (or build them after it)"),
+         "sampler = DistributedSampler(ds)  # module level\n...\nif __name__ == \"__main__\":\n    ddp_setup()",
+         "ddp_setup()\nsampler = DistributedSampler(ds)",
+         "05-distributed-sampler", ("launch", "data"), lifecycle.group_used_before_init, confidence="high"),
+    Rule("destroy-hides-error", "warning",
+         N_("destroy_process_group() in a cleanup block without dist.is_initialized()"),
+         N_("When the script fails before it joined the group (a bad argument, a missing file), the cleanup "
+            "raises its own error about the missing group and the real one is buried under it."),
+         N_("destroy the group only if it was made"),
+         "finally:\n    dist.destroy_process_group()",
+         "finally:\n    if dist.is_initialized():\n        dist.destroy_process_group()",
+         "14-when-it-goes-wrong", ("launch",), lifecycle.destroy_hides_error, confidence="high",
+         rewrite=lifecycle.destroy_if_initialized),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in RULES}

@@ -357,11 +357,21 @@ class ScriptModel:
                 answers.append(self.runs_on_all_ranks(parent))
             elif isinstance(parent, (ast.Call, ast.keyword)) and self._is_process_target(parent, node):
                 answers.append(True)
+            elif isinstance(node, ast.Name) and self._callback_of(parent, node) is not None:
+                answers.append(self.runs_on_all_ranks(self._callback_of(parent, node)))  # type: ignore[arg-type]
             else:
                 answers.append(None)
         result = True if True in answers else (False if answers and all(a is False for a in answers) else None)
         self._fn_guard[fn] = result
         return result
+
+    def _callback_of(self, parent: ast.AST | None, passed: ast.AST) -> ast.Call | None:
+        """`train(…, on_epoch_end=report)`: the call of a function of this file that gets `report` as an
+        argument; the callback runs where that call runs (a library's hook may run elsewhere: unknown)."""
+        call = self.parent.get(parent) if isinstance(parent, ast.keyword) else parent
+        if not isinstance(call, ast.Call) or passed is call.func or last_name(call.func) not in self.functions:
+            return None
+        return call
 
     def _is_process_target(self, node: ast.AST, passed: ast.AST | None = None) -> bool:
         call = self.parent.get(node) if isinstance(node, ast.keyword) else node
