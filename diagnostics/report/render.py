@@ -17,10 +17,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from mgtutor.diagnostics.report.charts import Chart, draw, gpu_charts, process_charts, step_charts
 from mgtutor.diagnostics.report.gather import Fact, RunReport, gather
+from mgtutor.diagnostics.report.markdown_text import html_text, md_code, md_text
 from mgtutor.diagnostics.report.redact import Redactor
 from mgtutor.training.foundation.i18n import in_language
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.foundation.safe_io import STDOUT_NAMES, write_output
+from mgtutor.training.foundation.terminal import neutralise
 
 GITHUB_BODY_LIMIT = 65536  # characters GitHub accepts in an issue body
 MARKDOWN_TAILS = (40, 20, 10, 4, 0)  # log lines per file, fewer until the body fits
@@ -82,7 +84,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("mgtutor.diagnostics.report", "templates"),
                       autoescape=select_autoescape(["html", "html.j2"]), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters["fence"] = fence
+    env.filters.update(fence=fence, md=md_text, code=md_code, html=html_text)
     return env
 
 
@@ -103,9 +105,10 @@ def _sample_note(report: RunReport) -> str:
 
 
 def to_html(report: RunReport) -> str:
-    return _environment().get_template("report.html.j2").render(
+    """The report file; a log's escape sequences and control characters never reach it (neutralise)."""
+    return neutralise(_environment().get_template("report.html.j2").render(
         r=report, charts=charts(report), versions=versions(report), topology=topology(report),
-        sample_note=_sample_note(report))
+        sample_note=_sample_note(report)))
 
 
 def to_markdown(report: RunReport, limit: int = GITHUB_BODY_LIMIT) -> str:
@@ -113,8 +116,8 @@ def to_markdown(report: RunReport, limit: int = GITHUB_BODY_LIMIT) -> str:
     template = _environment().get_template("issue.md.j2")
     body = ""
     for lines in MARKDOWN_TAILS:
-        body = template.render(r=report, tail=lines, versions=versions(report), topology=topology(report),
-                               limit=limit)
+        body = neutralise(template.render(r=report, tail=lines, versions=versions(report), topology=topology(report),
+                                          limit=limit))
         if len(body) <= limit:
             return body
     note = "\n\n(cut to GitHub's 65,536-character limit: the whole report is `mgtutor report --markdown`'s file)\n"
