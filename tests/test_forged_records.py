@@ -73,6 +73,23 @@ def _osc52(record: RunRecord) -> None:
     _events(record, json.dumps({"rank": 0, "t": 1.7e9, "type": "error", "message": OSC52, "exception": OSC52}))
 
 
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+def _nested_everywhere(record: RunRecord) -> None:
+    """Every other JSON file of a run nested 100,000 deep: samples, a stack capture's index, a memory
+    summary (with the OOM that makes diagnose read it), a heartbeat, a rank's exit record."""
+    _write(record, "samples.jsonl", NESTED + "\n")
+    capture = record.path / "stacks" / "20260101-000000-1-hang"
+    capture.mkdir(parents=True)
+    (capture / "index.json").write_text(NESTED)
+    (capture / "rank0.txt").write_text("Thread 1 (idle)\n")
+    for folder, name in (("memory", "rank0.json"), ("watchers", "1-1.json"), ("ranks", "rank0.json")):
+        (record.path / folder).mkdir(exist_ok=True)
+        (record.path / folder / name).write_text(NESTED)
+    _write(record, "logs/rank0.stderr.log", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+
 LOSS_400_DIGITS = '{"rank": 0, "t": 1700000001, "type": "step", "step": 1, "loss": ' + "9" * 400 + "}"
 STEP = '{"rank": 0, "t": 1700000002, "type": "step", "step": 2, "loss": 0.5}'
 
@@ -88,6 +105,7 @@ FORGERIES: dict[str, tuple[Callable[[RunRecord], object], str | None]] = {
     "a world size of 1e9 and no result": (
         lambda r: (r.update_meta(world_size=1e9), (r.path / "result.json").unlink()), "world_size is 1000000000.0"),
     "2,000,000 rank entries": (_million_ranks, "result.json is larger than 4 MiB"),
+    "every other JSON file nested 100,000 deep": (_nested_everywhere, None),
     "a 400-digit loss in an event": (lambda r: _events(r, LOSS_400_DIGITS, STEP), None),
     "a GPU name in mathtext": (lambda r: (r.update_meta(devices=[{"index": 0, "name": MATHTEXT}]),
                                           _samples(r, {"name": MATHTEXT, "util_pct": 50.0})), None),

@@ -11,7 +11,6 @@ number the message lacks stays None and is never guessed.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.json_decode import parse
 from mgtutor.training.foundation.safe_io import read_regular
 from mgtutor.diagnostics.failures.oom_batch import MeasuredBatch, fit_command, measured_batch, run_points
 from mgtutor.training.runs.batchfit import DEFAULT_MARGIN
@@ -242,7 +242,7 @@ def memory_summary(run_dir: str | Path | None, rank: int | None) -> dict[str, An
     if run_dir is None or rank is None:
         return None
     try:
-        data = json.loads(read_regular(Path(run_dir) / MEMORY_DIR / f"rank{rank}.json"))
+        data = parse(read_regular(Path(run_dir) / MEMORY_DIR / f"rank{rank}.json"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -30,6 +30,7 @@ import psutil
 
 from mgtutor.training.runs.forensics.pyspy_text import render_pyspy_json
 from mgtutor.training.runs.records.record import RunRecord, carries_run, write_json_atomic
+from mgtutor.training.foundation.json_decode import parse
 from mgtutor.training.foundation.safe_io import entries, open_regular, private_dir, read_regular, write_private_atomic
 
 HOOK_DIR = Path(__file__).with_name("stackhook")
@@ -332,7 +333,7 @@ def _is_capture(path: Path) -> bool:
 
 def load_index(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(read_regular(path / "index.json"))
+        data = parse(read_regular(path / "index.json"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
