@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _, current_language
+from mgtutor.training.foundation.linebreak import join_soft_breaks
 
 PATH = (
     "01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",
@@ -95,11 +96,13 @@ class Lesson:
     def explanation(self) -> str:
         """The lesson text in the current language; English where it has no translation. A translation's
         first line names the English it was made from (`<!-- translated from … sha256:… -->`, for the
-        test that notices a stale one); the reader never sees it."""
+        test that notices a stale one); the reader never sees it. The files are hard-wrapped to stay
+        readable for their translators: a line break between two Chinese characters is taken out here,
+        where Markdown would show it as a space."""
         translated = self.path / f"explanation.{current_language()}.md"
         source = translated if translated.is_file() else self.path / "explanation.md"
         text = source.read_text(encoding="utf-8")
-        return text.split("\n", 1)[1] if text.startswith(SOURCE_NOTE) else text
+        return join_soft_breaks(text.split("\n", 1)[1] if text.startswith(SOURCE_NOTE) else text)
 
     def scripts(self) -> list[Path]:
         """Every Python script the lesson ships (examples, exercises), for reading and for tests."""

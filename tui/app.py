@@ -6,7 +6,6 @@ or run they ask for, and stops runs in a thread worker when the user quits.
 from __future__ import annotations
 
 from textual import work
-from textual.app import App
 from textual.binding import Binding
 
 from mgtutor.training.foundation.i18n import N_, _
@@ -21,9 +20,12 @@ from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.screens.quit import QuitScreen
 from mgtutor.tui.screens.runs import RunsScreen
 from mgtutor.tui.screens.troubleshoot import TroubleshootScreen
+from mgtutor.tui.textual_words import SaysTextualWords, install_line_breaking
+
+install_line_breaking()  # Chinese lines break as Chinese: never before "，", never inside a name
 
 
-class MgTutorApp(App[None]):
+class MgTutorApp(SaysTextualWords):
     TITLE = "mgtutor"
     CSS_PATH = "mgtutor.tcss"
     MODES = {

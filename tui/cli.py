@@ -9,7 +9,7 @@ from mgtutor.lessons.progress import start_language
 from mgtutor.training.foundation.i18n import LANGUAGES, N_, _, set_language
 from mgtutor.tui.commands import COMMAND_MODULES
 from mgtutor.tui.errors import CliError
-from mgtutor.tui.help_words import speak_argparse, wrap_by_cells
+from mgtutor.tui.help_words import name_positionals, speak_argparse, wrap_by_cells
 
 LANG_HELP = N_("the language of what mgtutor prints and shows: zh (简体中文) or en; by default the one "
                "chosen in the app, else the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)")
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"mgtutor.tui.commands.{name}").register(sub)
+    name_positionals(parser)
     wrap_by_cells(parser)
     return parser
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterator
+from typing import Any
 
-from rich.cells import cell_len
-
-from mgtutor.training.foundation.i18n import N_, _, current_language
+from mgtutor.training.foundation.i18n import N_, _, cell_width, current_language
+from mgtutor.training.foundation.linebreak import wrap_cells
 
 # argparse's msgids that a user of mgtutor can meet (Python 3.10 to 3.13), marked here for the catalogue.
 ARGPARSE_WORDS = (
@@ -25,6 +26,7 @@ ARGPARSE_WORDS = (
     N_("ambiguous option: %(option)s could match %(matches)s"), N_("unexpected option string: %s"),
     N_("unknown parser %(parser_name)r (choices: %(choices)s)"), N_("can't open '%(filename)s': %(error)s"),
 )
+SECTION_TITLE = N_("%(heading)s:")  # Python 3.13 asks for it; earlier ones write it, and _WrapsByCells translates it
 
 
 def _plural(singular: str, plural: str, count: int) -> str:
@@ -38,31 +40,10 @@ def speak_argparse() -> None:
     argparse.ngettext = _plural  # type: ignore[attr-defined]
 
 
-# What a line may not break inside: an opening bracket with the character after it, a run of Latin text
-# (a word, a flag, a path), one wide character.
-_PIECES = re.compile(r"[^\s\u2e80-\uffff]*[(\[「（][\u2e80-\uffff]|[^\s\u2e80-\uffff]+|[\u2e80-\uffff]")
-_NO_LINE_START = set("，。；：、！？）」")  # Chinese punctuation stays at the end of the line before
-
-
-def wrap_cells(text: str, width: int) -> list[str]:
-    """`text` (whitespace already collapsed) in lines of at most `width` cells, broken between words
-    or between two Chinese characters; textwrap counts characters, which doubles a Chinese line."""
-    lines: list[str] = []
-    line, spaced = "", False
-    for match in _PIECES.finditer(text):
-        piece = match.group()
-        spaced = match.start() > 0 and text[match.start() - 1] == " "
-        joined = line + (" " if spaced and line else "") + piece
-        if line and cell_len(joined) > width and piece not in _NO_LINE_START:
-            lines.append(line)
-            line = piece
-        else:
-            line = joined
-    return lines + [line] if line else lines
-
-
 class _WrapsByCells(argparse.HelpFormatter):
-    """Help text wrapped to the terminal's width in cells; raw descriptions stay as they are."""
+    """Help laid out by terminal cells: text wrapped by cells (raw descriptions stay as they are), the
+    usage's continuation lines under its first argument (用法： is 3 characters but 6 cells), and section
+    titles with the colon of the language ("选项：")."""
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return wrap_cells(self._whitespace_matcher.sub(" ", text).strip(), width)
@@ -73,18 +54,49 @@ class _WrapsByCells(argparse.HelpFormatter):
         flat = self._whitespace_matcher.sub(" ", text).strip()
         return "\n".join(indent + line for line in wrap_cells(flat, width - len(indent)))
 
+    def _format_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None) -> str:
+        said = _("usage: ") if prefix is None else prefix
+        stand_in = " " * cell_width(said)  # argparse indents by len(prefix): give it one char per cell
+        return said + super()._format_usage(usage, actions, groups, stand_in)[len(stand_in):]
 
-def wrap_by_cells(parser: argparse.ArgumentParser) -> None:
-    """Give this parser and every subcommand's parser below it the cell-measuring formatter; in English
-    (one cell a character) argparse's own wrapping stays."""
-    if current_language() == "en":
-        return
+    def start_section(self, heading: str | None) -> None:
+        self._headings = [*getattr(self, "_headings", []), heading]
+        super().start_section(heading)
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        for heading in {h for h in getattr(self, "_headings", []) if h}:  # Python < 3.13 writes "%s:"
+            titled = _(SECTION_TITLE) % {"heading": heading}
+            text = re.sub(rf"(?m)^( *){re.escape(heading)}:$", lambda found: found.group(1) + titled, text)
+        return text
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """This parser and every subcommand's parser below it."""
     todo = [parser]
     while todo:
         each = todo.pop()
-        formatter = each.formatter_class
-        if isinstance(formatter, type) and not issubclass(formatter, _WrapsByCells):
-            each.formatter_class = type(formatter.__name__, (_WrapsByCells, formatter), {})  # type: ignore[assignment]
+        yield each
         for action in each._actions:
             if isinstance(action, argparse._SubParsersAction):
                 todo.extend(action.choices.values())
+
+
+def name_positionals(parser: argparse.ArgumentParser) -> None:
+    """A positional argument with choices and no metavar is named in errors by its dest ("argument
+    action: invalid choice"), a name the user never sees; name it as the usage shows it, {list,show,…}."""
+    for each in _parsers(parser):
+        for action in each._actions:
+            if not action.option_strings and action.choices and action.metavar is None:
+                action.metavar = "{" + ",".join(map(str, action.choices)) + "}"
+
+
+def wrap_by_cells(parser: argparse.ArgumentParser) -> None:
+    """Give this parser and every subcommand's parser below it the cell-measuring formatter; in English
+    (one cell a character) argparse's own layout stays."""
+    if current_language() == "en":
+        return
+    for each in _parsers(parser):
+        formatter = each.formatter_class
+        if isinstance(formatter, type) and not issubclass(formatter, _WrapsByCells):
+            each.formatter_class = type(formatter.__name__, (_WrapsByCells, formatter), {})  # type: ignore[assignment]

@@ -8,11 +8,11 @@ topology that a VM invents.
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.linebreak import wrap_cells
 
 # The instruction-set flags that change what torch's CPU kernels can use (x86, then Arm).
 FLAGS_THAT_MATTER = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
@@ -120,7 +120,8 @@ def cpu_details(cpuinfo_text: str | None = None, sys_root: Path = Path("/sys")) 
 
 
 def cpu_lines(cpu: dict[str, Any], width: int = 78) -> list[str]:
-    """The CPU for the text report, wrapped to `width` columns (80 with the indent)."""
+    """The CPU for the text report, wrapped to `width` terminal cells (80 with the indent): a Chinese
+    character takes two, and a line breaks between words or Chinese characters, never inside a name."""
     ident = " ".join(str(p) for p in (
         cpu.get("vendor"), _("family {value}").format(value=cpu["family"]) if cpu.get("family") is not None else "",
         _("model {value}").format(value=cpu["model"]) if cpu.get("model") is not None else "",
@@ -137,7 +138,7 @@ def cpu_lines(cpu: dict[str, Any], width: int = 78) -> list[str]:
     text = [_("CPU {ident}: {shape}").format(ident=ident or "?", shape=shape or _("? cores")),
             _("{numa}; {hypervisor}").format(numa=numa, hypervisor=virt),
             _("caches {caches}").format(caches=cache or "?"), _("flags {flags}").format(flags=flags)]
-    return ["  " + line for part in text for line in textwrap.wrap(part, width, subsequent_indent="  ")]
+    return ["  " + line for part in text for line in wrap_cells(part, width, subsequent_indent="  ")]
 
 
 def _short_type(kind: str | None) -> str:

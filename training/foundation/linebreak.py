@@ -1,0 +1,119 @@
+"""Lines of text for a terminal, measured in cells and broken where Chinese may break.
+
+`textwrap` counts characters (a Chinese character takes two cells) and breaks only at spaces; Rich and
+Textual fold a run without spaces (a Chinese sentence) at any cell. Chinese text may break between any
+two characters, except before closing punctuation (，。、；：？！）」 never start a line) and after
+opening punctuation; a run of Latin text (a word, an identifier, `NCCL_DEBUG`, a path) never breaks.
+
+    wrap_cells("设置 NCCL_DEBUG=INFO 后再运行一次，看它选了哪种传输方式。", 20)
+
+`join_soft_breaks` is for hard-wrapped Chinese prose (the lessons' `explanation.zh.md`): a line break
+between two Chinese characters is no space in Chinese, where Markdown would show one.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from mgtutor.training.foundation.i18n import cell_width
+
+# Punctuation that never starts a line (Chinese, then ASCII after a Chinese character), and that never ends one.
+CLOSING = frozenset("，。、；：？！）」』》〉】〕〗〙〛’”…‥·％" ",.;:!?)]}%")
+OPENING = frozenset("（「『《〈【〔〖〘〚‘“" "([{")
+
+
+def wide(ch: str) -> bool:
+    """A character that takes two cells: Chinese, Japanese, Korean, full-width forms and punctuation."""
+    return cell_width(ch) == 2
+
+
+def may_break(before: str, after: str) -> bool:
+    """Whether a line may break between two adjacent characters that have no space between them."""
+    if after in CLOSING or before in OPENING:
+        return False
+    return wide(before) or wide(after)
+
+
+def _units(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each piece no line breaks inside, with the spaces after it."""
+    start, size = 0, len(text)
+    while start < size:
+        end = start
+        while end < size and text[end].isspace():  # leading spaces: only the text's own, at its start
+            end += 1
+        end += 1
+        while True:
+            while end < size and not text[end].isspace() and not may_break(text[end - 1], text[end]):
+                end += 1
+            spaces = end
+            while end < size and text[end].isspace():
+                end += 1
+            if spaces < end < size and text[end] in CLOSING:  # "100 %，": no line starts with "%"
+                end += 1
+                continue
+            break
+        yield start, min(end, size)
+        start = end
+
+
+def break_offsets(text: str, width: int, fold: bool = True, first_width: int | None = None) -> list[int]:
+    """Where each line after the first starts (character offsets), for lines of at most `width` cells
+    (`first_width` for the first). The spaces at a break stay at the end of the line before it; a piece
+    wider than a whole line is folded at a cell when `fold`, else left to overflow."""
+    offsets: list[int] = []
+    limit = width if first_width is None else first_width
+    line_start, used = 0, 0
+    for start, end in _units(text):
+        piece = text[start:end]
+        visible = piece.rstrip()
+        if used + cell_width(visible) <= limit:
+            used += cell_width(piece)
+            continue
+        if start > line_start:
+            offsets.append(start)
+            line_start, used, limit = start, 0, width
+        if cell_width(visible) <= limit or not fold:
+            used = cell_width(piece)
+            continue
+        for index, ch in enumerate(visible, start=start):
+            if used + cell_width(ch) > limit and index > line_start:
+                offsets.append(index)
+                line_start, used, limit = index, 0, width
+            used += cell_width(ch)
+        used += cell_width(piece[len(visible):])
+    return offsets
+
+
+def wrap_cells(text: str, width: int, subsequent_indent: str = "") -> list[str]:
+    """`text` (one paragraph, whitespace collapsed) as lines of at most `width` cells, the lines after
+    the first starting with `subsequent_indent` (counted in the width)."""
+    indent = cell_width(subsequent_indent)
+    cuts = [0, *break_offsets(text, max(width - indent, 1), first_width=width), len(text)]
+    lines = [text[a:b].rstrip() for a, b in zip(cuts, cuts[1:])]
+    return [line if n == 0 else subsequent_indent + line for n, line in enumerate(lines) if line or n == 0]
+
+
+_HEADING_OR_ROW = re.compile(r"\s{0,3}(?:#|\|)")
+
+
+def join_soft_breaks(markdown: str) -> str:
+    """Hard-wrapped Markdown prose with each line break that falls between two Chinese characters (or
+    before closing, after opening punctuation) taken out, with the next line's indent: Markdown would
+    show a space there. Code never changes: a code line has no Chinese at its ends (code is never
+    translated), and headings and table rows are left alone."""
+    lines = markdown.split("\n")
+    out = [lines[0]]
+    for line in lines[1:]:
+        previous, following = out[-1], line.lstrip()
+        if previous and following and _joins(previous, following) and not _HEADING_OR_ROW.match(previous):
+            out[-1] = previous + following
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _joins(previous: str, following: str) -> bool:
+    before, after = previous[-1], following[0]
+    if before.isspace() or _HEADING_OR_ROW.match(following) or following.startswith(("```", "~~~")):
+        return False  # two spaces at a line's end are a hard break; a heading or table row starts a block
+    return (wide(before) and wide(after)) or after in CLOSING and wide(after) or before in OPENING and wide(before)
