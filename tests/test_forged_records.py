@@ -17,11 +17,12 @@ from textual.widgets import DataTable
 from mgtutor.training.runs.events.reader import EventReader
 from mgtutor.training.runs.follow.heartbeats import live_watchers
 from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
-from mgtutor.training.runs.records.record import RunMeta, RunRecord, list_runs, write_json_atomic
+from mgtutor.training.runs.records.record import RunRecord, list_runs, write_json_atomic
 from mgtutor.tui.cli import main as cli_main
 from mgtutor.tui.screens.monitor import MonitorScreen
 from tests.helpers import wait_for, wait_for_app
 from tests.monitor_helpers import make_app
+from tests.test_records_hostile import good_run
 from tests.test_report import fonts_listed  # noqa: F401 - matplotlib lists the fonts (a process) before the tests
 from tests.unprivileged import without_dac_override
 
@@ -29,15 +30,6 @@ pytestmark = pytest.mark.timeout(180)
 
 OSC52 = "\x1b]52;c;aGVsbG8=\x07"  # sets the clipboard of the terminal that prints it
 MATHTEXT = "$\\frac{a}{$"  # matplotlib would parse it as a formula, and fail
-
-
-def good_run(label: str) -> RunRecord:
-    record = RunRecord.create(label)
-    record.write_meta(RunMeta.from_json({"run_id": record.run_id, "label": label, "target": ["train.py"],
-                                         "world_size": 2, "backend": "gloo", "started": 1.7e9, "status": "finished"}))
-    write_json_atomic(record.path / "result.json", {"run_id": record.run_id, "status": "finished", "world_size": 2,
-                                                    "ranks": [], "duration_s": 1.5})
-    return record
 
 
 def _write(record: RunRecord, name: str, text: str) -> None:
@@ -180,7 +172,7 @@ def test_a_400_digit_loss_is_one_skipped_line_and_the_next_step_is_read() -> Non
     record = forge("a 400-digit loss in an event")
     reader = EventReader(record.events_path)
     events = reader.read_all()
-    assert [e.step for e in events] == [2] and reader.skipped == 1  # type: ignore[attr-defined]
+    assert [e.step for e in events] == [2] and reader.skipped == 1
 
 
 def test_a_gpu_name_in_mathtext_is_drawn_as_text_in_the_report(tmp_path: Path) -> None:
@@ -254,7 +246,7 @@ def followed_to_the_end(record: RunRecord, code: int, out: str, err: str) -> Non
     assert code == 0 and "run finished in" in err and "Traceback" not in out + err, (out, err)
     assert "after the bad line" in record.rank_log(0, "stdout").read_text()
     reader = EventReader(record.events_path)
-    assert [e.step for e in reader.read_all()] == [2] and reader.skipped == 1  # type: ignore[attr-defined]
+    assert [e.step for e in reader.read_all()] == [2] and reader.skipped == 1
 
 
 @pytest.mark.integration
