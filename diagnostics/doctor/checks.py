@@ -17,6 +17,7 @@ from mgtutor.diagnostics.doctor.topology import PairLink, Topology, describe_lin
 from mgtutor.training.foundation.i18n import N_, _
 
 MIN_TORCH = (2, 4)
+CPU_WHEELS = "https://download.pytorch.org/whl/cpu"  # PyTorch's index of CPU-only builds
 
 
 class Phrase(str):
@@ -120,6 +121,8 @@ def software_checks(report: dict[str, Any]) -> list[Check]:
         out.append(check("gpu", "warn", N_("no NVIDIA GPU ({error}): ranks will be CPU processes on gloo"),
                          N_("for GPU training install the NVIDIA driver on a machine with NVIDIA GPUs; "
                             "everything in mgtutor still works on the CPU"), error=Reason(report["gpu_error"])))
+        if v.get("cuda"):
+            out.append(cpu_build_check(v, facts, report.get("packages") or {}))
         if facts.get("gloo_available"):
             out.append(check("gloo", "ok", N_("gloo backend available (CPU collectives)")))
         return out
@@ -160,6 +163,24 @@ def software_checks(report: dict[str, Any]) -> list[Check]:
             out.append(check("nccl", "fail", N_("the NCCL backend is not available in this torch build"),
                              N_("install an official Linux CUDA torch wheel (they bundle NCCL)")))
     return out
+
+
+def cpu_build_check(v: dict[str, Any], facts: dict[str, Any], packages: dict[str, str]) -> Check:
+    """torch's CUDA build on a machine with no NVIDIA GPU: gigabytes of CUDA libraries for nothing; the
+    CPU build runs every lesson and command here."""
+    wheels = " ".join(name for name in ("torch", "torchvision", "torchaudio") if name in packages) or "torch"
+    pip = f"{facts.get('executable') or 'python3'} -m pip"
+    command = f"{pip} uninstall -y {wheels} && {pip} install {wheels} --index-url {CPU_WHEELS}"
+    size = v.get("torch_install_bytes")
+    fix = N_("the CPU build runs everything here and is a fraction of the size: {command} (the nvidia-* and "
+             "triton wheels it leaves can go too: pip uninstall them, but keep nvidia-ml-py)")
+    if size:
+        return check("torch_build", "warn", N_("torch {version} is the CUDA {cuda} build: {gb:.1f} GB with its "
+                                                 "CUDA libraries, for an NVIDIA GPU this machine does not have"),
+                     fix, version=v["torch"], cuda=v["cuda"], gb=size / 1e9, command=command)
+    return check("torch_build", "warn", N_("torch {version} is the CUDA {cuda} build, for an NVIDIA GPU this "
+                                             "machine does not have"), fix, version=v["torch"], cuda=v["cuda"],
+                 command=command)
 
 
 def gpu_link_checks(report: dict[str, Any], topo: Topology) -> list[Check]:

@@ -116,6 +116,14 @@ def _driver_cuda() -> str | None:
     return None if not version else f"{version // 1000}.{version % 1000 // 10}"
 
 
+def _cpu_box_cuda_bytes(facts: dict[str, Any], gpus: list[Any]) -> int | None:
+    """What torch's CUDA build takes on a machine with no GPU to use it (read where mgtutor's Python is
+    torch's: the metadata read is this interpreter's)."""
+    if gpus or not facts.get("cuda") or facts.get("executable", sys.executable) != sys.executable:
+        return None
+    return versions.torch_install_bytes()
+
+
 def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole report as JSON-ready data. `torch` = facts already gathered (else asked now)."""
     facts = torch if torch is not None else versions.gather()
@@ -130,6 +138,7 @@ def collect(torch: dict[str, Any] | None = None) -> dict[str, Any]:
             "torch_debug": facts.get("debug"),
             "cuda_runtime": facts.get("cuda_runtime"), "cuda_runtime_from": facts.get("cuda_runtime_from"),
             "mgtutor_python": sys.executable, "torch_python": facts.get("python"),
+            "torch_install_bytes": _cpu_box_cuda_bytes(facts, gpus),
         },
         "gpus": gpus,
         "gpu_error": None if gpus else (topo.error or nvml.init_error() or "NVML sees no GPU"),

@@ -29,6 +29,25 @@ def package_versions() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def is_cuda_wheel(name: str) -> bool:
+    """torch and what pip installs beside its CUDA build: the nvidia-* libraries (not nvidia-ml-py, which
+    reads the meters), triton, the cuda-* bindings."""
+    return name in ("torch", "triton") or name.startswith("cuda-") or (name.startswith("nvidia-")
+                                                                      and name != "nvidia-ml-py")
+
+
+def torch_install_bytes() -> int | None:
+    """Bytes on disk of torch and its CUDA wheels, summed from the wheels' RECORD files (nothing is
+    imported or walked); None when torch is not installed here."""
+    total, torch_found = 0, False
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if is_cuda_wheel(name):
+            torch_found = torch_found or name == "torch"
+            total += sum(f.size or 0 for f in dist.files or ())
+    return total if torch_found else None
+
+
 def tool_line(argv: list[str]) -> str | None:
     """The first line of `TOOL --version` (gcc, cmake, clang: what builds torch.compile's kernels and
     C++ extensions), or None when the tool is missing or fails."""
