@@ -142,11 +142,12 @@ CASES = {
         import torch.distributed as dist
 
         local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
         dist.init_process_group("gloo")
         if torch.cuda.is_available():
             torch.cuda.set_device(local_rank)
-        model = torch.nn.Linear(4, 4).to("cuda" if torch.cuda.is_available() else "cpu")
-        x = torch.randn(2, 4).to(torch.device("cuda", local_rank) if torch.cuda.is_available() else "cpu")
+        model = torch.nn.Linear(4, 4).to(device)
+        x = torch.randn(2, 4).to(device)
         ''')),
     "rank-zero": ({"unguarded-print", "unguarded-checkpoint"}, d('''
         import torch

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.edits import Edit, where
-from mgtutor.diagnostics.check.fixes import Edits, cuda_available, inside, module_name, scope_names, statement_of, text
+from mgtutor.diagnostics.check.fixes import Edits, statement_of, text
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
 from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, keyword, last_name
 from mgtutor.training.foundation.i18n import _
@@ -45,8 +45,36 @@ def cuda_sites(m: ScriptModel) -> list[tuple[ast.AST, str]]:
     for node in m.nodes:
         if isinstance(node, ast.JoinedStr) and node.values and str(constant(node.values[0], "")).startswith("cuda:"):
             sites.append((node, 'f"cuda:{…}"'))
-    return [(n, label) for n, label in sorted(sites, key=lambda s: (s[0].lineno, s[0].col_offset))  # type: ignore[attr-defined]
-            if not _guarded(m, n) and not _handed_to_a_chooser(m, n)]
+    sites = [(n, label) for n, label in sites if not _guarded(m, n) and not _handed_to_a_chooser(m, n)]
+    sites += [(n, "device_count()") for n in _counts_of_gpus(m)]
+    return sorted(sites, key=lambda s: (s[0].lineno, s[0].col_offset))  # type: ignore[attr-defined]
+
+
+DEVICE_COUNT = ("torch.cuda.device_count", "torch.accelerator.device_count")
+
+
+def _counts_of_gpus(m: ScriptModel) -> list[ast.Call]:
+    """device_count() used as a number of processes or a divisor: 0 on a machine without a GPU, so
+    `mp.spawn(nprocs=…)` starts nobody and `batch / n` divides by zero (not a test `n > 1`)."""
+    found = []
+    for call in m.calls:
+        if m.resolve(call.func) not in DEVICE_COUNT:
+            continue
+        parent = m.parent.get(call)
+        divides = isinstance(parent, ast.BinOp) and parent.right is call and \
+            isinstance(parent.op, (ast.Div, ast.FloorDiv, ast.Mod))
+        spawned = isinstance(parent, ast.keyword) and parent.arg == "nprocs"
+        if divides or spawned or isinstance(parent, ast.Assign) and parent.value is call and _used_as_count(m, parent):
+            found.append(call)
+    return found
+
+
+def _used_as_count(m: ScriptModel, assign: ast.Assign) -> bool:
+    """The name a count is stored in is used for more than comparing (`if n > 1:`)."""
+    names = {text(m, t) for t in assign.targets}
+    uses = [n for n in m.nodes if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
+            and text(m, n) in names]
+    return any(not isinstance(m.parent.get(u), ast.Compare) for u in uses)
 
 
 def _handed_to_a_chooser(m: ScriptModel, node: ast.AST) -> bool:
@@ -102,129 +130,6 @@ def cuda_required(m: ScriptModel) -> Hits:
                           for n, label in sites[:4])
         more = _(" and {count} more").format(count=len(sites) - 4) if len(sites) > 4 else ""
         yield sites[0][0], _("the script needs CUDA with no CPU fallback: {sites}{more}").format(sites=shown, more=more)
-
-
-def cuda_fallback(node: ast.AST, m: ScriptModel) -> Edits:
-    """Every site keeps its GPU code and gains the CPU branch: on a GPU machine nothing changes."""
-    edits: list[Edit] = []
-    try:
-        avail = cuda_available(m, edits)
-        torch = module_name(m, "torch", edits)
-    except LookupError:
-        return None
-    placed: list[ast.AST] = []
-    sites = cuda_sites(m)
-    shared = _shared_devices(m, sites, avail, torch, edits)
-    for site, label in sites:
-        if any(site is not p and inside(m, site, p) for p in placed):
-            continue
-        edit = _device_name_edit(m, site, label, shared) or _site_edit(m, site, label, avail, torch)
-        if edit is not None:
-            edits.append(edit)
-            placed.append(site)
-    return edits if placed else None
-
-
-def _rank_index(m: ScriptModel, site: ast.AST, label: str) -> ast.Name | None:
-    """The rank name a site puts the GPU index from: `x.to(local_rank)`, `model.cuda(local_rank)`."""
-    if label.startswith(".to(") and isinstance(site, ast.Name):
-        return site
-    if label == ".cuda()" and isinstance(site, ast.Call) and len(site.args) == 1 and not site.keywords \
-            and isinstance(site.args[0], ast.Name):
-        return site.args[0]
-    return None
-
-
-def _shared_devices(m: ScriptModel, sites: list[tuple[ast.AST, str]], avail: str, torch: str,
-                    edits: list[Edit]) -> dict[int, str]:
-    """Two or more sites of one scope that index the GPU by the same rank name get one device, computed
-    once right after that name is set (or at the top of the function whose parameter it is): `device =
-    torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")`. Returns the
-    name to write at each such site (by id); the edit that computes it is appended to `edits`."""
-    groups: dict[tuple[int, str], list[ast.AST]] = {}
-    for site, label in sites:
-        index = _rank_index(m, site, label)
-        if index is not None:
-            scope = m.enclosing(site, DEF_NODES) or m.tree
-            groups.setdefault((id(scope), index.id), []).append(site)
-    names: dict[int, str] = {}
-    for (_scope, rank), group in groups.items():
-        if len(group) < 2:
-            continue
-        scope = m.enclosing(group[0], DEF_NODES) or m.tree
-        body = getattr(scope, "body", [])
-        first = min(getattr(g, "lineno", 0) for g in group)
-        anchor = _rank_assignment(m, min(group, key=lambda g: getattr(g, "lineno", 0)), rank, scope)
-        params = [a.arg for a in scope.args.posonlyargs + scope.args.args] \
-            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
-        if anchor is None and rank in params:
-            stmts = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(constant(b.value), str))]
-            anchor = ("before", stmts[0]) if stmts else None
-        if anchor is None or any(isinstance(n, ast.Name) and n.id == rank and isinstance(n.ctx, ast.Store)
-                                 and anchor[1].lineno < n.lineno < first for n in ast.walk(scope)):
-            continue
-        holder = m.parent.get(anchor[1])
-        if not all(inside(m, g, holder) for g in group):  # type: ignore[arg-type]
-            continue
-        taken = scope_names(m, group[0]) | {n.id for n in m.nodes if isinstance(n, ast.Name)}
-        name = next(n for n in ("device", "rank_device", "local_device", "cuda_or_cpu") if n not in taken)
-        edits.append(Edit(anchor[0], where(anchor[1], m.lines),
-                          f'{name} = {torch}.device("cuda", {rank}) if {avail} else {torch}.device("cpu")'))
-        names.update({id(g): name for g in group})
-    return names
-
-
-def _rank_assignment(m: ScriptModel, site: ast.AST, rank: str, scope: ast.AST) -> tuple[str, ast.stmt] | None:
-    """The nearest `rank = …` statement before `site` in a block that encloses it, within its scope."""
-    child: ast.AST | None = statement_of(m, site)
-    parent = m.parent.get(child) if child is not None else None
-    while child is not None and parent is not None:
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list) and child in block:
-                for stmt in reversed(block[:block.index(child)]):
-                    if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == rank
-                                                            for t in stmt.targets):
-                        return "after", stmt
-        if parent is scope:
-            return None
-        child, parent = parent, m.parent.get(parent)
-    return None
-
-
-def _device_name_edit(m: ScriptModel, site: ast.AST, label: str, shared: dict[int, str]) -> Edit | None:
-    name = shared.get(id(site))
-    if name is None:
-        return None
-    if label.startswith(".to("):
-        return Edit("replace", where(site, m.lines), name)
-    assert isinstance(site, ast.Call) and isinstance(site.func, ast.Attribute)
-    return Edit("replace", where(site, m.lines), f"{text(m, site.func.value)}.to({name})")
-
-
-def _site_edit(m: ScriptModel, site: ast.AST, label: str, avail: str, torch: str) -> Edit | None:
-    at = where(site, m.lines)
-    code = text(m, site)
-    if label == "torch.cuda.set_device":
-        stmt = statement_of(m, site)
-        if isinstance(stmt, ast.Expr) and stmt.value is site:
-            return Edit("wrap", where(stmt, m.lines), avail)
-        return None
-    if label == ".cuda()" and isinstance(site, ast.Call) and isinstance(site.func, ast.Attribute):
-        receiver = text(m, site.func.value)
-        args = [text(m, a) for a in site.args]
-        device = f'{torch}.device("cuda", {args[0]}) if {avail} else "cpu"' if args else f'"cuda" if {avail} else "cpu"'
-        rest = [f"{k.arg}={text(m, k.value)}" for k in site.keywords if k.arg]
-        return Edit("replace", at, f"{receiver}.to({', '.join([device, *rest])})")
-    if label.startswith(".to("):
-        return Edit("replace", at, f'{torch}.device("cuda", {code}) if {avail} else "cpu"')
-    if label in ("device_ids=", "output_device="):
-        return Edit("replace", at, f"{code} if {avail} else None")
-    parent = m.parent.get(site)
-    wrapped = f'{code} if {avail} else "cpu"' if label.startswith('f"') else f'{code} if {avail} else {torch}.device("cpu")'
-    if isinstance(parent, (ast.Attribute, ast.Subscript, ast.BinOp, ast.Compare)):
-        wrapped = f"({wrapped})"
-    return Edit("replace", at, wrapped)
 
 
 # -- the world set by the script ------------------------------------------------------------------

@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_epoch, fixes_save, match
+from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_cuda, fixes_epoch, fixes_save, match
 from mgtutor.diagnostics.check import match_cuda as cuda
 from mgtutor.diagnostics.check import match_data as data
 from mgtutor.diagnostics.check import match_identity as identity
@@ -259,7 +259,7 @@ RULES: tuple[Rule, ...] = (
          "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n"
          "model = DDP(model.to(\"cuda\" if torch.cuda.is_available() else \"cpu\"),\n"
          "            device_ids=[local_rank] if torch.cuda.is_available() else None)",
-         "04-ddp-torchrun", ("device", "launch"), cuda.cuda_required, rewrite=cuda.cuda_fallback),
+         "04-ddp-torchrun", ("device", "launch"), cuda.cuda_required, rewrite=fixes_cuda.cuda_fallback),
     Rule("world-set-by-script", "warning",
          N_("the script sets the world size or rank that torchrun already set"),
          N_("torchrun gives every rank WORLD_SIZE, RANK and LOCAL_RANK; a script that overrides them (or passes its "
