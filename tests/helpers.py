@@ -5,8 +5,12 @@ lets the app run (`pilot.pause`). Both return the condition's first truthy value
 `what` when `timeout` seconds pass without one."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from textual.pilot import Pilot
@@ -54,3 +58,18 @@ async def open_symptom(pilot: Pilot, symptom: str):  # -> TroubleshootScreen
     options.highlighted = [o.id for o in options._options].index(symptom)
     await pilot.press("enter")
     return screen
+
+
+def stopped_hung_run(capture: Path, run_id: str = "20261201-100000-hang-py-0001") -> Path:
+    """The run directory a hung run leaves once stopped (Ctrl+C, `runs stop`): meta, a result without a
+    failure, no rank records, and `capture` (a folder of tests/data/hang) as the hang watch saved it."""
+    run = Path(os.environ["XDG_STATE_HOME"]) / "mgtutor" / "runs" / run_id
+    for sub in ("logs", "ranks"):
+        (run / sub).mkdir(parents=True)
+    label = run_id.split("-", 2)[2].rsplit("-", 1)[0].replace("-py", ".py")
+    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "label": label, "world_size": 2,
+                                               "backend": "gloo", "status": "stopped", "started": 1.0}))
+    (run / "result.json").write_text(json.dumps({"run_id": run.name, "status": "stopped", "world_size": 2,
+                                                 "ranks": [], "first_failure": None}))
+    shutil.copytree(capture, run / "stacks" / "20261201-100010-1-stall")
+    return run

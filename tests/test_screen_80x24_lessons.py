@@ -16,17 +16,10 @@ from mgtutor.lessons.progress import Progress, ensure_workspace
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.help import HelpScreen
 from mgtutor.tui.screens.lessons import LessonsScreen
-from tests.screen_text import plain, rows
+from tests.screen_text import plain
+from tests.test_tui_wording_80x24 import open_lessons
 
 TABS = ["tab-text", "tab-code", "tab-exercise", "tab-run", "tab-checks"]
-
-
-async def open_lessons(pilot) -> LessonsScreen:
-    await pilot.press("l")
-    await pilot.pause()
-    screen = pilot.app.screen
-    assert isinstance(screen, LessonsScreen)
-    return screen
 
 
 def squeezed(text: str) -> str:

@@ -19,6 +19,7 @@ from mgtutor.tui.widgets.hang_panel import HangPanel
 from mgtutor.tui.widgets.run_state import FailureBanner
 from tests.helpers import wait_for_app
 from tests.screen_text import rows
+from tests.test_runs_screen import open_in_monitor
 from tests.test_screen_80x24_troubleshoot import squeezed, stopped_world_size_run
 
 FIXTURE = Path(__file__).parent / "data" / "monitor_runs" / "20260101-000000-train-tinycnn-f1x7"
@@ -31,14 +32,8 @@ def in_view(screen, widget) -> str:
 
 
 async def open_from_runs(pilot, run_id: str) -> MonitorScreen:
-    await pilot.press("r")
-    table = pilot.app.screen.query_one("#runs-table")
-    await wait_for_app(pilot, lambda: table.row_count > 0, 30, what="the runs table")
-    table.move_cursor(row=table.get_row_index(run_id))
-    table.focus()
-    await pilot.press("enter")
-    await wait_for_app(pilot, lambda: isinstance(pilot.app.screen, MonitorScreen), 10, what="monitor mode")
-    screen = pilot.app.screen
+    """Runs (r), the run's row, Enter: the Monitor replays it from its files to the end."""
+    screen = await open_in_monitor(pilot, run_id)
     await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 30, what="the replay")
     await pilot.pause(0.3)
     return screen

@@ -1,33 +1,23 @@
 """Troubleshoot at 80×24 (issue 45, item 1): after `g` (the last run) or `x` (a demo) the fix card is
-brought into view and the keys a user tries (Down, PageDown, End) reach the whole of it."""
+brought into view and the keys a user tries (Down, PageDown, End) reach the whole of it. The demo's
+case is test_troubleshoot_screen.py's real demo, read at 80×24 with `read_with_keys`."""
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 from textual.containers import VerticalScroll
 
 from mgtutor.tui.app import MgTutorApp
-from tests.helpers import open_symptom, wait_for_app
+from tests.helpers import open_symptom, stopped_hung_run, wait_for_app
 from tests.screen_text import rows
 
 HANG = Path(__file__).parent / "data" / "hang" / "world-size-auto"
 
 
 def stopped_world_size_run() -> Path:
-    """What a run that hung in init_process_group leaves once stopped: no result, the hang capture."""
-    run = Path(os.environ["XDG_STATE_HOME"]) / "mgtutor" / "runs" / "20261201-100000-ws-py-0001"
-    for sub in ("logs", "ranks"):
-        (run / sub).mkdir(parents=True)
-    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "label": "ws.py", "world_size": 2,
-                                               "backend": "gloo", "status": "stopped", "started": 1.0}))
-    (run / "result.json").write_text(json.dumps({"run_id": run.name, "status": "stopped", "world_size": 2,
-                                                 "ranks": [], "first_failure": None}))
-    shutil.copytree(HANG, run / "stacks" / "20261201-100010-1-stall")
-    return run
+    """A run that hung in init_process_group (the script asked for one rank more), then was stopped."""
+    return stopped_hung_run(HANG, "20261201-100000-ws-py-0001")
 
 
 def squeezed(text: str) -> str:
@@ -84,19 +74,3 @@ async def test_a_symptom_open_then_g_brings_the_card_into_view_with_the_keys(mon
         await pilot.press("g")
         await wait_for_app(pilot, lambda: bool(screen.findings) and bool(list(screen.query(".fix-card"))), 60)
         await read_with_keys(pilot, screen, ["pagedown"] * 4 + ["end"], "Fix: " + screen.findings[0].fix)
-
-
-@pytest.mark.integration
-@pytest.mark.slow
-async def test_after_a_demo_the_whole_fix_is_reached_with_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    """x: a real demo (the port held by another process), its log box above the card."""
-    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
-    app = MgTutorApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_symptom(pilot, "port")
-        await pilot.press("x")
-        await wait_for_app(pilot, lambda: bool(screen.findings) and not screen.busy
-                           and bool(list(screen.query(".fix-card"))), timeout=150)
-        assert screen.query_one("#ts-log").display
-        await read_with_keys(pilot, screen, ["down"] * 3 + ["pagedown", "pagedown", "end"],
-                             "Fix: " + screen.findings[0].fix)

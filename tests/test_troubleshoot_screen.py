@@ -37,15 +37,21 @@ async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.integration
 @pytest.mark.slow
 async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80×24: the demo's log box above the card, and the whole fix reached with the keys."""
+    from tests.test_screen_80x24_troubleshoot import read_with_keys
+
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
-    async with app.run_test(size=(100, 40)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_symptom(pilot, "port")
         await pilot.press("x")
-        await wait_for_app(pilot, lambda: bool(screen.findings) and not screen.busy, timeout=150)
+        await wait_for_app(pilot, lambda: bool(screen.findings) and not screen.busy
+                           and bool(list(screen.query(".fix-card"))), timeout=150)
         assert screen.findings[0].kind == "port_in_use"
         assert app.active_runs and not any(run.running() for run in app.active_runs.values())
         assert screen.query_one("#ts-log").line_count > 0
+        await read_with_keys(pilot, screen, ["down"] * 3 + ["pagedown", "pagedown", "end"],
+                             "Fix: " + screen.findings[0].fix)
 
 
 async def test_last_run_diagnosis_is_in_view_at_80x24(monkeypatch: pytest.MonkeyPatch) -> None:
