@@ -5,6 +5,7 @@ failed in the Monitor (issue 45 item 5). Ranks start through the torch-free stan
 the failure test imports torch in its ranks, since the `[rankN]:` prefix is torch's own."""
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ from conftest import mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.training.runs.launch.procs import run_processes
 from mgtutor.training.runs.records.record import RunStatus, find_run
+from mgtutor.tui.commands.run import FollowEnded, stream_run
 from mgtutor.tui.screens.monitor import MonitorScreen
 from mgtutor.tui.widgets.training_charts import TrainingCharts
 from tests.helpers import wait_for, wait_for_app
@@ -110,6 +112,26 @@ def test_sigquit_to_runs_attach_detaches_and_says_how_to_come_back(write_script,
         code, _out, err = attached.finish()
         assert code == 128 + signal.SIGQUIT, err
         assert f"`mgtutor runs attach {run_id}`" in err and run.running()
+    finally:
+        kill_leftovers(run_id)
+        run.wait(60)
+
+
+def test_a_follow_that_breaks_leaves_the_run_going_and_says_how_to_reach_it(write_script, tmp_path, capsys):
+    run = launch(LaunchSpec(target=[str(write_script("ticks.py", TICKS)), str(tmp_path / "never")], nproc=2,
+                            backend="gloo"))
+    run_id = run.record.run_id
+
+    def broken_view(update) -> None:
+        if update.lines:
+            raise RuntimeError("a view's bug")
+
+    try:
+        with pytest.raises(FollowEnded) as ended:
+            stream_run(run, out=io.StringIO(), on_update=broken_view)
+        assert ended.value.exit_code == 1 and run.running()
+        err = capsys.readouterr().err
+        assert "following broke (RuntimeError: a view's bug)" in err and f"`mgtutor runs attach {run_id}`" in err
     finally:
         kill_leftovers(run_id)
         run.wait(60)

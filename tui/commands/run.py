@@ -246,10 +246,11 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
                attached: bool = False, stop_on_interrupt: bool = True, pending: Sequence[int] = ()) -> Update:
     """Print every line prefixed with its rank until the run ends, and each live warning once on stderr
     (`watch`: what the feed watches for; None: no live warnings, no meters); `on_update` sees every
-    update (e.g. for a progress line). Ctrl+C and SIGTERM stop every rank (exit 128+N); SIGHUP detaches: the run goes on, and FollowEnded is raised. `attached`: a run started
-    elsewhere, only its new lines; `stop_on_interrupt=False`: Ctrl+C and SIGTERM detach too.
-    `pending`: signals that came while the run was being launched (handled first; pass the live list
-    of the `deferred()` around the launch, still open, so none falls between it and this follow).
+    update (e.g. for a progress line). Ctrl+C, Ctrl+\\ and SIGTERM stop every rank (exit 128+N); SIGHUP
+    detaches: the run goes on, and FollowEnded is raised. `attached`: a run started elsewhere, only its
+    new lines; `stop_on_interrupt=False`: Ctrl+C and SIGTERM detach too. `pending`: signals that came
+    while the run was being launched (handled first; pass the live list of the `deferred()` around the
+    launch, still open, so none falls between it and this follow).
     Returns the final update: the result, and the diagnosis of a failed run."""
     signum: int | None = None
     fold = TracebackFold()  # the same traceback from several ranks once; torch's own [rankN]: prefix dropped
@@ -260,16 +261,9 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
             with follow_signals(noted=(pending, later.signals)) as caught:
                 for update in feed.updates():
                     caught.check()  # a stop whose exception landed in a finalizer, and was dropped there
-                    _print_lines(fold.feed(update.lines, time.monotonic()) + (fold.flush() if update.final else []), out)
-                    if update.detector_error:
-                        say("mgtutor: " + _("live warnings off ({error})").format(error=update.detector_error))
-                    for alert in update.new_alerts:
-                        say(alert.text() if isinstance(alert, HangAlert) else alert_text(alert))
-                    if on_update is not None:
-                        on_update(update)
-                    if update.final:
-                        return update
-                    if any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts):
+                    if _show(update, fold, out, on_update) or update.final:
+                        if update.final:
+                            return update
                         say("mgtutor: " + _("stopping every rank (--stop-on-hang)…"))
                         break
         except Interrupted as sig:
@@ -280,18 +274,33 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
             signum = sig.signum
         except KeyboardInterrupt:  # a SIGINT handler that was not ours
             signum = signal.SIGINT
+        except Exception as exc:  # a bug in the follow must not leave the run unwatched without a word
+            feed.close()
+            say("\nmgtutor: " + _("following broke ({error}); {then}").format(
+                error=f"{type(exc).__name__}: {exc}", then=detached_text(run.record)))
+            raise FollowEnded(1) from None
         if signum is not None:
             say("\nmgtutor: " + _("stopping every rank…"))
         final = feed.stop(signum=signum)  # a second Ctrl+C is only noted: it must not cut the stop short
     if signal.SIGHUP in later.signals:
         raise FollowEnded(128 + signal.SIGHUP)  # stopped, and nobody left to tell
-    _print_lines(fold.feed(final.lines, time.monotonic()) + fold.flush(), out)
-    if on_update is not None:
-        on_update(final)
+    _show(final, fold, out, on_update)
     stop = final.result.stop if final.result else None
     left = _("no process left") if stop is None or stop.clean else _("processes left: {pids}").format(pids=stop.survivors)
     say("mgtutor: " + _("stopped; {left}").format(left=left))
     return final
+
+
+def _show(update: Update, fold: TracebackFold, out: TextIO, on_update: Callable[[Update], None] | None) -> bool:
+    """One update on the terminal: its lines (the fold's), its warnings; True when --stop-on-hang stops the run."""
+    _print_lines(fold.feed(update.lines, time.monotonic()) + (fold.flush() if update.final else []), out)
+    if update.detector_error:
+        say("mgtutor: " + _("live warnings off ({error})").format(error=update.detector_error))
+    for alert in update.new_alerts:
+        say(alert.text() if isinstance(alert, HangAlert) else alert_text(alert))
+    if on_update is not None:
+        on_update(update)
+    return any(isinstance(a, HangAlert) and a.stop_run for a in update.new_alerts)
 
 
 def follow_exit_code(final: Update) -> int:
