@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgtutor.lessons.loader import Check
-from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.i18n import N_
+from mgtutor.training.foundation.said import Said
 from mgtutor.training.runs.records.record import FirstFailure, RunRecord, RunResult, RunStatus
+from mgtutor.training.runs.records.types import BY_EXIT, BY_SIGNAL
 
 REPORT_PREFIX = "REPORT "
 
@@ -99,24 +101,32 @@ def _head(value: Any, n: int = 5) -> str:
 def check_exit_ok(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     failed = [r for r in o.result.ranks if r.outcome != "ok"]
     if o.result.status == RunStatus.FINISHED and not failed:
-        return True, _("all {ranks} rank(s) exited 0 in {seconds} s").format(ranks=o.world_size,
-                                                                               seconds=o.result.duration_s)
+        return True, Said(N_("all {ranks} rank(s) exited 0 in {seconds} s"), ranks=o.world_size,
+                          seconds=o.result.duration_s)
     if o.result.status == RunStatus.STOPPED and not o.result.first_failure:
-        return False, _("the run did not finish in time and was stopped: a rank was waiting for the others (a hang)")
+        return False, Said(N_("the run did not finish in time and was stopped: a rank was waiting for the others "
+                              "(a hang)"))
     first = o.result.first_failure
     if first is None:
         first = FirstFailure(failed[0].rank, failed[0].exit_code, failed[0].signal) if failed else FirstFailure()
     error = o.last_error(first.rank) if isinstance(first.rank, int) else ""
     rank = "?" if first.rank is None else first.rank
-    return False, _("rank {rank} failed ({how})").format(rank=rank, how=first.how()) + (f": {error}" if error else "")
+    if error:
+        return False, Said(N_("rank {rank} failed ({how}): {error}"), rank=rank, how=_how(first), error=error)
+    return False, Said(N_("rank {rank} failed ({how})"), rank=rank, how=_how(first))
+
+
+def _how(first: FirstFailure) -> Said:
+    """How a rank ended (the run record's words), kept to be said in the reader's language."""
+    return Said(BY_SIGNAL, signal=first.signal) if first.signal else Said(BY_EXIT, code=first.exit_code)
 
 
 def check_every_rank_reports(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     missing = [r for r in range(o.world_size) if not o.values(r, p["key"], p.get("where"))]
     if missing:
-        return False, _("rank(s) {ranks} never reported {key}").format(ranks=missing, key=repr(p["key"]))
+        return False, Said(N_("rank(s) {ranks} never reported {key}"), ranks=missing, key=repr(p["key"]))
     shown = {r: o.last(r, p["key"], p.get("where")) for r in range(min(o.world_size, 4))}
-    return True, _("{key} per rank: {values}").format(key=p["key"], values=shown)
+    return True, Said(N_("{key} per rank: {values}"), key=p["key"], values=shown)
 
 
 def check_disjoint(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -125,24 +135,24 @@ def check_disjoint(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     for rank in range(o.world_size):
         values = o.values(rank, p["key"], p.get("where"))
         if not values:
-            return False, _("rank {rank} never reported which samples it saw ({key})").format(rank=rank,
-                                                                                               key=repr(p["key"]))
+            return False, Said(N_("rank {rank} never reported which samples it saw ({key})"), rank=rank,
+                               key=repr(p["key"]))
         seen[rank] = {item for value in values for item in value}
     for a in seen:
         for b in seen:
             if a < b and seen[a] & seen[b]:
                 common = seen[a] & seen[b]
-                return False, _("rank {a} and rank {b} both saw {count} of the same samples ({samples}): "
-                                "every rank trains on the same data").format(a=a, b=b, count=len(common),
-                                                                              samples=_preview(list(common)))
+                return False, Said(N_("rank {a} and rank {b} both saw {count} of the same samples ({samples}): "
+                                      "every rank trains on the same data"), a=a, b=b, count=len(common),
+                                   samples=_preview(list(common)))
     union = set().union(*seen.values())
     sizes = {r: len(s) for r, s in seen.items()}
     if p.get("cover"):
         total = o.last(0, p["cover"])
         if isinstance(total, int) and len(union) < total:
-            return False, _("the ranks saw {seen} of {total} samples between them").format(seen=len(union), total=total)
-    return True, _("disjoint shards, samples per rank {sizes}, {distinct} distinct in all").format(
-        sizes=sizes, distinct=len(union))
+            return False, Said(N_("the ranks saw {seen} of {total} samples between them"), seen=len(union), total=total)
+    return True, Said(N_("disjoint shards, samples per rank {sizes}, {distinct} distinct in all"),
+                      sizes=sizes, distinct=len(union))
 
 
 def check_changes_between(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -151,27 +161,27 @@ def check_changes_between(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     first = o.last(rank, p["key"], {fld: p["a"]})
     second = o.last(rank, p["key"], {fld: p["b"]})
     if first is None or second is None:
-        return False, _("rank {rank} did not report {key} for {field} {a} and {b}").format(
-            rank=rank, key=repr(p["key"]), field=fld, a=p["a"], b=p["b"])
+        return False, Said(N_("rank {rank} did not report {key} for {field} {a} and {b}"),
+                           rank=rank, key=repr(p["key"]), field=fld, a=p["a"], b=p["b"])
     if first == second:
-        return False, _("rank {rank} got the same {key} in {field} {a} and {field} {b}: {head} both times").format(
-            rank=rank, key=p["key"], field=fld, a=p["a"], b=p["b"], head=_head(first))
-    return True, _("rank {rank}: {field} {a} starts {first}, {field} {b} starts {second}").format(
-        rank=rank, field=fld, a=p["a"], b=p["b"], first=_head(first), second=_head(second))
+        return False, Said(N_("rank {rank} got the same {key} in {field} {a} and {field} {b}: {head} both times"),
+                           rank=rank, key=p["key"], field=fld, a=p["a"], b=p["b"], head=_head(first))
+    return True, Said(N_("rank {rank}: {field} {a} starts {first}, {field} {b} starts {second}"),
+                      rank=rank, field=fld, a=p["a"], b=p["b"], first=_head(first), second=_head(second))
 
 
 def check_equal_across_ranks(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     values = {r: o.last(r, p["key"], p.get("where")) for r in range(o.world_size)}
     if any(v is None for v in values.values()):
-        return False, _("not every rank reported {key}: {values}").format(key=repr(p["key"]), values=values)
+        return False, Said(N_("not every rank reported {key}: {values}"), key=repr(p["key"]), values=values)
     ref = values[0]
     tol = float(p.get("tol", 0.0))
     for rank, value in values.items():
         same = math.isclose(value, ref, rel_tol=tol, abs_tol=tol) if isinstance(ref, (int, float)) else value == ref
         if not same:
-            return False, _("{key} differs: rank 0 has {ref}, rank {rank} has {value}").format(
-                key=p["key"], ref=ref, rank=rank, value=value)
-    return True, _("{key} = {ref} on all {ranks} ranks").format(key=p["key"], ref=ref, ranks=o.world_size)
+            return False, Said(N_("{key} differs: rank 0 has {ref}, rank {rank} has {value}"),
+                               key=p["key"], ref=ref, rank=rank, value=value)
+    return True, Said(N_("{key} = {ref} on all {ranks} ranks"), key=p["key"], ref=ref, ranks=o.world_size)
 
 
 def check_only_rank(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -179,12 +189,12 @@ def check_only_rank(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     want = p.get("rank", 0)
     doers = {r: len(o.values(r, p["key"])) for r in range(o.world_size) if o.values(r, p["key"])}
     if want not in doers:
-        return False, _("rank {rank} never reported {key}").format(rank=want, key=repr(p["key"]))
+        return False, Said(N_("rank {rank} never reported {key}"), rank=want, key=repr(p["key"]))
     others = [r for r in doers if r != want]
     if others:
-        return False, _("{key} was done by ranks {ranks}, not only rank {rank}: {times} times in all").format(
-            key=p["key"], ranks=sorted(doers), rank=want, times=sum(doers.values()))
-    return True, _("only rank {rank} did {key} ({times} time(s))").format(rank=want, key=p["key"], times=doers[want])
+        return False, Said(N_("{key} was done by ranks {ranks}, not only rank {rank}: {times} times in all"),
+                           key=p["key"], ranks=sorted(doers), rank=want, times=sum(doers.values()))
+    return True, Said(N_("only rank {rank} did {key} ({times} time(s))"), rank=want, key=p["key"], times=doers[want])
 
 
 def check_all_true(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
@@ -193,24 +203,24 @@ def check_all_true(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     bad = {r: v for r, v in values.items() if v is not True}
     if bad:
         why = {r: o.last(r, p["why"]) for r in bad} if p.get("why") else bad
-        return False, _("{key} is not true on rank(s) {ranks}: {why}").format(key=p["key"], ranks=sorted(bad), why=why)
-    return True, _("{key} on ranks {ranks}").format(key=p["key"], ranks=ranks)
+        return False, Said(N_("{key} is not true on rank(s) {ranks}: {why}"), key=p["key"], ranks=sorted(bad), why=why)
+    return True, Said(N_("{key} on ranks {ranks}"), key=p["key"], ranks=ranks)
 
 
 def check_value_range(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     rank = p.get("rank", 0)
     value = o.last(rank, p["key"], p.get("where"))
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return False, _("rank {rank} reported no number for {key} (got {value})").format(
-            rank=rank, key=repr(p["key"]), value=repr(value))
+        return False, Said(N_("rank {rank} reported no number for {key} (got {value})"),
+                           rank=rank, key=repr(p["key"]), value=repr(value))
     low, high = p.get("min"), p.get("max")
     unit = p.get("unit", "")
     if low is not None and value < low:
-        return False, _("{key} = {value}, below {limit}").format(key=p["key"], value=f"{value:g}{unit}",
-                                                                  limit=f"{low:g}{unit}")
+        return False, Said(N_("{key} = {value}, below {limit}"), key=p["key"], value=f"{value:g}{unit}",
+                           limit=f"{low:g}{unit}")
     if high is not None and value > high:
-        return False, _("{key} = {value}, above {limit}").format(key=p["key"], value=f"{value:g}{unit}",
-                                                                  limit=f"{high:g}{unit}")
+        return False, Said(N_("{key} = {value}, above {limit}"), key=p["key"], value=f"{value:g}{unit}",
+                           limit=f"{high:g}{unit}")
     return True, f"{p['key']} = {value:g}{unit}"
 
 
@@ -220,27 +230,27 @@ def check_close_to(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     rank = p.get("rank", 0)
     value, reference = o.last(rank, p["key"]), o.last(rank, p["other"])
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, reference)):
-        return False, _("rank {rank} did not report both {key} and {other}").format(
-            rank=rank, key=repr(p["key"]), other=repr(p["other"]))
+        return False, Said(N_("rank {rank} did not report both {key} and {other}"),
+                           rank=rank, key=repr(p["key"]), other=repr(p["other"]))
     tol = float(p.get("rel_tol", 1e-6))
     if not math.isclose(value, reference, rel_tol=tol, abs_tol=tol):
-        return False, _("{key} = {value:.8g}, but {other} = {reference:.8g}: more than {tol:g} apart").format(
-            key=p["key"], value=value, other=p["other"], reference=reference, tol=tol)
-    return True, _("{key} = {value:.8g}, {other} = {reference:.8g}").format(
-        key=p["key"], value=value, other=p["other"], reference=reference)
+        return False, Said(N_("{key} = {value:.8g}, but {other} = {reference:.8g}: more than {tol:g} apart"),
+                           key=p["key"], value=value, other=p["other"], reference=reference, tol=tol)
+    return True, Said(N_("{key} = {value:.8g}, {other} = {reference:.8g}"),
+                      key=p["key"], value=value, other=p["other"], reference=reference)
 
 
 def check_run_fails(o: Outcome, p: dict[str, Any]) -> tuple[bool, str]:
     """A failure demo must fail, and fail where the lesson says (the first failing rank)."""
     first = o.result.first_failure
     if not first:
-        return False, _("the run was meant to fail on rank {rank} but ended {status}").format(
-            rank=p.get("rank"), status=o.result.status)
+        return False, Said(N_("the run was meant to fail on rank {rank} but ended {status}"),
+                           rank=p.get("rank"), status=o.result.status)
     if "rank" in p and first.rank != p["rank"]:
-        return False, _("rank {rank} failed first, not rank {wanted}").format(rank=first.rank, wanted=p["rank"])
+        return False, Said(N_("rank {rank} failed first, not rank {wanted}"), rank=first.rank, wanted=p["rank"])
     error = o.last_error(first.rank) if first.rank is not None else ""
-    return True, _("rank {rank} failed first (exit {code}): {error}").format(rank=first.rank, code=first.exit_code,
-                                                                           error=error[:120])
+    return True, Said(N_("rank {rank} failed first (exit {code}): {error}"), rank=first.rank, code=first.exit_code,
+                      error=error[:120])
 
 
 CHECKS: dict[str, Callable[[Outcome, dict[str, Any]], tuple[bool, str]]] = {
@@ -262,11 +272,11 @@ def evaluate(checks: tuple[Check, ...], outcome: Outcome) -> list[CheckResult]:
     for check in checks:
         func = CHECKS.get(check.kind)
         if func is None:
-            results.append(CheckResult(check.says, False, _("unknown check kind {kind}").format(kind=repr(check.kind))))
+            results.append(CheckResult(check.says, False, Said(N_("unknown check kind {kind}"), kind=repr(check.kind))))
             continue
         try:
             passed, detail = func(outcome, check.params)
         except (KeyError, TypeError, ValueError) as exc:  # a report of the wrong shape is a failed check
-            passed, detail = False, _("could not read the run's reports: {error}").format(error=repr(exc))
+            passed, detail = False, Said(N_("could not read the run's reports: {error}"), error=repr(exc))
         results.append(CheckResult(check.says, passed, detail))
     return results

@@ -10,7 +10,8 @@
 The path order is the order of PATH below; the folder names are the lesson ids other parts link to.
 The words a person reads (title, goal, step titles, what a check says, the task, hints) stay English
 in lesson.json and are translated through the gettext catalogue as a lesson loads: lessons are loaded
-once per language.
+once per language. A step's title and what a check says are `Said`s, which keep their English: a check
+result kept with the progress names them by it and is said again in the language that reads it.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _, current_language
 from mgtutor.training.foundation.linebreak import join_soft_breaks
+from mgtutor.training.foundation.said import Said
 
 PATH = (
     "01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun",
@@ -42,7 +44,7 @@ class LessonError(Exception):
 @dataclass(frozen=True)
 class Check:
     kind: str                      # a name in checks.CHECKS
-    says: str                      # what it verifies, in words, shown with ✓/✗
+    says: str                      # what it verifies, in words, shown with ✓/✗ (a Said from lesson.json)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,7 +117,7 @@ def lessons_root() -> Path:
 
 def _check(data: dict[str, Any]) -> Check:
     params = {k: v for k, v in data.items() if k not in ("kind", "says")}
-    return Check(kind=data["kind"], says=_(data["says"]), params=params)
+    return Check(kind=data["kind"], says=Said(data["says"]), params=params)
 
 
 def _step(folder: Path, data: dict[str, Any], default_name: str) -> Step:
@@ -123,7 +125,7 @@ def _step(folder: Path, data: dict[str, Any], default_name: str) -> Step:
     if not script.is_file():
         raise LessonError(f"{folder.name}: step script {data['script']} is missing")
     return Step(
-        name=data.get("name", default_name), title=_(data.get("title", default_name)), script=script,
+        name=data.get("name", default_name), title=Said(data.get("title", default_name)), script=script,
         args=tuple(str(a) for a in data.get("args", ())), nproc=int(data.get("nproc", 2)),
         gpu_only=bool(data.get("gpu_only", False)), min_gpus=int(data.get("min_gpus", 0)),
         requires=tuple(data.get("requires", ())), env={k: str(v) for k, v in data.get("env", {}).items()},

@@ -1,6 +1,8 @@
 """The learner's progress and workspace, kept under $XDG_DATA_HOME/mgtutor/ so they survive restarts.
 
     progress.json    {"current": id, "language": "zh"|"en", "lessons": {id: {"done", "steps", "hints_seen", "checked", …}}}
+                     "checked" keeps each step's title, reason and checks as message ids with their arguments
+                     (`Said`), said in the language in force when shown
     workspace/       the learner's copies of the exercise scripts, edited in $EDITOR
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from mgtutor.lessons.loader import PATH, Lesson
 from mgtutor.training.foundation.i18n import DEFAULT, LANGUAGES, language_from_env, set_language
 from mgtutor.training.runs.records.record import read_json, write_json_atomic
 from mgtutor.training.foundation.safe_io import private_dir
+from mgtutor.training.foundation.said import kept_in_english
 
 
 GPU_SKIP = "NVIDIA GPU"  # in every skip reason of a step that needs GPUs
@@ -164,11 +167,11 @@ def failed_check_hints(lesson: Lesson, checked: Any) -> list[tuple[int, str]]:
 
 def passed_without_gpus(summary: list[dict[str, Any]]) -> bool:
     """Something ran, all that ran passed, and each skipped step was skipped for lack of a GPU
-    (lessons.runner.skip_reason says "NVIDIA GPU" then; a missing package is not such a reason)."""
+    (lessons.runner.skip_reason says "NVIDIA GPU" then in English; a missing package is not such a reason)."""
     ran = [step for step in summary if step.get("status") != "skipped"]
     skipped = [step for step in summary if step.get("status") == "skipped"]
     return (bool(ran) and all(step.get("status") == "passed" for step in ran)
-            and all(GPU_SKIP in (step.get("reason") or "") for step in skipped))
+            and all(GPU_SKIP in kept_in_english(step.get("reason")) for step in skipped))
 
 
 def workspace_copy(lesson: Lesson) -> Path | None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.i18n import N_
+from mgtutor.training.foundation.said import Said, keep
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.lessons.checks import CheckResult, evaluate, outcome_of
 from mgtutor.lessons.loader import Lesson, Step
@@ -35,7 +36,7 @@ class StepResult:
     script: str
     status: str                                    # passed | failed | skipped
     checks: list[CheckResult] = field(default_factory=list)
-    reason: str = ""                               # why skipped, or a note on a failed run
+    reason: str = ""                               # why skipped, or a note on a failed run (a Said, kept)
     run_id: str | None = None
     run_path: str | None = None
     measures: dict[str, Any] = field(default_factory=dict)
@@ -51,21 +52,21 @@ def gpu_count() -> int:
     return len(inventory().gpus)
 
 
-def skip_reason(step: Step, backend: str = "auto", gpus: int | None = None) -> str | None:
+def skip_reason(step: Step, backend: str = "auto", gpus: int | None = None) -> Said | None:
     """Why this step cannot run here (None: it can)."""
     for module in step.requires:
         if importlib.util.find_spec(module) is None:
-            return _("needs the {module} package: {install}").format(
-                module=module, install=INSTALL_HINTS.get(module, f"pip install {module}"))
+            return Said(N_("needs the {module} package: {install}"),
+                        module=module, install=INSTALL_HINTS.get(module, f"pip install {module}"))
     if not step.gpu_only:
         return None
     gpus = gpu_count() if gpus is None else gpus
     need = max(step.min_gpus, 1)
     if backend == "gloo":
-        return _("runs on NVIDIA GPUs only; it was asked to run on gloo/CPU")
-    if gpus < need:  # every translation keeps "NVIDIA GPU" (GPU_SKIP): progress tells a GPU skip by it
-        have = _("no NVIDIA GPU is usable here") if gpus == 0 else _("this machine has {gpus}").format(gpus=gpus)
-        return _("needs {need} NVIDIA GPU(s); {have}").format(need=need, have=have)
+        return Said(N_("runs on NVIDIA GPUs only; it was asked to run on gloo/CPU"))
+    if gpus < need:  # the English says "NVIDIA GPU" (GPU_SKIP): progress tells a GPU skip by it
+        have = Said(N_("no NVIDIA GPU is usable here")) if gpus == 0 else Said(N_("this machine has {gpus}"), gpus=gpus)
+        return Said(N_("needs {need} NVIDIA GPU(s); {have}"), need=need, have=have)
     return None
 
 
@@ -111,7 +112,7 @@ def finish_step(lesson: Lesson, step: Step, run: Run, script: Path | None = None
     checks = evaluate(step.checks, outcome)
     passed = all(c.passed for c in checks) and outcome.result.status in (RunStatus.FINISHED, RunStatus.FAILED)
     measures = {key: outcome.last(0, key) for key in step.measures if outcome.last(0, key) is not None}
-    reason = _("stopped after {seconds:g} s without finishing").format(seconds=step.timeout_s) if stopped else ""
+    reason = Said(N_("stopped after {seconds:g} s without finishing"), seconds=step.timeout_s) if stopped else ""
     return StepResult(lesson.id, step.name, step.title, str(script or step.script),
                       "passed" if passed else "failed", checks, reason,
                       run.record.run_id, str(run.record.path), measures)
@@ -164,6 +165,8 @@ def check_lesson(lesson: Lesson, solution: bool = False, backend: str = "auto",
 
 
 def summarize(results: list[StepResult]) -> list[dict[str, Any]]:
-    return [{"step": r.step, "status": r.status, "reason": r.reason,
-             "checks": [{"says": c.says, "passed": c.passed, "detail": c.detail} for c in r.checks]}
+    """The results as the progress keeps them: the words as message ids with their arguments (a
+    `Said`'s JSON), so that they are said in the language of whoever reads them later."""
+    return [{"step": r.step, "title": keep(r.title), "status": r.status, "reason": keep(r.reason),
+             "checks": [{"says": keep(c.says), "passed": c.passed, "detail": keep(c.detail)} for c in r.checks]}
             for r in results]

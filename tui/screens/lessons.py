@@ -146,7 +146,8 @@ class LessonsScreen(Screen):
         self._show_exercise()
         self._show_status()
         saved = self.progress.lesson(lesson.id).get("checked")
-        self.query_one("#lesson-checks", Static).update(checks_text(saved) if saved else _(self.NOTHING_CHECKED))
+        self.query_one("#lesson-checks", Static).update(checks_text(saved, lesson) if saved else
+                                                        _(self.NOTHING_CHECKED))
 
     def _show_text(self, lesson: Lesson) -> None:
         """A long lesson takes a while to lay out: until its text is built the pane names the lesson that
@@ -336,7 +337,7 @@ class LessonsScreen(Screen):
         saved = {"status": status, "t": time.time(), "checks": summarize(results)}
         self._refresh_marks()
         if lesson is self.lesson:
-            self.query_one("#lesson-checks", Static).update(checks_text(saved))
+            self.query_one("#lesson-checks", Static).update(checks_text(saved, lesson))
             self.query_one("#lesson-tabs", TabbedContent).active = "tab-checks"
             self._show_status(self.finished_note(lesson, mode, status))
 

@@ -16,6 +16,7 @@ from rich.text import Text
 from mgtutor.lessons.loader import Lesson
 from mgtutor.lessons.progress import Progress
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.said import say_kept
 
 MARK_STYLES = {"✓": "bold green", "✗": "bold red", "–": "yellow", "▸": "bold cyan", " ": ""}
 STATUS_WORDS = {"passed": N_("passed"), "failed": N_("failed"), "skipped": N_("skipped")}
@@ -80,8 +81,10 @@ def check_mark(passed: bool | None) -> str:
     return "✓" if passed else ("–" if passed is None else "✗")
 
 
-def checks_text(saved: dict[str, Any]) -> Text:
-    """A saved check record ({status, checks: [{step, status, reason, checks: [...]}]}) as lines."""
+def checks_text(saved: dict[str, Any], lesson: Lesson | None = None) -> Text:
+    """A saved check record ({status, checks: [{step, title, status, reason, checks: [...]}]}) as lines,
+    in the language in force: the record keeps its words as message ids with their arguments. A step is
+    named by its title (a record kept before titles were: the lesson's title of that step)."""
     text = Text()
     status = saved.get("status", "?")
     mark = {"passed": "✓", "failed": "✗"}.get(status, "–")
@@ -89,16 +92,23 @@ def checks_text(saved: dict[str, Any]) -> Text:
     for step in saved.get("checks", []):
         step_mark = {"passed": "✓", "failed": "✗"}.get(step.get("status"), "–")
         text.append(f"{step_mark} ", style=MARK_STYLES[step_mark])
-        text.append(f"{step.get('step')} [{_(STATUS_WORDS.get(step.get('status') or '?', '?'))}]", style="bold")
+        title = say_kept(step.get("title")) or step_title(lesson, step.get("step"))
+        text.append(f"{title} [{_(STATUS_WORDS.get(step.get('status') or '?', '?'))}]", style="bold")
         if step.get("reason"):
-            text.append(f": {step['reason']}", style="yellow")
+            text.append(_(": ") + say_kept(step["reason"]), style="yellow")
         text.append("\n")
         for check in step.get("checks", []):
             mark = check_mark(check.get("passed"))
             text.append(f"    {mark} ", style=MARK_STYLES[mark])
-            text.append(check.get("says", ""))
-            text.append(f"\n        {check.get('detail', '')}\n", style="dim")
+            text.append(say_kept(check.get("says")))
+            text.append(f"\n        {say_kept(check.get('detail'))}\n", style="dim")
     return text
+
+
+def step_title(lesson: Lesson | None, name: Any) -> str:
+    """The title of the lesson's step (or exercise) called `name`; the name itself when there is none."""
+    steps = [*lesson.steps, *([lesson.exercise.step] if lesson.exercise else [])] if lesson else []
+    return next((step.title for step in steps if step.name == name), str(name or "?"))
 
 
 def exercise_text(lesson: Lesson, hints: Sequence[tuple[int, str] | str], copy: Path | None,
