@@ -38,7 +38,7 @@ class LessonsScreen(Screen):
         Binding("g", "run_steps", N_("Run"), tooltip=N_("run the lesson's steps for real and check them")),
         Binding("e", "edit", N_("Edit"), tooltip=N_("edit the exercise in $EDITOR")),
         Binding("c", "check", N_("Check"), tooltip=N_("check your exercise (or the steps)")),
-        Binding("i", "hint", N_("Hint"), tooltip=N_("the next hint")),
+        Binding("i", "hint", N_("Hint"), tooltip=N_("the next hint, first the one for the check that failed")),
         Binding("n", "next_lesson", N_("Next"), tooltip=N_("next lesson")),
         Binding("p", "previous_lesson", N_("Prev"), tooltip=N_("previous lesson")),
         Binding("right_square_bracket", "next_tab", N_("Tab"), key_display="]",
