@@ -11,7 +11,7 @@ from textual.binding import Binding
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.launch.launcher import Run
 from mgtutor.training.runs.records.record import RunRecord, runs_root
-from mgtutor.tui.messages import AttachRun, OpenLesson, OpenRun, RunStarted, ShowLesson
+from mgtutor.tui.messages import AttachRun, FindBatch, FitScript, OpenLesson, OpenRun, RunStarted, ShowLesson
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from mgtutor.tui.screens.help import HelpScreen
 from mgtutor.tui.screens.home import HomeScreen
@@ -70,6 +70,11 @@ class MgTutorApp(SaysTextualWords):
         if self.current_mode != "monitor":
             await self.switch_mode("monitor")
         self.screen.post_message(AttachRun(record, owned))
+
+    async def on_find_batch(self, message: FindBatch) -> None:
+        if self.current_mode != "troubleshoot":
+            await self.switch_mode("troubleshoot")
+        self.screen.post_message(FitScript(message.record))
 
     def running_runs(self) -> list[Run]:
         return [run for run in self.active_runs.values() if run.running()]

@@ -44,6 +44,23 @@ class OpenRun(Message):
         self.run_id = run_id
 
 
+class FindBatch(Message):
+    """Find the batch that fits this run's script (`mgtutor fit`): the Monitor's OOM banner asks, the App
+    hands it to Troubleshoot's Out of memory."""
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__()
+        self.record = record
+
+
+class FitScript(Message):
+    """From the App to the Troubleshoot screen: run `mgtutor fit` on this run's command."""
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__()
+        self.record = record
+
+
 class AttachRun(Message):
     """From the App to the Monitor: show this record; `run` is the App's handle when it started the run."""
 

@@ -43,6 +43,7 @@ class TrialPlan:
     timeout_s: float = 600.0
     cwd: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    accumulation: ScriptOption | None = None  # the script's gradient accumulation option (the command keeps the global batch)
 
     def spec(self, batch: int) -> LaunchSpec:
         script = self.target[1] if self.target[:1] == ["-m"] and len(self.target) > 1 else self.target[0]

@@ -6,19 +6,14 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from mgtutor.diagnostics.bench.fit_words import answer_lines, trial_line
 from mgtutor.diagnostics.bench.scriptfit import DEFAULT_MARGIN_PCT, FitAnswer, FitSearch, FitTrial, command_for, given
 from mgtutor.diagnostics.bench.scripttrial import DEFAULT_STEPS, NoDeviceMemory, TrialPlan, fit_script
-from mgtutor.diagnostics.check.script import CheckError
-from mgtutor.diagnostics.check.script_options import ScriptOption, accumulation_option, find_batch_option, option_called
+from mgtutor.diagnostics.bench.fit_plan import FitError, plan_for
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, plan, said_device_note
-from mgtutor.training.runs.nvml import inventory
 from mgtutor.tui.errors import EXIT_FAILED, CliError
-
-FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/fit_trial.py)
 
 EPILOG = N_("""examples:
   mgtutor fit -- train.py --batch-size 160
@@ -68,20 +63,7 @@ def problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def discover(target: list[str], batch_arg: str | None) -> tuple[ScriptOption, ScriptOption | None]:
-    """The batch option (and the accumulation option) of the script, or CliError with the fix."""
-    if target[0] == "-m":
-        if not batch_arg:
-            raise CliError(_("a module (-m) is not read for its options: name the batch option with --batch-arg NAME"))
-        return option_called(batch_arg), None
-    try:
-        option, options = find_batch_option(Path(target[0]), batch_arg)
-    except CheckError as exc:
-        raise CliError(str(exc)) from None
-    return option, accumulation_option(options)
-
-
-def prepare(args: argparse.Namespace) -> tuple[TrialPlan, ScriptOption | None]:
+def prepare(args: argparse.Namespace) -> TrialPlan:
     target = args.target[1:] if args.target[:1] == ["--"] else args.target
     said = problem(args)
     if said:
@@ -89,17 +71,13 @@ def prepare(args: argparse.Namespace) -> tuple[TrialPlan, ScriptOption | None]:
     try:
         plan(LaunchSpec(target=target, nproc=args.nproc, backend=args.backend))
         target = check_target(target)
-    except LaunchError as exc:
+        return plan_for(target, args.nproc, args.backend, args.batch_arg, args.steps, args.trial_timeout, os.getcwd())
+    except (LaunchError, FitError) as exc:
         raise CliError(str(exc)) from None
-    option, accumulation = discover(target, args.batch_arg)
-    if not os.environ.get(FAKE_ENV) and not inventory().gpus:
-        raise CliError(_("mgtutor fit measures GPU memory, and no NVIDIA GPU was found: on CPU ranks there is no "
-                         "device memory to fit a batch to (host memory is not the limit it finds)"))
-    return TrialPlan(target, option, args.nproc, args.backend, args.steps, args.trial_timeout, os.getcwd()), accumulation
 
 
 def main(args: argparse.Namespace) -> int:
-    trial_plan, accumulation = prepare(args)
+    trial_plan = prepare(args)
     out = sys.stderr if args.json else sys.stdout
     now = given(trial_plan.target, trial_plan.option)
     print("mgtutor: " + _("the largest batch of {script} ({option}{now}); each trial runs it for {steps} optimizer "
@@ -126,11 +104,11 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except LaunchError as exc:
         raise CliError(str(exc), EXIT_FAILED) from None
-    return report(args, trial_plan, accumulation, answer, world[0] if world else 1)
+    return report(args, trial_plan, answer, world[0] if world else 1)
 
 
-def report(args: argparse.Namespace, trial_plan: TrialPlan, accumulation: ScriptOption | None, answer: FitAnswer,
-           world: int) -> int:
+def report(args: argparse.Namespace, trial_plan: TrialPlan, answer: FitAnswer, world: int) -> int:
+    accumulation = trial_plan.accumulation
     command = command_for(trial_plan.target, answer.recommended, world, trial_plan.option, accumulation) \
         if answer.largest else None
     if args.json:

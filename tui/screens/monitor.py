@@ -32,7 +32,7 @@ from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.follow.runstate import RunState
 from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.training.runs.follow.feed import Watch
-from mgtutor.tui.messages import AttachRun, OpenLesson, RunStarted
+from mgtutor.tui.messages import AttachRun, FindBatch, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
 from mgtutor.tui.screens.monitor_hang import HangHook
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of
@@ -74,6 +74,8 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
                 tooltip=N_("take every rank's Python stack now: where each one waits, and why")),
         Binding("N", "new_run", N_("New"), key_display="N", tooltip=N_("back to the launch form (a running run goes on)")),
         Binding("b", "report", N_("Report"), show=False, tooltip=N_("write this run's report: one HTML file to hand on")),
+        Binding("B", "find_batch", N_("Batch"), key_display="B", show=False,
+                tooltip=N_("out of memory: find the batch that fits this run's script (mgtutor fit)")),
     ]
     clock: Callable[[], float] = staticmethod(time.time)
     make_sampler: Callable[[], Any] | None = None  # the feed's sampler (tests put fixed readings here)
@@ -337,6 +339,10 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
     def action_report(self) -> None:
         if self.record is not None:
             report_in_background(self.app, self.record)
+
+    def action_find_batch(self) -> None:
+        if self.record is not None and self.query_one(FailureBanner).kind == "cuda_oom":
+            self.post_message(FindBatch(self.record))
 
     def action_open_lesson(self) -> None:
         lesson = self.query_one(FailureBanner).lesson

@@ -1,6 +1,8 @@
-"""Troubleshoot → Out of memory, answered with numbers: `b` finds the largest batch of the built-in
-trainer that fits on every rank (the batch finder, each trial shown as it ends), `w` runs the newest
-run's script again with `--memory`, so that its OOM says what filled the GPU and which lines allocated.
+"""Troubleshoot → Out of memory, answered with numbers: `b` finds the largest batch that fits on every rank,
+for the newest run's own script (`mgtutor fit` on its command) or, after a run of the built-in trainer, for
+the trainer (the batch finder); each trial is shown as it ends. The Monitor's OOM banner (B) sends its run
+here (`FitScript`). `w` runs the newest run's script again with `--memory`, so that its OOM says what
+filled the GPU and which lines allocated.
 
 A mixin of TroubleshootScreen: it uses the screen's log, status line and fix cards."""
 from __future__ import annotations
@@ -13,18 +15,24 @@ from rich.markup import escape
 from textual import work
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.diagnostics.bench.fit_plan import FitError, plan_for_run
+from mgtutor.diagnostics.bench.fit_words import answer_lines, trial_line
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, run_finder
+from mgtutor.diagnostics.bench.scriptfit import FitSearch, FitTrial, command_for
+from mgtutor.diagnostics.bench.scripttrial import TrialPlan, fit_script
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.oom_rerun import rerun_with_memory
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.records.record import list_runs
-from mgtutor.tui.messages import RunStarted
+from mgtutor.diagnostics.failures.symptoms import SYMPTOMS
+from mgtutor.training.runs.launch.launcher import Run
+from mgtutor.tui.messages import FitScript, RunStarted
 
 OOM_SYMPTOM = "oom"
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary
-OOM_HINT = N_("b: find the largest batch that fits (built-in trainer) · w: run the newest run's script again "
-               "with --memory (what filled the GPU)")
+OOM_HINT = N_("b: find the largest batch that fits (the newest run's script, with mgtutor fit) · w: run the "
+               "newest run's script again with --memory (what filled the GPU)")
 
 
 def last_trainer_model(scan: int = 20) -> tuple[str, int]:
@@ -72,10 +80,66 @@ class OomActions:
             no_gpu = _("the batch finder measures GPU memory, and no NVIDIA GPU was found")
             self.set_status(f"[yellow]{no_gpu}[/]")  # type: ignore[attr-defined]
             return
+        newest = next(iter(list_runs()), None)
+        if newest is not None and self._fit(newest):
+            return
         model, size = last_trainer_model()
         self.set_status(_("batch finder running for {model} at {size}×{size}: every rank tries each batch; "  # type: ignore[attr-defined]
                           "trials below as they end…").format(model=model, size=size))
         self.find_batch_worker(FinderOptions(model=model, image_size=size, prove_steps=10))
+
+    def on_fit_script(self, message: FitScript) -> None:
+        """The Monitor's OOM banner asked (B): Out of memory, and `mgtutor fit` on that run's command."""
+        self.symptom = next(s for s in SYMPTOMS if s.key == OOM_SYMPTOM)
+        self.query_one("#ts-symptoms").highlighted = [s.key for s in SYMPTOMS].index(OOM_SYMPTOM)  # type: ignore[attr-defined]
+        if self._oom_ready():
+            self._fit(message.record, explicit=True)
+
+    def _fit(self, record: Any, explicit: bool = False) -> bool:
+        """Start `mgtutor fit` on the run's command; False (unless `explicit`) where the run was not a script of
+        the user's: the built-in trainer's batch finder answers for its runs."""
+        try:
+            mine = not record.meta().speaks_events()
+        except (OSError, ValueError, AttributeError):
+            mine = False
+        if not (mine or explicit):
+            return False
+        try:
+            plan = plan_for_run(record)
+        except (FitError, OSError, ValueError) as exc:
+            self.busy = False
+            self.set_status("[yellow]" + escape(str(exc)) + "[/]")  # type: ignore[attr-defined]
+            return True
+        target = escape(" ".join(plan.target)[:80])
+        self.set_status(_("mgtutor fit on {target}: each trial runs it for {steps} optimizer steps; trials below "  # type: ignore[attr-defined]
+                          "as they end…").format(target=target, steps=plan.steps))
+        self.fit_script_worker(plan)
+        return True
+
+    @work(thread=True, exclusive=True, group="ts-oom")
+    def fit_script_worker(self, plan: TrialPlan) -> None:
+        search, worlds = FitSearch(), []
+
+        def on_trial(trial: FitTrial) -> None:
+            self.app.call_from_thread(self._write_lines, [trial_line(len(search.trials), trial)])  # type: ignore[attr-defined]
+
+        def on_start(run: Run) -> None:
+            worlds.append(run.record.meta().world_size or 1)
+            self.post_message(RunStarted(run))  # type: ignore[attr-defined]
+
+        try:
+            answer = fit_script(plan, search, on_trial=on_trial, on_start=on_start)
+        except Exception as exc:  # a launch that cannot start, no device memory: said on screen
+            self.app.call_from_thread(self._oom_done, "[red]" + _("mgtutor fit stopped: {why}").format(
+                why=escape(str(exc))) + "[/]")
+            return
+        command = command_for(plan.target, answer.recommended, worlds[0] if worlds else 1, plan.option,
+                              plan.accumulation) if answer.largest else None
+        self.app.call_from_thread(self._write_lines, answer_lines(answer, command, plan.nproc, plan.steps))  # type: ignore[attr-defined]
+        status = (_("mgtutor fit: [b]{option} {batch}[/b] per rank trains on every rank (largest {largest})").format(
+                      option=plan.option.flag, batch=command.per_rank, largest=answer.largest) if command else
+                  "[red]" + escape(answer.error or _("no batch trains on every rank")) + "[/]")
+        self.app.call_from_thread(self._oom_done, status)
 
     def action_memory_rerun(self) -> None:
         if not self._oom_ready():

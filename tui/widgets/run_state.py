@@ -97,11 +97,13 @@ class FailureBanner(VerticalScroll):
         super().__init__(Static("", classes="failure-text"), **kwargs)  # type: ignore[arg-type]
         self.plain = ""
         self.lesson: str | None = None
+        self.kind: str | None = None  # the diagnosis's kind (cuda_oom: B finds the batch that fits)
 
     def show(self, state: RunState, finding: Finding | None = None) -> None:
         headline = describe_failure(state)
         self.set_class(headline is not None, "-visible")
         words = self.query_one(".failure-text", Static)
+        self.kind = finding.kind if finding and headline is not None else None
         if headline is None:
             self.plain, self.lesson = "", None
             words.update("")
@@ -119,6 +121,8 @@ class FailureBanner(VerticalScroll):
             self.lesson = finding.lesson or None
             if self.lesson:
                 text.append("  " + _("(o: open lesson {lesson})").format(lesson=self.lesson), "dim")
+            if self.kind == "cuda_oom":
+                text.append("  " + _("(B: find the batch that fits)"), "dim")
         if text.plain != self.plain:
             self.scroll_home(animate=False)
         self.plain = text.plain
