@@ -10,7 +10,6 @@ in `skipped` and left out: a torn or foreign line never stops a consumer.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,12 @@ def event_from_json(data: Any, line: int = 0, source: str = "") -> Event | None:
     except ValueError:
         return None
     cls = BY_KIND.get((kind, data["kind"])) if isinstance(data.get("kind"), str) else None
-    body = {k: v for k, v in data.items() if k != "type"}
+    body = {k: v for k, v in data.items() if k not in ("type", "line", "source")}  # what the reader fills
+    body["line"], body["source"] = line, source
     try:
-        event = decode(cls or BY_TYPE[kind], body, skip=("line", "source"))
+        return decode(cls or BY_TYPE[kind], body)
     except DecodeError:
         return None
-    return dataclasses.replace(event, line=line, source=source)
 
 
 def parse_event(raw: str | bytes, line: int = 0) -> Event | None:
