@@ -198,8 +198,9 @@ def gpu_link_checks(report: dict[str, Any], topo: Topology) -> list[Check]:
             out.append(check(f"link_{pair.a}_{pair.b}", "ok", "{where}: {link}", where=where, link=text))
         elif pair.p2p is False:
             out.append(check(f"link_{pair.a}_{pair.b}", "warn", N_("{where}: {link}; NCCL copies through host memory"),
-                             N_("enable P2P: disable PCIe ACS / IOMMU passthrough in BIOS or VM settings; "
-                                "all-reduce will be slower until then"), where=where, link=text))
+                             N_("enable P2P: turn PCIe ACS off and set the IOMMU to passthrough (iommu=pt) or off, "
+                                "in the BIOS or the VM's settings; all-reduce will be slower until then"),
+                             where=where, link=text))
         elif pair.label == "SYS":
             out.append(check(f"link_{pair.a}_{pair.b}", "warn", "{where}: {link}",
                              N_("traffic crosses CPU sockets: prefer GPUs under one socket for a job "

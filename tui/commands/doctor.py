@@ -29,8 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                              "limits)"),
                             description=_("Check everything multi-GPU training needs: versions (torch, CUDA, cuDNN, "
                                           "NCCL, driver), GPUs, their topology (NVLink/PCIe), environment "
-                                          "variables, shared memory and limits; each item ok / warn / fail with the "
-                                          "fix."),
+                                          "variables, shared memory and limits; each item ✓ (ok), ! (warn) or ✗ "
+                                          "(fail), with the fix."),
                             epilog=_(EXAMPLES) + "\n" + _(PEER_EXAMPLES) + "\n\n" + _(EXIT_CODES),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     add_report_options(parser)
