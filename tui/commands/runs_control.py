@@ -25,6 +25,7 @@ from mgtutor.tui.commands.run import (
     stream_run,
 )
 from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.tui.errors import CliError
 
 
@@ -92,7 +93,8 @@ def attach_main(args: argparse.Namespace) -> int:
         age = _(", started {seconds:.0f} s ago").format(seconds=time.time() - meta.started) if meta.started else ""
         how = _("Ctrl+C stops it") if args.stop else _("Ctrl+C detaches, the run goes on")
         print("mgtutor: " + _("attached to {id}: {ranks} rank(s), backend {backend}{age}; new lines follow ({how})").format(
-            id=record.run_id, ranks=meta.world_size, backend=meta.backend, age=age, how=how), file=sys.stderr, flush=True)
+            id=record.run_id, ranks=meta.world_size, backend=neutralise(meta.backend), age=age, how=how),
+            file=sys.stderr, flush=True)  # the backend is the record's word: no escape of it reaches the terminal
     else:
         print("mgtutor: " + _("run {id} has ended ({status}); its logs: {command}").format(
             id=record.run_id, status=status, command=f"mgtutor runs show {record.run_id}"), file=sys.stderr, flush=True)
