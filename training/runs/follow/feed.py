@@ -17,7 +17,8 @@ of these; they print, draw, and decide what a signal or a key does.
 The run layer cannot import the hang watch, the meters or the classifier (diagnostics sits above it):
 `FeedParts` carries them in, bound once in diagnostics/feed.py.
 A run that had ended before the feed began, followed for its new lines only (`from_start=False`: a late
-attach), is not read again: its end comes at once, without its events (a million of them took 20 s).
+attach), is not read again: its end comes at once, without its events (they were all read, a million of
+them too, to say how a finished run ended).
 Headless and torch-free.
 """
 from __future__ import annotations
