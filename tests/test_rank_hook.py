@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,29 @@ def test_the_charts_of_a_finished_run_without_steps_never_wait_for_the_first_ste
         assert said.startswith("no optimizer steps were seen" if phase == "finished" else "the run") and "waiting" not in said
     stepped = RunState(run_id="r", phase="finished", ranks={0: RankState(rank=0, last_step=30)})
     assert no_steps_text(stepped).startswith("step 30: no samples/s or loss")
+
+
+def test_a_live_stack_file_is_named_only_once_its_signal_handler_is_in_place(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    """A capture signals only a process whose live file exists, and the signal's default action ends the
+    process: under load a rank still starting was killed by a capture that came between the two."""
+    import faulthandler
+
+    hook = _sitecustomize()
+    live = tmp_path / "live"
+    monkeypatch.setenv("MGTUTOR_STACKS_LIVE", str(live))
+    monkeypatch.setenv("RANK", "0")
+    named_at_register: list[bool] = []
+    registered: list[int] = []
+
+    def register(signum: int, **kwargs: Any) -> None:
+        named_at_register.append((live / f"pid{os.getpid()}.txt").exists())
+        registered.append(signum)
+
+    monkeypatch.setattr(faulthandler, "register", register)
+    monkeypatch.setattr(faulthandler, "unregister", lambda signum: None)
+    hook._install(forked=True)  # forked: no exit handlers, no flight listener in this test process
+    hook._HANDLE.close()
+    assert named_at_register == [False] and registered
+    assert [p.name for p in live.iterdir()] == [f"pid{os.getpid()}.txt"]
+    assert (live / f"pid{os.getpid()}.txt").read_text().startswith(f"# pid {os.getpid()} ")

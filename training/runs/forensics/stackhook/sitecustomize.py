@@ -160,7 +160,10 @@ def _install(forked: bool = False) -> None:
         finally:
             os.umask(old_umask)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        handle = open(os.open(os.path.join(live, f"pid{os.getpid()}.txt"), flags, 0o600), "a", buffering=1)
+        # A capture signals only a process whose live file exists, and the signal's default action ends the
+        # process: the file gets its name only once the handler is in place (a slow start was killed so).
+        opening = os.path.join(live, f".pid{os.getpid()}.opening")
+        handle = open(os.open(opening, flags, 0o600), "a", buffering=1)
     except OSError:
         return  # no stacks for this process; the capture says the live file is missing
     if not forked:  # a forked worker leaves by os._exit: no exit handlers run there
@@ -170,6 +173,11 @@ def _install(forked: bool = False) -> None:
         atexit.register(_collect_before_exit)
     handle.write(f"# pid {os.getpid()} ppid {os.getppid()}\n")
     faulthandler.register(signum, file=handle, all_threads=True, chain=False)
+    try:
+        os.replace(opening, os.path.join(live, f"pid{os.getpid()}.txt"))
+    except OSError:
+        faulthandler.unregister(signum)
+        return
     global _HANDLE
     _HANDLE = handle  # keep the file open for the handler
     if not forked:
