@@ -123,5 +123,5 @@ KINDS = (
     "ddp_unused_parameters", "process_group_not_initialized", "invalid_device_ordinal", "collective_mismatch",
     "cuda_driver_too_old", "no_cuda_driver", "nccl_without_gpu", "shm_exhausted", "dataloader_worker_killed",
     "no_distributed_sampler", "nan_loss", "straggler", "child_failed", "dataset_download_failed",
-    "world_size_mismatch", "rank_outside_collective", "exit_abort",
+    "world_size_mismatch", "rank_outside_collective", "exit_abort", "hostname_unresolvable",
 )

@@ -43,6 +43,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rdzv-backend", default="c10d")
     parser.add_argument("--rdzv-endpoint", default="127.0.0.1:29500")
     parser.add_argument("--rdzv-id", default="none")
+    parser.add_argument("--local-addr", default=None)
     parser.add_argument("--max-restarts", type=int, default=0)
     parser.add_argument("-m", "--module", action="store_true")
     parser.add_argument("script")

@@ -27,7 +27,15 @@ from mgtutor.training.foundation.i18n import N_, _, retold
 from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, said
 from mgtutor.training.runs.events.writer import EVENTS_ENV
 from mgtutor.training.runs.forensics.flight import flight_env
-from mgtutor.training.runs.net.multinode import NodeError, NodePlan, node_env, node_meta, plan_node, rendezvous_args
+from mgtutor.training.runs.net.multinode import (
+    NodeError,
+    NodePlan,
+    node_env,
+    node_meta,
+    plan_node,
+    rendezvous_args,
+    unresolved_name_note,
+)
 from mgtutor.training.runs.launch.disk import (
     os_error_words,
     reserve,
@@ -56,6 +64,7 @@ BACKENDS = ("auto", "nccl", "gloo")
 # the tests' torch-free stand-in (tests/standin/torchrun.py) for the run layer's own plumbing.
 LAUNCHER_ENV = "MGTUTOR_LAUNCHER"
 BACKEND_ENV = "MGTUTOR_BACKEND"
+CPU_RANKS_PER_CORE = 4  # gloo ranks a core may take turns on; more is refused (cpu_ranks_problem)
 RESULT_RESERVE = 8192  # bytes set aside for result.json, and 512 a rank: written even when the disk fills
 _RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "CUDA_", "OMP_", "MGTUTOR_")
 
@@ -119,7 +128,26 @@ def plan(spec: LaunchSpec) -> Plan:
                 nproc=nproc, gpus=len(gpus)))
     else:
         nproc = spec.nproc or 2
+        problem = cpu_ranks_problem(nproc)
+        if problem:
+            raise LaunchError(problem)
     return Plan(backend=backend, nproc=nproc, gpus=gpus, gpu_note=inv.summary, gpu_error=inv.error)
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_ranks_problem(nproc: int) -> str | None:
+    """Why `nproc` CPU ranks cannot run here, or None. Each is a Python process that imports torch;
+    past a few a core they only take turns, and thousands exhaust the machine before the first step."""
+    cores = usable_cores()
+    limit = max(CPU_RANKS_PER_CORE, CPU_RANKS_PER_CORE * cores)
+    if nproc <= limit:
+        return None
+    return _("--nproc {nproc} asks for more CPU ranks than this machine can run: {cores} usable core(s) take at "
+             "most {limit} ({per} a core; each rank is a Python process with torch, about 0.3 GiB of memory); "
+             "use --nproc {limit} or fewer").format(nproc=nproc, cores=cores, limit=limit, per=CPU_RANKS_PER_CORE)
 
 
 def check_target(target: list[str]) -> list[str]:
@@ -167,12 +195,15 @@ def torchrun_argv(target: list[str], nproc: int, port: int, run_id: str,
                   rendezvous: list[str] | None = None) -> list[str]:
     """The supervisor's command: torchrun, which starts the rank wrapper with `target` (given
     exactly: see torchrun_literal) once per rank."""
-    rendezvous = rendezvous or ["--nnodes", "1", "--rdzv-backend", "c10d",
-                                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id]
+    # --local-addr: where the ranks meet is the loopback address, not this machine's name (which may
+    # not resolve); `--` before the script: torchrun parses none of its arguments (a script's `--log`
+    # is no prefix of torchrun's --log-dir)
+    rendezvous = rendezvous or ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                                "--rdzv-id", run_id, "--local-addr", "127.0.0.1"]
     return [
         *launcher_argv(), "--nproc-per-node", str(nproc), *rendezvous,
         "--max-restarts", "0",
-        "-m", "mgtutor.training.runs.launch.rank", *(torchrun_literal(arg) for arg in target),
+        "-m", "mgtutor.training.runs.launch.rank", "--", *(torchrun_literal(arg) for arg in target),
     ]
 
 
@@ -256,10 +287,11 @@ def _start(spec: LaunchSpec, record: RunRecord, the_plan: Plan, target: list[str
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
     }))
     reserve(record.path / "result.json", min(RESULT_RESERVE + 512 * the_plan.nproc, 4 << 20))
+    notes = [low_space, unresolved_name_note((node.local_addr or "?") if node else "127.0.0.1")]
     with os.fdopen(open_private(record.torchrun_log, append=True), "ab") as log:
-        if low_space:  # the first line the follower shows, and kept with the run
-            log.write(("mgtutor: " + _("warning: {message}").format(message=low_space) + "\n").encode())
-            log.flush()
+        for note in filter(None, notes):  # the first lines the follower shows, and kept with the run
+            log.write(("mgtutor: " + _("warning: {message}").format(message=note) + "\n").encode())
+        log.flush()
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "mgtutor.training.runs.launch.supervise", str(record.path)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

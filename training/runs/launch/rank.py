@@ -48,6 +48,7 @@ def open_rank_logs(record: RunRecord, rank: int) -> tuple[io.FileIO, io.FileIO]:
 
 
 def main(argv: list[str]) -> int:
+    argv = argv[1:] if argv[:1] == ["--"] else argv  # the launcher's `--` (argparse keeps it before a REMAINDER)
     if not argv:
         print("usage: python -m mgtutor.training.runs.launch.rank (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
         return 2

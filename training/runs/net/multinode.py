@@ -12,6 +12,7 @@ its ranks start (ranks/rank<R>.json); `expected_ranks` is only the guess before 
 """
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from mgtutor.training.runs.records.types import RankExit, RunMeta, RunStatus
 from mgtutor.training.runs.net.peer import PeerCheck, check_peer, is_local, parse_endpoint, resolve, route_to
 
 DEFAULT_RDZV_PORT = 29400
+MAX_NODES = 1 << 16  # a job of more nodes is a typo (or a 20-digit number), not a cluster
 
 
 class NodeError(ValueError):
@@ -48,6 +50,9 @@ def plan_node(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str | 
     """None for a single-node run; else the node's plan, or NodeError with the fix."""
     if nnodes < 1:
         raise NodeError(_("--nnodes must be at least 1 (got {nnodes})").format(nnodes=nnodes))
+    if nnodes > MAX_NODES:
+        raise NodeError(_("--nnodes {nnodes} is more nodes than a job can have (at most {most})").format(
+            nnodes=nnodes, most=MAX_NODES))
     if not 0 <= node_rank < nnodes:
         raise NodeError(_("--node-rank must be from 0 to {last} for --nnodes {nnodes} (got {node_rank})").format(
             last=nnodes - 1, nnodes=nnodes, node_rank=node_rank))
@@ -74,6 +79,29 @@ def plan_node(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str | 
     return NodePlan(nnodes=nnodes, node_rank=node_rank, host=host, port=port,
                     rdzv_id=rdzv_id or f"mgtutor-{host}-{port}", is_host=node_rank == 0,
                     local_addr=route.source, iface=route.iface, timeout_s=timeout_s)
+
+
+def unresolved_name() -> tuple[str, str] | None:
+    """(this machine's name, why it does not resolve), or None when it resolves. Left to itself, torchrun
+    publishes this name as the address where the ranks meet, and a name that does not resolve makes
+    them wait for ever (the launcher passes --local-addr, which torch before 2.5 ignores there)."""
+    name = socket.gethostname()
+    try:
+        resolve(name)
+    except OSError as exc:
+        return name, exc.strerror or str(exc)
+    return None
+
+
+def unresolved_name_note(address: str) -> str | None:
+    """A warning for the run's first lines when this machine's name does not resolve, else None."""
+    unresolved = unresolved_name()
+    if unresolved is None:
+        return None
+    name, why = unresolved
+    return _("this machine's name {name} does not resolve ({why}): the ranks meet at {address} instead; torch "
+             "older than 2.5 ignores that and waits for ever: add \"{address} {name}\" to /etc/hosts").format(
+        name=name, why=why, address=address)
 
 
 def rendezvous_args(node: NodePlan) -> list[str]:
