@@ -143,13 +143,13 @@ def stop_run(record: RunRecord, grace: float = 10.0) -> StopOutcome:
     `grace` s; the record says `stopped`. A run that has ended is left as it is, unless processes of
     it still live (a lost run's orphans): those are stopped too."""
     was = record.status()
-    if was.terminal and not run_processes(record.run_id, None):
+    if was.terminal and not run_processes(record.run_id, None, record):
         return StopOutcome(record.run_id, was, was)
     with deferred():
         result = Run(record).stop(grace=grace)
     report = result.stop
     if report is None:  # Run.stop always writes one; a record rewritten meanwhile is looked at afresh
         return StopOutcome(record.run_id, was, result.status,
-                           survivors=describe(run_processes(record.run_id, None)))
+                           survivors=describe(run_processes(record.run_id, None, record)))
     return StopOutcome(record.run_id, was, result.status, signalled=report.processes,
                        killed=list(report.killed), survivors=list(report.survivors))

@@ -337,7 +337,7 @@ class Run:
 
     def _stop(self, grace: float, was_running: bool) -> RunResult:
         run_id = self.record.run_id
-        procs = run_processes(run_id, self.pid)
+        procs = run_processes(run_id, self.pid, self.record)
         report = StopReport(requested=time.time(), processes=len(procs))
         signal_all(procs, signal.SIGTERM)
         _, alive = psutil.wait_procs(procs, timeout=grace)
@@ -351,7 +351,7 @@ class Run:
                 self.supervisor.wait(timeout=5)  # reap it
             except subprocess.TimeoutExpired:
                 pass
-        survivors = run_processes(run_id, None)
+        survivors = run_processes(run_id, None, self.record)
         report.survivors = describe(survivors)
         report.clean = not survivors
         result = self.record.saved_result() or build_result(self.record, stopped=True)

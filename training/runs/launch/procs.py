@@ -11,11 +11,13 @@ import signal
 
 import psutil
 
-from mgtutor.training.runs.records.record import RUN_ID_ENV
+from mgtutor.training.runs.records.record import RUN_ID_ENV, RunRecord, carries_run
 
 
-def run_processes(run_id: str, root_pid: int | None = None) -> list[psutil.Process]:
-    """Live processes of a run: descendants of `root_pid` and any process marked with the run id."""
+def run_processes(run_id: str, root_pid: int | None = None, record: RunRecord | None = None) -> list[psutil.Process]:
+    """Live processes of a run: descendants of `root_pid` and any process marked with the run id; with
+    `record`, only those started for that very folder (carries_run): a copy of a run's folder has the
+    same id, and stopping the copy must not stop the original."""
     found: dict[int, psutil.Process] = {}
     if root_pid:
         try:
@@ -29,7 +31,7 @@ def run_processes(run_id: str, root_pid: int | None = None) -> list[psutil.Proce
         if proc.pid in found or proc.pid == me:
             continue
         try:
-            if proc.environ().get(RUN_ID_ENV) == run_id:
+            if proc.environ().get(RUN_ID_ENV) == run_id and (record is None or carries_run(proc, record)):
                 found[proc.pid] = proc
         except psutil.Error:
             continue
