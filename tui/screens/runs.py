@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from rich.text import Text
+from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -131,9 +131,9 @@ class RunsScreen(Screen):
         self.start, self.total = start, total
         table = self.query_one(DataTable)
         table.clear()
-        for row in rows:  # Text, not str: a record's backend or a folder's name is no markup, and no escape
+        for row in rows:  # a record's backend or a folder's name is neither markup nor an escape sequence
             cells = (short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:5], said_problem(row[5]))
-            table.add_row(*(Text(neutralise(cell)) for cell in cells), key=row[0])
+            table.add_row(*(escape(neutralise(cell)) for cell in cells), key=row[0])
         root_line = self.query_one("#runs-root", Static)
         if not rows:
             root_line.update(_("No runs yet in {path}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.").format(
