@@ -167,15 +167,16 @@ class LessonsScreen(Screen):
     async def _build_text(self) -> None:
         """Build the wanted lesson's text; lessons passed over meanwhile (n n n) are never built."""
         markdown = self.query_one("#lesson-markdown", Markdown)
-        try:
+        loading, pane = self.query_one("#lesson-loading", Static), self.query_one("#lesson-text", VerticalScroll)
+        try:  # (the widgets are held: the app may close while a text is built)
             while (lesson := self._text_wanted) is not None and lesson is not self._text_shown:
                 await markdown.update(lesson_markdown(lesson, len(self.lessons)))
                 self._text_shown = lesson
         finally:
             self._text_building = False
-        self.query_one("#lesson-loading", Static).display = False
+        loading.display = False
         markdown.display = True
-        self.query_one("#lesson-text", VerticalScroll).scroll_home(animate=False)
+        pane.scroll_home(animate=False)
 
     def _show_status(self, note: str = "") -> None:
         self.query_one("#lesson-status", Static).update(status_text(self.lesson, self.progress, note))
