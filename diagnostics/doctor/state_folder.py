@@ -17,7 +17,7 @@ def state_folder_facts() -> dict[str, Any]:
     The folder is made when missing, as the first run would."""
     try:
         folder = private_state_dir()
-        if not os.access(folder, os.W_OK | os.X_OK):
+        if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
     except OSError as exc:  # a file or /dev/null in its place, a home that does not exist, mode 000
         return {"problem": os_error_words(exc), "free_mib": None}

@@ -138,6 +138,8 @@ def _pick_evidence(hits: list[Hit]) -> list[dict[str, Any]]:
 def _exit_how(code: Any, signal: Any) -> str:
     if signal:
         return _("signal {signal}").format(signal=signal)
+    if code is None:  # a record whose exit is missing, or was left out as not what an exit can be
+        return _("an exit the record does not say")
     return _("exit code {code}").format(code=code)
 
 
@@ -310,7 +312,8 @@ def _exit_findings(scanner: Scanner, catalogue: dict[str, KindSpec], exits: dict
             site = replace(site, in_compile=True, in_trainer=True)
         out.append(_crashed(catalogue["child_failed"], failing, info, site))
         return out
-    how = _exit_how(info.get("exit_code"), info.get("signal")) if info else _("it raised an exception")
+    how = (_exit_how(info.get("exit_code"), info.get("signal")) if info else
+           _("it raised an exception") if exception else _("an exit the record does not say"))
     evidence = ([exception.evidence()] if exception else []) + list(info.get("evidence", []))
     out.append(make_finding(catalogue["child_failed"], [], failing,
                             {"how": how, "exception_text": _(" after {error}").format(error=exception.text.strip()[:200])

@@ -139,7 +139,8 @@ def show(record: RunRecord, as_json: bool) -> int:
     say("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
         ranks=ranks, backend=backend) + note)
     for rank in result.ranks:
-        how = f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}"
+        how = (f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}" if rank.exit_code is not None
+               else _("exit unknown"))
         say(f"  rank {rank.rank}: {how} ({rank.outcome})")
     first = result.first_failure
     say("  " + _("first failure: {rank}").format(rank=_("none") if not first else f"rank {first.rank}"))

@@ -7,6 +7,7 @@ str-valued enum, so `status == "failed"` and the JSON on disk stay as they were.
 from __future__ import annotations
 
 import dataclasses
+import signal
 from dataclasses import dataclass, field
 from enum import Enum
 from collections.abc import Callable
@@ -53,7 +54,10 @@ PID = Bounds(0, (1 << 31) - 1)  # 0: none (a supervisor not started yet)
 EXIT = Bounds(-(1 << 31), (1 << 31) - 1)
 TIME = Bounds(0, 1e10)  # unix seconds
 SECONDS = Bounds(-1e10, 1e10)
-SIGNAL = Bounds(pattern=r"SIG[A-Z0-9]{1,12}(?:[+-]\d{1,3})?|signal \d{1,3}")  # launch/rank.py signal_name
+# a signal this OS names, or what launch/rank.py signal_name writes for one it does not: an unknown name is no signal
+_KNOWN_SIGNALS = "|".join(sorted((s.name for s in signal.Signals if s.name.startswith("SIG") and "_" not in s.name),
+                                 key=len, reverse=True))
+SIGNAL = Bounds(pattern=rf"(?:{_KNOWN_SIGNALS})|SIGRTMIN\+\d{{1,2}}|SIGRTMAX-\d{{1,2}}|signal \d{{1,3}}")
 
 
 def _from_json(cls: type[T], data: Any) -> T:
