@@ -15,7 +15,7 @@ from mgtutor.training.runs.events.types import BenchResultEvent, BenchRowsEvent
 from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch, plan
 from mgtutor.training.runs.records.record import RunStatus
 from mgtutor.training.runs.follow.session import RunSession
-from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _, sentences
 
 GOOD_SHARE, LOW_SHARE = 0.6, 0.3  # busbw / nominal one-way link rate
 PEAK_MIN_BYTES = 64 << 20         # below this even NVLink does not reach its peak
@@ -85,7 +85,7 @@ def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = N
         error = say(N_("the bench did not finish (status {status}{first}); logs: {path}")).format(
             status=result.status, path=run.record.path,
             first=say(N_(", rank {rank} failed first")).format(rank=first.rank) if first else "")
-        return (error if not rows else f"{error}. {text}"), link, error
+        return (error if not rows else sentences(error + say(N_(".")), text)), link, error
 
     text, link, error = said(str)
     busbws = [r["busbw_gbps"] for r in rows]

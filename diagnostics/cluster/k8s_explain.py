@@ -74,7 +74,7 @@ def walkthrough(job: K8sJob) -> str:
         _("A failed pod fails the job: no restart, because a new pod cannot join collectives already under way. "
           "Resume from the last checkpoint with a new job."),
         (_("Checkpoints: {claims} (persistent volume claims). Write them from rank 0 only (lesson 06).").format(
-            claims=", ".join(_("{claim} at {path}").format(claim=c.claim, path=c.path) for c in job.claims))
+            claims=_(", ").join(_("{claim} at {path}").format(claim=c.claim, path=c.path) for c in job.claims))
          if job.claims else
          _("Checkpoints: no --pvc was given, so whatever the job writes is lost with its pods. Mount a claim with "
            "--pvc CLAIM:/ckpt and save there from rank 0 only (lesson 06).")),

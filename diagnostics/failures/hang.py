@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.training.foundation.i18n import N_, _, ngettext
+from mgtutor.training.foundation.i18n import N_, _, ngettext, sentences
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightEntry, FlightRank, first_divergence, flight_lines, pending
@@ -253,13 +253,14 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         def outside_fields(say: Callable[[str], str]) -> dict[str, str]:
             ops = sorted({seen[r].op(say) or "?" for r in waiting})
             hints = [_outside_hint(r, seen.get(r), exited.get(r), say) for r in outside]
-            first = "; ".join(h[0] for h in hints)
+            first = say(N_("; ")).join(h[0] for h in hints)  # the separators are the language's too
             waits = say(N_("{ranks} waits in {ops} at {places}") if len(waiting) == 1 else
                         N_("{ranks} wait in {ops} at {places}"))
             return {"outside_text": first[:1].upper() + first[1:],
-                    "waiting_text": waits.format(ranks=_ranks_text(waiting, say), ops=", ".join(ops),
-                                                 places=", ".join(sorted({seen[r].where.place(say) for r in waiting}))),
-                    "outside_ranks": _ranks_text(outside, say), "outside_hint": " ".join(h[1] for h in hints)}
+                    "waiting_text": waits.format(ranks=_ranks_text(waiting, say), ops=say(N_(", ")).join(ops),
+                                                 places=say(N_(", ")).join(sorted({seen[r].where.place(say)
+                                                                                   for r in waiting}))),
+                    "outside_ranks": _ranks_text(outside, say), "outside_hint": sentences(*(h[1] for h in hints))}
 
         fields = outside_fields(_as_is)
         return HangReport("rank_outside_collective", render(spec.summary, fields), render(spec.fix, fields),
@@ -289,7 +290,7 @@ def explain(wheres: dict[int, RankWhere], world_size: int, exited: dict[int, str
         if waiting and all(seen[r].where.category == "gpu" for r in waiting):
             return say(N_("every rank waits for the GPU at {places}: long kernels, or an NCCL collective that does not "
                           "finish (the Flight Recorder, where it ran, says whether one is pending).")).format(
-                              places=", ".join(places))
+                              places=say(N_(", ")).join(places))
         if waiting:
             return say(N_("every rank waits in {op} at {place}: the same call on every rank, so the stacks show no "
                           "culprit (a slow or broken network, or a rank of another node).")).format(
@@ -344,7 +345,7 @@ def _init_report(catalogue: dict[str, Any], seen: dict[int, RankWhere], world_si
     setup_op = next((w.where.op for w in seen.values() if w.where.comm_setup), None)
 
     def places(say: Callable[[str], str]) -> str:
-        return ", ".join(sorted({w.where.place(say) for w in seen.values()}))
+        return say(N_(", ")).join(sorted({w.where.place(say) for w in seen.values()}))
 
     def waits_in(say: Callable[[str], str]) -> str:
         return say(N_("{op}, where NCCL sets up its communicator")).format(op=setup_op) if setup_op \

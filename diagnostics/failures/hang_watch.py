@@ -31,7 +31,7 @@ from mgtutor.training.foundation.safe_io import write_private_atomic
 from mgtutor.training.runs.forensics.stacks import capture_stacks, list_captures, rank_processes, save_capture
 from mgtutor.training.runs.follow.stall import QUIET_S, StallClock
 from mgtutor.training.runs.follow.detectors import Alert
-from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.i18n import _, sentences
 
 STUCK = {"init", "collective"}  # with no kind found, only these are a hang (else: a long step, slow data)
 CONFIRM_S = 2.0  # a second look this much later must find every rank in the same place
@@ -199,6 +199,6 @@ class HangWatch:
             self.clock.not_stuck(now)  # somebody moved or computes: a long step or a slow batch, not a hang
             return []
         self.reports.append(report)
-        self._held = HangAlert("hang", tuple(report.ranks), f"{self._why}. {report.text()}", report=report,
+        self._held = HangAlert("hang", tuple(report.ranks), sentences(self._why + _("."), report.text()), report=report,
                                stop_run=self.stop_on_hang, why=self._why)
         return [self._held]

@@ -113,7 +113,12 @@ def join_soft_breaks(markdown: str) -> str:
 
 
 def _joins(previous: str, following: str) -> bool:
-    before, after = previous[-1], following[0]
-    if before.isspace() or _HEADING_OR_ROW.match(following) or following.startswith(("```", "~~~")):
+    if previous[-1].isspace() or _HEADING_OR_ROW.match(following) or following.startswith(("```", "~~~")):
         return False  # two spaces at a line's end are a hard break; a heading or table row starts a block
+    before, after = previous.rstrip(EMPHASIS)[-1:], following.lstrip(EMPHASIS)[:1]  # 是\n**每个** is 是**每个**
+    if not before or not after or following.startswith(("* ", "- ")):
+        return False  # a list item
     return (wide(before) and wide(after)) or after in CLOSING and wide(after) or before in OPENING and wide(before)
+
+
+EMPHASIS = "*_"

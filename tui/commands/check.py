@@ -108,7 +108,7 @@ def counts_line(findings) -> str:
         n = sum(1 for f in findings if f.severity == severity)
         if n:
             parts.append(counted(severity, n))
-    return ", ".join(parts) or _("no findings")
+    return _(", ").join(parts) or _("no findings")
 
 
 def counted(severity: str, n: int) -> str:

@@ -185,7 +185,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         box = self.query_one("#ts-script-findings", ScriptFindings)
         wanted = self.symptom.script_symptom if self.symptom else None
         if wanted is None:
-            applies = ", ".join(_(s.title).lower() for s in SYMPTOMS if s.script_symptom)
+            applies = _(", ").join(_(s.title).lower() for s in SYMPTOMS if s.script_symptom)
             box.show("[dim]" + _("Script checks explain: {symptoms}.").format(symptoms=escape(applies)) + "[/dim]") \
                 if self.script else box.clear()
             self.script_findings = []

@@ -34,7 +34,7 @@ def summary(findings: list[dict[str, Any]]) -> str:
     for finding in findings:
         counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
     parts = [counted(sev, n) for sev, n in counts.items()]
-    return ", ".join(parts) if parts else _("no finding")
+    return _(", ").join(parts) if parts else _("no finding")
 
 
 def findings_text(findings: list[dict[str, Any]]) -> Text:
