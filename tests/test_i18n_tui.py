@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from rich.cells import cell_len
-from textual.widgets import Markdown, Static, TabbedContent
+from textual.app import App, ComposeResult
+from textual.widgets import Markdown, Select, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
 from mgtutor.lessons.progress import Progress
@@ -136,3 +137,44 @@ async def test_diagnostics_in_chinese_then_english_without_running_the_doctor_ag
         await wait_for_app(pilot, lambda: "no NVIDIA GPU" in static_text(app.screen, "#doctor-checks"), 10,
                            what="the checklist in English")
         assert app.screen is screen and screen.doctor_report is report and screen.title == "Diagnostics"
+
+
+async def test_textuals_own_words_are_chinese_the_palette_its_commands_a_menus_escape_and_the_icon(in_chinese):
+    """ctrl+p (or the header's ⭘) opens Textual's command palette: its search line and its commands are
+    said in the language in force; so are a Select's "Dismiss menu" in the footer and the ⭘'s tooltip."""
+    import re
+
+    from textual.command import CommandPalette
+    from textual.widgets import Input
+    from textual.widgets._header import HeaderIcon
+
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        assert [icon.tooltip for icon in app.screen.query(HeaderIcon)] == ["打开命令面板"]
+        await pilot.press("ctrl+p")
+        palette = await wait_for_app(pilot, lambda: app.screen if isinstance(app.screen, CommandPalette) else None)
+        await pilot.pause(0.3)
+        assert str(palette.query_one(Input).placeholder) == "搜索命令..."
+        listed = "\n".join(str(option.prompt) for option in palette.query_one("CommandList")._options)
+        assert "主题" in listed and "截图" in listed and "退出" in listed, listed
+        assert not re.search(r"\b(Theme|Screenshot|Quit the application|Change the current theme)\b", listed)
+        await pilot.press("escape")
+    menu = MenuApp()
+    async with menu.run_test(size=(80, 24)) as pilot:
+        menu.query_one(Select).focus()
+        await pilot.press("enter")  # the menu opens: its escape key is in the footer
+        await pilot.pause()
+        keys = [key.description for key in menu.screen.query(FooterKey)]
+        assert "关闭菜单" in keys and "Dismiss menu" not in keys, keys
+
+
+class MenuApp(App[None]):
+    """A Select and the footer every mode uses."""
+
+    def compose(self) -> ComposeResult:
+        from mgtutor.tui.widgets.mode_footer import ModeFooter
+
+        yield Select([("gloo", "gloo"), ("nccl", "nccl")], value="gloo", allow_blank=False)
+        yield ModeFooter()
