@@ -47,7 +47,8 @@ class Said(str):
         """A kept Said; None for anything else (a record of another shape is shown as nothing, not raised)."""
         if not isinstance(data, Mapping) or not isinstance(data.get("msg"), str) or depth > _MAX_DEPTH:
             return None
-        args = data.get("args") if isinstance(data.get("args"), Mapping) else {}
+        found = data.get("args")
+        args: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         values = {str(name): cls.from_json(value, depth + 1) if isinstance(value, Mapping) else value
                   for name, value in args.items()
                   if value is None or isinstance(value, (str, int, float, bool, Mapping))}
