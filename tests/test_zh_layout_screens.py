@@ -17,6 +17,7 @@ from mgtutor.training.foundation.linebreak import CLOSING
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.messages import ShowLesson
 from tests.test_i18n_tui import in_chinese  # noqa: F401  (a fixture)
+from tests.test_zh_every_mode import settle
 
 CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
 SPACED = re.compile(rf"[{CJK}] +[{CJK}]")
@@ -50,12 +51,6 @@ def faults(shown: list[str], source: str) -> dict[str, list[str]]:
 
 def no_faults(found: dict[str, list[str]]) -> bool:
     return not any(found.values())
-
-
-async def settle(pilot) -> None:
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 async def scrolled_rows(pilot, scroller: Widget) -> list[str]:
