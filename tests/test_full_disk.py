@@ -105,12 +105,14 @@ def test_a_disk_with_no_inode_left_leaves_no_half_made_run_folder(
     assert not (tmp_path / "done0").exists()
 
 
-def test_a_rank_file_is_written_over_itself_when_no_new_file_fits(small_disk: Callable[..., Path]) -> None:
-    from mgtutor.training.runs.launch.disk import write_json_anyway
+def test_a_rank_file_is_written_over_itself_or_its_reserve_when_no_new_file_fits(
+        small_disk: Callable[..., Path]) -> None:
+    from mgtutor.training.runs.launch.disk import reserve, write_json_anyway
 
     disk = small_disk("64k")
     rank_file = disk / "rank0.json"
     assert write_json_anyway(rank_file, {"rank": 0, "pid": 12})
+    reserve(disk / "rank1.json", 4096)  # as the launcher does for every rank before the run starts
     with open(disk / "filler", "wb") as filler:
         try:
             filler.write(b"\0" * (1 << 20))
@@ -118,5 +120,7 @@ def test_a_rank_file_is_written_over_itself_when_no_new_file_fits(small_disk: Ca
             pass
     assert write_json_anyway(rank_file, {"rank": 0, "pid": 12, "exit_code": 0})
     assert json.loads(rank_file.read_text()) == {"rank": 0, "pid": 12, "exit_code": 0}
-    assert not write_json_anyway(disk / "new.json", {"rank": 1})  # no blocks for it: False, not an exception
-    assert sorted(os.listdir(disk)) == ["filler", "rank0.json"]
+    assert write_json_anyway(disk / "rank1.json", {"rank": 1, "pid": 13})  # into the space set aside for it
+    assert json.loads((disk / "rank1.json").read_text()) == {"rank": 1, "pid": 13}
+    assert not write_json_anyway(disk / "new.json", {"rank": 2})  # no blocks for it: False, not an exception
+    assert sorted(os.listdir(disk)) == ["filler", "rank0.json", "rank1.json"]

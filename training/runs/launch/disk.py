@@ -65,6 +65,10 @@ def _mib(size: int) -> str:
     return f"{size / MIB:.1f}"
 
 
+def _size(size: int) -> str:
+    return f"{size / MIB:.1f} MiB" if size >= MIB else f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} B"
+
+
 def reserve(path: Path, size: int) -> None:
     """Set `size` bytes aside (a hidden file beside `path`) for writing `path` once the disk is full;
     nothing when even that does not fit."""
@@ -84,14 +88,19 @@ def write_json_anyway(path: Path, data: Any) -> bool:
     """Write a record file whatever the disk's state: whole and renamed into place (readers never see
     half of it), or, on a full disk, over the file itself or into its reserve. False when it could not
     be written at all; never an exception."""
+    reserved = path.with_name(RESERVED.format(name=path.name))
     try:
         write_json_atomic(path, data)
-        return True
     except OSError as exc:
         if exc.errno not in NO_SPACE:
             return False
+    else:
+        try:  # the file's own blocks are there now: a later write on a full disk goes over them
+            os.unlink(reserved)
+        except OSError:
+            pass
+        return True
     payload = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
-    reserved = path.with_name(RESERVED.format(name=path.name))
     for target in (reserved, path):
         if _overwrite(target, payload):
             if target == reserved:
@@ -145,6 +154,6 @@ def dropped_note(dropped: Any) -> str | None:
     if not sizes:
         return None
     why = next((lost.get("why") for lost in dropped.values() if isinstance(lost, dict) and lost.get("why")), None)
-    ranks = ", ".join(f"{rank} ({_mib(size)} MiB)" for rank, size in sorted(sizes.items(), key=_rank_order))
+    ranks = ", ".join(f"{rank} ({_size(size)})" for rank, size in sorted(sizes.items(), key=_rank_order))
     return _("output of rank(s) {ranks} was not written to their logs ({why}): the training went on, "
              "that output is lost").format(ranks=ranks, why=why if isinstance(why, str) else _("a write failed"))

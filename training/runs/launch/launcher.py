@@ -65,7 +65,10 @@ BACKENDS = ("auto", "nccl", "gloo")
 LAUNCHER_ENV = "MGTUTOR_LAUNCHER"
 BACKEND_ENV = "MGTUTOR_BACKEND"
 CPU_RANKS_PER_CORE = 4  # gloo ranks a core may take turns on; more is refused (cpu_ranks_problem)
-RESULT_RESERVE = 8192  # bytes set aside for result.json, and 512 a rank: written even when the disk fills
+# bytes set aside (disk.reserve) for each rank's file, and for result.json (and 512 a rank), so that how
+# the run ended is written even once the ranks' output has filled the disk
+RANK_RESERVE = 4096
+RESULT_RESERVE = 8192
 _RECORDED_ENV_PREFIXES = ("NCCL_", "TORCH_", "MASTER_", "GLOO_", "CUDA_", "OMP_", "MGTUTOR_")
 
 
@@ -277,16 +280,19 @@ def _start(spec: LaunchSpec, record: RunRecord, the_plan: Plan, target: list[str
     own_worker = len(target) > 1 and target[0] == "-m" and target[1].startswith("mgtutor.")
     env.update(hook_env(record, env, spec.instrument and not own_worker))  # stacks without ptrace rights; steps
     env.update(flight_env(record, env, the_plan.backend))  # NCCL's Flight Recorder (and gloo's) into <run>/fr/
+    placed = node_meta(node, the_plan.nproc)
     record.write_meta(RunMeta.from_json({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
         "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
-        "device_note": device_note(the_plan), **node_meta(node, the_plan.nproc),
+        "device_note": device_note(the_plan), **placed,
         "env": recorded_env(env), "secret_digests": secret_digests(secret_values(env, target)),
         "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
     }))
     reserve(record.path / "result.json", min(RESULT_RESERVE + 512 * the_plan.nproc, 4 << 20))
+    for rank in placed["global_ranks"]:  # each rank's exit, written by its wrapper even once the disk is full
+        reserve(record.path / "ranks" / f"rank{rank}.json", RANK_RESERVE)
     notes = [low_space, unresolved_name_note((node.local_addr or "?") if node else "127.0.0.1")]
     with os.fdopen(open_private(record.torchrun_log, append=True), "ab") as log:
         for note in filter(None, notes):  # the first lines the follower shows, and kept with the run
