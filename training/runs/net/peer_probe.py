@@ -150,7 +150,10 @@ class _Probes:
             self.served += 1
             self.last = time.monotonic()
             if self.on_probe:
-                self.on_probe(reply)
+                try:
+                    self.on_probe(reply)
+                except (OSError, ValueError):  # whoever read the output has gone: go on answering quietly
+                    self.on_probe = None
 
 
 def _answer_one(conn: socket.socket, peer_addr: str, answer: Callable[[socket.socket, str], dict[str, Any]],
