@@ -17,6 +17,7 @@ from mgtutor.tui.cli import main
 CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 STRAY_SPACE = re.compile(rf"[{CJK}] [{CJK}]")
+PUNCTUATION_SPACE = re.compile(r"[、，。：；！？）」] \S|\S [（「]")
 NAME = re.compile(r"[A-Za-z_][\w.=/()-]*[\w)]")  # an identifier, a call, a flag's value, a path
 SENTENCE = ("mgtutor 读到 NCCL_DEBUG=INFO 时，会在每个 rank 的日志里（stderr）找出 NCCL 选用的传输方式：P2P/IPC、"
             "SHM 或 NET；其中 dist.barrier() 还没有返回的 rank，就是「卡住」的那一个。显存用了 100 %，不是 99 %。")
@@ -61,6 +62,8 @@ def test_a_line_break_between_chinese_characters_is_no_space():
     joined = join_soft_breaks(source)
     assert "DataLoader，每个 rank 读到的就是同样的批。\n" in joined
     assert "- 列表的一项续行\n- `x`，之后\n## 标题\n正文\n```\nprint('code')\n```\nN 块 GPU\n的活" in joined
+    assert join_soft_breaks("不是\n**哪个** rank、\nMTU 不同。\n2. 下一项\n机器：\n`mgtutor run`") == \
+        "不是**哪个** rank、MTU 不同。\n2. 下一项机器：`mgtutor run`"  # the item goes on: Markdown joins it too
 
 
 LESSONS_ZH = [lesson.id for lesson in all_lessons()]
@@ -79,6 +82,8 @@ def test_every_chinese_lesson_reads_without_stray_spaces_or_bad_breaks(lesson_id
     assert [line for line in text.splitlines() if line.strip()[:1] in CLOSING] == []
     spaced = {pair for line in source.splitlines() for pair in STRAY_SPACE.findall(line.replace("*", ""))}
     assert set(STRAY_SPACE.findall(text.replace("*", ""))) <= spaced  # only the spaces the translator wrote
+    punctuated = {pair for line in source.splitlines() for pair in PUNCTUATION_SPACE.findall(line)}
+    assert set(PUNCTUATION_SPACE.findall(text)) <= punctuated  # "、 MTU": no space after Chinese punctuation
     for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*] |\d+\. ))", text):  # paragraphs and list items
         if block.startswith(("    ", "#", "|")):
             continue
@@ -125,3 +130,21 @@ def test_usage_continues_under_its_first_argument_and_titles_end_in_the_chinese_
         main(["train", "--help"])
     english = capsys.readouterr().out
     assert english.startswith("usage: mgtutor train [") and "\noptions:\n" in english
+
+
+@pytest.mark.parametrize("lesson_id", ["05-distributed-sampler", "09-data-loading", "15-multi-node"])
+def test_lessons_show_prints_chinese_prose_broken_as_chinese_within_the_terminal(capsys, monkeypatch, lesson_id):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--lang", "zh", "lessons", "show", lesson_id]) == 0
+    out = capsys.readouterr().out
+    out = out[out.index("目标："):out.index("\n步骤：")]  # the goal and the lesson's text
+    lesson = next(lesson for lesson in all_lessons() if lesson.id == lesson_id)
+    source = (lesson.path / "explanation.zh.md").read_text(encoding="utf-8")
+    code = {line for block in FENCE.findall(source) for line in block.splitlines()}
+    prose = [line for line in out.splitlines() if line not in code]
+    assert all(cell_width(line) <= 80 for line in prose), [line for line in prose if cell_width(line) > 80]
+    assert line_starts(prose) == [] and all(line in out.splitlines() for line in code)
+    spaced = {pair for line in source.splitlines() for pair in STRAY_SPACE.findall(line)}
+    assert {pair for line in prose for pair in STRAY_SPACE.findall(line)} <= spaced
+    spans = [span for span in re.findall(r"`[^`\n]+`", FENCE.sub("", source)) if cell_width(span) <= 76]
+    assert [span for span in spans if not any(span in line for line in prose)] == [], "a code span broken in two"

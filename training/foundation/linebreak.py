@@ -8,7 +8,8 @@ opening punctuation; a run of Latin text (a word, an identifier, `NCCL_DEBUG`, a
     wrap_cells("设置 NCCL_DEBUG=INFO 后再运行一次，看它选了哪种传输方式。", 20)
 
 `join_soft_breaks` is for hard-wrapped Chinese prose (the lessons' `explanation.zh.md`): a line break
-between two Chinese characters is no space in Chinese, where Markdown would show one.
+between two Chinese characters is no space in Chinese, where Markdown would show one; `fit_markdown`
+wraps such prose again for a terminal (`mgtutor lessons show`).
 """
 from __future__ import annotations
 
@@ -116,9 +117,54 @@ def _joins(previous: str, following: str) -> bool:
     if previous[-1].isspace() or _HEADING_OR_ROW.match(following) or following.startswith(("```", "~~~")):
         return False  # two spaces at a line's end are a hard break; a heading or table row starts a block
     before, after = previous.rstrip(EMPHASIS)[-1:], following.lstrip(EMPHASIS)[:1]  # 是\n**每个** is 是**每个**
-    if not before or not after or following.startswith(("* ", "- ")):
-        return False  # a list item
-    return (wide(before) and wide(after)) or after in CLOSING and wide(after) or before in OPENING and wide(before)
+    if not before or not after or _LIST_ITEM.match(following) or following.startswith(">"):
+        return False  # a list item or a quote starts a block of its own
+    punctuation = (before in CLOSING or before in OPENING) and wide(before) or after in CLOSING | OPENING and wide(after)
+    return (wide(before) and wide(after)) or punctuation  # Chinese punctuation takes no space on either side
 
 
 EMPHASIS = "*_"
+
+
+_LIST_ITEM = re.compile(r"(\s*(?:[-*+]|\d+[.)])\s+)")
+_CODE_SPAN = re.compile(r"`[^`]+`")
+_KEPT_SPACE = "\ue000"  # a private-use character: one cell, no break opportunity
+
+
+def fit_markdown(markdown: str, width: int) -> str:
+    """Markdown prose reflowed for a terminal `width` cells wide, broken as Chinese breaks: each paragraph
+    and list item (its lines under its text) wrapped anew; code, headings and table rows as they are."""
+    out: list[str] = []
+    block: list[str] = []
+    verbatim = False  # inside a fence, or an indented code block
+
+    def flush() -> None:
+        if block:
+            marker = _LIST_ITEM.match(block[0])
+            lead = marker.group(1) if marker else block[0][:len(block[0]) - len(block[0].lstrip())]
+            text = " ".join([block[0].rstrip()] + [line.strip() for line in block[1:]])
+            indent = " " * cell_width(lead)
+            text = _CODE_SPAN.sub(lambda code: _kept_whole(code.group(), width - len(indent)), text)
+            lines = wrap_cells(text, width, subsequent_indent=indent)
+            out.extend(line.replace(_KEPT_SPACE, " ") for line in lines)
+            block.clear()
+
+    for line in join_soft_breaks(markdown).split("\n"):
+        fence = line.lstrip().startswith(("```", "~~~"))
+        indented_code = line.startswith("    ") and not block and (not out or not out[-1].strip())
+        if fence or verbatim or indented_code or not line.strip() or _HEADING_OR_ROW.match(line):
+            flush()
+            out.append(line)
+            verbatim = (not verbatim if fence else verbatim and bool(line.strip())) or indented_code
+            continue
+        if _LIST_ITEM.match(line):
+            flush()
+        block.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def _kept_whole(code: str, width: int) -> str:
+    """A code span that fits in a line is one piece (`mgtutor runs show ID`); a longer one breaks at its spaces."""
+    return code.replace(" ", _KEPT_SPACE) if cell_width(code) <= width else code
+

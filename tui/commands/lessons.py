@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 
 from mgtutor.training.foundation.i18n import N_, _
@@ -82,6 +83,7 @@ def _list(lessons, progress, as_json: bool) -> int:
 
 def _show(lesson, progress, as_json: bool) -> int:
     from mgtutor.lessons.progress import workspace_copy
+    from mgtutor.training.foundation.linebreak import fit_markdown
 
     workspace = workspace_copy(lesson)
     if as_json:
@@ -98,8 +100,9 @@ def _show(lesson, progress, as_json: bool) -> int:
         return 0
     done = "  ✓ " + _("done") if progress.done(lesson.id) else ""
     print(_("Lesson {number}: {title}").format(number=lesson.number, title=lesson.title) + f"  ({lesson.id}){done}")
-    print(_("Goal: {goal}").format(goal=lesson.goal) + "\n")
-    print(lesson.explanation().rstrip())
+    width = min(shutil.get_terminal_size().columns, 100)  # Chinese lines broken as Chinese, not by the terminal
+    print(fit_markdown(_("Goal: {goal}").format(goal=lesson.goal), width) + "\n")
+    print(fit_markdown(lesson.explanation().rstrip(), width))
     print("\n" + _("Steps:"))
     for step in lesson.steps:
         gpu = "  " + _("[GPU only]") if step.gpu_only else ""
