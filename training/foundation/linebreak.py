@@ -15,17 +15,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
-from mgtutor.training.foundation.i18n import cell_width
+from mgtutor.training.foundation.i18n import cell_width as _text_width
 
 # Punctuation that never starts a line (Chinese, then ASCII after a Chinese character), and that never ends one.
 CLOSING = frozenset("，。、；：？！）」』》〉】〕〗〙〛’”…‥·％" ",.;:!?)]}%")
 OPENING = frozenset("（「『《〈【〔〖〘〚‘“" "([{")
 
 
+@lru_cache(maxsize=8192)
+def _char_width(ch: str) -> int:
+    return _text_width(ch)
+
+
+def cell_width(text: str) -> int:
+    """The cells `text` takes (i18n.cell_width, a character's width looked up once: a TUI lays text out
+    again at every resize)."""
+    return sum(map(_char_width, text))
+
+
 def wide(ch: str) -> bool:
     """A character that takes two cells: Chinese, Japanese, Korean, full-width forms and punctuation."""
-    return cell_width(ch) == 2
+    return _char_width(ch) == 2
 
 
 def may_break(before: str, after: str) -> bool:
