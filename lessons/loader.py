@@ -179,7 +179,8 @@ def get_lesson(ref: str) -> Lesson:
     matches = [lesson for lesson in lessons if lesson.id == ref] or \
               [lesson for lesson in lessons if lesson.id.startswith(ref)]
     if len(matches) != 1:
-        raise LessonError(f"no lesson {ref!r}: `mgtutor lessons list` shows the ids (e.g. 05-distributed-sampler)")
+        raise LessonError(_("no lesson {ref!r}: `mgtutor lessons list` shows the ids (e.g. {example})").format(
+            ref=ref, example="05-distributed-sampler"))
     return matches[0]
 
 

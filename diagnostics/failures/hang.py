@@ -22,6 +22,7 @@ from mgtutor.training.foundation.i18n import N_, _, ngettext, sentences
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import Finding, render
 from mgtutor.diagnostics.failures.hang_fr import FlightEntry, FlightRank, first_divergence, flight_lines, pending
+from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
 from mgtutor.training.foundation.safe_io import entries, read_text_regular
 from mgtutor.training.runs.forensics.stacks import load_index
@@ -99,7 +100,7 @@ class HangReport:
     said: dict[str, Any] = field(default_factory=dict)
 
     def text(self, prefix: str = "") -> str:
-        head = _("hang report ({kind})").format(kind=self.kind or _("no known cause"))
+        head = _("hang report ({kind})").format(kind=kind_title(self.kind) or _("no known cause"))
         lines = [prefix + head + _(": ") + (self.said.get("summary") or self.summary)]
         for rank, where in sorted(self.where.items()):
             mark = "*" if rank in self.ranks else " "

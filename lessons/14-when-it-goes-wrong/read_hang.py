@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,15 +36,18 @@ def main():
     parser.add_argument("--mode", default="slow-loader", choices=["world-size", "skip-allreduce", "slow-loader"])
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith(OUTER)}
-    began = time.monotonic()
-    run = mgtutor("run", "--nproc", "2", "--backend", "gloo", "--stop-on-hang", "--",
-                  str(HERE / "hang.py"), "--mode", args.mode, capture_output=True, env=env, timeout=240)
-    seconds = time.monotonic() - began
+    with tempfile.TemporaryDirectory() as folder:
+        # mgtutor writes the run record's path there: its own line for it follows the user's language
+        env["MGTUTOR_RECORD_FILE"] = str(Path(folder) / "record")
+        began = time.monotonic()
+        run = mgtutor("run", "--nproc", "2", "--backend", "gloo", "--stop-on-hang", "--",
+                      str(HERE / "hang.py"), "--mode", args.mode, capture_output=True, env=env, timeout=240)
+        seconds = time.monotonic() - began
+        written = Path(env.pop("MGTUTOR_RECORD_FILE"))
+        record = written.read_text().strip() if written.exists() else None
     print(run.stderr[-3000:], flush=True)
-    record = next((line.removeprefix("run record: ") for line in run.stdout.splitlines()
-                   if line.startswith("run record: ")), None)
-    if record is None:
-        report(kind=None, why="mgtutor run printed no run record")
+    if not record:
+        report(kind=None, why="mgtutor run wrote no run record")
         return
     diagnosed = mgtutor("diagnose", record, "--json", capture_output=True, env=env, timeout=120)
     findings = json.loads(diagnosed.stdout or "{}").get("findings") or [{}]

@@ -15,6 +15,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from mgtutor.training.foundation.i18n import N_
+
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
@@ -29,13 +31,13 @@ class UnsafePath(OSError):
 
 
 def kind_of(mode: int) -> str:
-    """What a file type is, in words: "a FIFO (named pipe)", "a directory", …"""
-    for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink")):
+    """What a file type is, in English words (said with `_()` where shown): "a FIFO (named pipe)", …"""
+    for test, words in ((stat.S_ISDIR, N_("a directory")), (stat.S_ISFIFO, N_("a FIFO (named pipe)")),
+                        (stat.S_ISCHR, N_("a character device")), (stat.S_ISBLK, N_("a block device")),
+                        (stat.S_ISSOCK, N_("a socket")), (stat.S_ISLNK, N_("a symlink"))):
         if test(mode):
             return words
-    return "not a regular file"
+    return N_("not a regular file")
 
 
 def path_kind(path: str | os.PathLike[str]) -> str | None:

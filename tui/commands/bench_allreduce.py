@@ -19,6 +19,7 @@ from mgtutor.diagnostics.bench.allreduce_bench import (
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.run_words import record_line
 from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
 from mgtutor.tui.options.flags import OptionError, add_flags
 
@@ -80,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
             print(bounds_line(report["rows"]))
             print(f"# Avg bus bandwidth    : {report['avg_busbw_gbps']:.3f}")
         print(f"# {report.said}")
-        print(f"run record: {run.record.path}")
+        print(record_line(run.record.path))
     if report["error"]:
         return 1
     return 1 if any(r["wrong"] for r in report["rows"]) else 0

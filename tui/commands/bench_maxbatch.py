@@ -13,6 +13,7 @@ from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launch.train_options import AMP_MODES, MODELS
 from mgtutor.tui.commands.run import FollowEnded, describe_result, print_failure_diagnosis, stream_run
 from mgtutor.tui.errors import EXIT_FAILED, CliError
+from mgtutor.tui.run_words import record_line
 
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batchfind.py)
 
@@ -90,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"run_id": run.record.run_id, **found.to_json()}, indent=2))
     else:
         print("\n".join(found.summary_lines()))
-        print(f"run record: {run.record.path}")
+        print(record_line(run.record.path))
     if found.result is None or found.result.proved is False:
         print(describe_result(final.result), file=sys.stderr)
         print_failure_diagnosis(run, final)

@@ -10,6 +10,7 @@ from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launch.launcher import LaunchError
 from mgtutor.tui.commands.diagnose import format_finding
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.run_words import record_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"scenario": scenario.name, "run_id": outcome.run.record.run_id, "expected": expected,
                           "diagnosed": outcome.diagnosed, "findings": [f.to_dict() for f in outcome.findings]}, indent=2))
     else:
-        print(f"\nrun record: {outcome.run.record.path}\n")
+        print("\n" + record_line(outcome.run.record.path) + "\n")
         for index, finding in enumerate(outcome.findings, 1):
             print(format_finding(index, finding) + "\n")
         verdict = (_("diagnosis named the cause (expected {expected})") if outcome.diagnosed

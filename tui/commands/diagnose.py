@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
+from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.training.runs.records.record import RunRecord, find_run_why, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.safe_io import path_kind
 from mgtutor.tui.commands.check import patch_lines
@@ -36,7 +37,8 @@ def _readable_run(record: RunRecord) -> RunRecord:
     try:
         os.listdir(record.path)
     except OSError as exc:
-        raise ValueError(f"cannot read run {record.run_id}: {exc.strerror or exc} ({record.path})") from None
+        raise ValueError(_("cannot read run {id}: {why} ({path})").format(id=record.run_id, why=exc.strerror or exc,
+                                                                           path=record.path)) from None
     return record
 
 
@@ -45,9 +47,9 @@ def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
     if not inputs:
         newest = next(iter(list_runs()), None)
         if newest is None and runs_root_problem():
-            raise ValueError(f"{runs_root_problem()}: no run can be diagnosed; give log files")
+            raise ValueError(_("{problem}: no run can be diagnosed; give log files").format(problem=runs_root_problem()))
         if newest is None:
-            raise ValueError(f"no runs yet in {runs_root()}; give a run id or log files")
+            raise ValueError(_("no runs yet in {folder}; give a run id or log files").format(folder=runs_root()))
         return "run", _readable_run(newest)
     if len(inputs) == 1:
         path = Path(inputs[0])
@@ -56,21 +58,21 @@ def resolve(inputs: list[str]) -> tuple[str, RunRecord | list[str]]:
             if record is not None:
                 return "run", _readable_run(record)
             if not path.exists():
-                raise ValueError(f"{inputs[0]!r} is neither a readable file nor a run id: "
-                                 f"{runs_root_problem() or why}")
+                raise ValueError(_("{name!r} is neither a readable file nor a run id: {why}").format(
+                    name=inputs[0], why=runs_root_problem() or why))
     for name in inputs:
         kind = path_kind(name)
         if kind is not None:
-            raise ValueError(f"cannot read {name}: " + ("no such file" if kind == "missing" else
-                                                        f"it is {kind}, not a log file" if kind.startswith("a ")
-                                                        else kind))
+            why = (_("no such file") if kind == "missing" else
+                   _("it is {kind}, not a log file").format(kind=_(kind)) if kind.startswith("a ") else _(kind))
+            raise ValueError(_("cannot read {name}: {why}").format(name=name, why=why))
     return "files", inputs
 
 
 def format_finding(index: int, finding: Finding) -> str:
     who = f"rank {finding.rank}" if finding.rank is not None else _("all ranks / unknown rank")
     detail = f" ({finding.detail})" if finding.detail else ""
-    lines = [f"{index}. {finding.kind}{detail} — {who}", f"   {finding.summary}",
+    lines = [f"{index}. {kind_title(finding.kind)}{detail} — {who}", f"   {finding.summary}",
              "   " + _("fix: {fix}").format(fix=finding.fix)]
     for ev in finding.evidence:
         lines.append("   " + _("evidence {file}:{line}: {text}").format(file=ev["file"], line=ev["line"], text=ev["text"]))

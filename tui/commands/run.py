@@ -11,6 +11,7 @@ from typing import TextIO
 
 from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.diagnostics.failures.oom_explain import memory_lines
 from mgtutor.diagnostics.failures.hang_watch import HangAlert
 from mgtutor.diagnostics.feed import open_feed
@@ -27,6 +28,7 @@ from mgtutor.training.runs.follow.session import Update
 from mgtutor.training.runs.follow.rank_tracebacks import FoldedLine, TracebackFold, last_exception
 from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.commands.check import precheck
+from mgtutor.tui.run_words import record_line
 from mgtutor.tui.errors import CliError
 
 LIVE = Watch()  # the live warnings' defaults: the flags' and `runs attach`'s
@@ -141,7 +143,7 @@ def print_node_diagnosis(run: Run, result: RunResult, err: TextIO) -> NodeDiagno
         log = ""
     finding = diagnose_node(meta, run.record.ranks(), result.status, log)
     if finding:
-        print("mgtutor: " + _("diagnosis ({kind}): {evidence}").format(kind=finding.kind, evidence=finding.evidence)
+        print("mgtutor: " + _("diagnosis ({kind}): {evidence}").format(kind=kind_title(finding.kind), evidence=finding.evidence)
               + "\n  " + _("fix: {fix}").format(fix=finding.fix), file=err)
     return finding
 
@@ -165,7 +167,7 @@ def print_failure_diagnosis(run: Run, final: Update, err: TextIO | None = None) 
 
 def diagnosis_block(finding: Finding, run_id: str, more: int = 0) -> str:
     who = "" if finding.rank is None else f" (rank {finding.rank})"
-    lines = [_("diagnosis: {kind}{who}: {summary}").format(kind=finding.kind, who=who, summary=finding.summary),
+    lines = [_("diagnosis: {kind}{who}: {summary}").format(kind=kind_title(finding.kind), who=who, summary=finding.summary),
              "  " + _("fix: {fix}").format(fix=finding.fix)]
     for ev in finding.evidence[:2]:
         text = "".join(ch if ch.isprintable() else "?" for ch in str(ev.get("text", "")).strip())[:160]
@@ -330,7 +332,7 @@ def print_end(run: Run, final: Update) -> None:
     screen) the diagnosis of a failed run with its fix."""
     assert final.result is not None
     say(what_happened(run.record, final.result))
-    put(f"run record: {run.record.path}", sys.stdout)
+    put(record_line(run.record.path), sys.stdout)
     print_failure_diagnosis(run, final)
 
 

@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.i18n import N_, _, cell_width, ljust_cells, rjust_cells
 from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.training.runs.records.record import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
@@ -22,6 +22,7 @@ from mgtutor.tui.commands.runs_control import (
 )
 from mgtutor.tui.commands.runs_stacks import stacks_main
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.run_words import outcome_word, status_word
 
 ACTIONS = (("list", N_("past runs, newest first (the default)")), ("show", N_("one run: its ranks and logs")),
            ("stacks", N_("every rank's Python stack now, and why it waits")),
@@ -139,9 +140,9 @@ def show(record: RunRecord, as_json: bool) -> int:
     say("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
         ranks=ranks, backend=backend) + note)
     for rank in result.ranks:
-        how = (f"signal {rank.signal}" if rank.signal else f"exit {rank.exit_code}" if rank.exit_code is not None
-               else _("exit unknown"))
-        say(f"  rank {rank.rank}: {how} ({rank.outcome})")
+        how = (_("signal {signal}").format(signal=rank.signal) if rank.signal else
+               _("exit {code}").format(code=rank.exit_code) if rank.exit_code is not None else _("exit unknown"))
+        say("  " + _("rank {rank}: {how} ({outcome})").format(rank=rank.rank, how=how, outcome=outcome_word(rank.outcome)))
     first = result.first_failure
     say("  " + _("first failure: {rank}").format(rank=_("none") if not first else f"rank {first.rank}"))
     for path in logs:
@@ -160,13 +161,16 @@ def list_main(limit: int, as_json: bool) -> int:
         print(_("no runs yet in {folder} — start one with `mgtutor run -- SCRIPT` or from the TUI").format(
             folder=runs_root()))
         return 0
-    wide = 17 if any(run["detached"] for run in runs) else 9  # "running, detached"
-    print(f"{'ID':<40} {'STATUS':<{wide}} {'RANKS':>5} {'BACKEND':<7} {'TIME':>8}  STARTED")
-    for run in runs:
-        shown = "running, detached" if run["detached"] else ("unreadable" if run.get("unreadable") else run["status"])
+    shown = [status_word("running, detached" if run["detached"] else "unreadable" if run.get("unreadable")
+                         else run["status"]) for run in runs]
+    heads = [_("ID"), _("STATUS"), _("RANKS"), _("BACKEND"), _("TIME"), _("STARTED")]
+    wide = max(cell_width(word) for word in [*shown, heads[1]])
+    print(" ".join([ljust_cells(heads[0], 40), ljust_cells(heads[1], wide), rjust_cells(heads[2], 5),
+                    ljust_cells(heads[3], 7), rjust_cells(heads[4], 8)]) + "  " + heads[5])
+    for run, status in zip(runs, shown):
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["started"])) if run["started"] else "?"
         dur = f"{run['duration_s']:.1f}s" if isinstance(run["duration_s"], (int, float)) else "-"
-        say(f"{run['id']:<40} {shown:<{wide}} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
+        say(f"{run['id']:<40} {ljust_cells(status, wide)} {run['world_size'] or '?':>5} {run['backend'] or '?':<7} "
             f"{dur:>8}  {started}")
         if run.get("problem"):
             say("  " + _("unreadable in part: {problem}").format(problem=run["problem"]))

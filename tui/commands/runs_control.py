@@ -27,6 +27,7 @@ from mgtutor.tui.commands.run import (
 from mgtutor.training.foundation.i18n import _
 from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.run_words import status_word
 
 
 def add_control_options(parser: argparse.ArgumentParser, action: str) -> None:
@@ -55,9 +56,9 @@ def is_detached(record: RunRecord, status: RunStatus | None = None) -> bool:
 
 
 def status_text(record: RunRecord, status: RunStatus | None = None) -> str:
-    """"running", "running, detached" (nobody follows it), or how it ended."""
+    """"running", "running, detached" (nobody follows it), or how it ended, in the reader's words."""
     status = status or record.status()
-    return "running, detached" if is_detached(record, status) else status.value
+    return status_word("running, detached" if is_detached(record, status) else status)
 
 
 def stop_main(args: argparse.Namespace) -> int:
@@ -69,12 +70,12 @@ def stop_main(args: argparse.Namespace) -> int:
         print(json.dumps(outcome.to_json(), indent=2))
         return 0 if outcome.clean else 1
     if outcome.was.terminal and not outcome.signalled:
-        print(_("run {id} had already ended ({status}); no process of it is left").format(id=record.run_id,
-                                                                                           status=outcome.was))
+        print(_("run {id} had already ended ({status}); no process of it is left").format(
+            id=record.run_id, status=status_word(outcome.was)))
         return 0
     killed = _(", {count} needed SIGKILL").format(count=len(outcome.killed)) if outcome.killed else ""
     print(_("run {id} {status}: {count} process(es) got SIGTERM{killed}").format(
-        id=record.run_id, status=outcome.status, count=outcome.signalled, killed=killed))
+        id=record.run_id, status=status_word(outcome.status), count=outcome.signalled, killed=killed))
     if outcome.clean:
         print(_("no process of the run is left"))
         return 0
@@ -97,7 +98,7 @@ def attach_main(args: argparse.Namespace) -> int:
             file=sys.stderr, flush=True)  # the backend is the record's word: no escape of it reaches the terminal
     else:
         print("mgtutor: " + _("run {id} has ended ({status}); its logs: {command}").format(
-            id=record.run_id, status=status, command=f"mgtutor runs show {record.run_id}"), file=sys.stderr, flush=True)
+            id=record.run_id, status=status_word(status), command=f"mgtutor runs show {record.run_id}"), file=sys.stderr, flush=True)
         if meta.problem:  # nothing to follow, and no numbers to make a result line of
             print(f"mgtutor: {meta.problem}; " + _("what the record still holds: {command}").format(
                 command=f"mgtutor runs show {record.run_id}"), file=sys.stderr)

@@ -14,6 +14,7 @@ from mgtutor.diagnostics.failures.hang_watch import latest_report, take_report
 from mgtutor.training.runs.records.record import RunStatus, find_run_why
 from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.errors import CliError
+from mgtutor.tui.run_words import status_word
 
 
 def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = None, native: bool = False) -> int:
@@ -26,7 +27,7 @@ def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = 
     status = record.status()
     if native and status != RunStatus.RUNNING:
         raise CliError(_("run {id} is {status}: native frames are read from live processes (drop --native to see "
-                         "its last capture)").format(id=record.run_id, status=status.value), exit_code=1)
+                         "its last capture)").format(id=record.run_id, status=status_word(status)), exit_code=1)
     if status == RunStatus.RUNNING:
         report, capture = take_report(record, reason="on demand", save=True, native=native)
         where = _("captured now in {seconds:.2f} s").format(seconds=capture.seconds)
@@ -35,8 +36,8 @@ def stacks_main(run_id: str | None, as_json: bool = False, out: TextIO | None = 
         capture = None
         if last is None:
             raise CliError(_("run {id} is {status} and has no saved stacks (stacks are taken while a run "
-                             "goes)").format(id=record.run_id, status=status.value), exit_code=1)
-        report, where = last, _("run {status}: its last capture").format(status=status.value)
+                             "goes)").format(id=record.run_id, status=status_word(status)), exit_code=1)
+        report, where = last, _("run {status}: its last capture").format(status=status_word(status))
     if as_json:
         data = {"run_id": record.run_id, "status": status.value, "live": capture is not None, **report.to_dict()}
         print(json.dumps(data, indent=2), file=out)

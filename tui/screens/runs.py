@@ -19,6 +19,7 @@ from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.training.runs.records.record import RunRecord, list_runs, runs_root, said_problem
 from mgtutor.tui.messages import OpenRun
+from mgtutor.tui.run_words import status_word
 from mgtutor.tui.screens.report_key import report_in_background
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 
@@ -76,9 +77,6 @@ def short_id(run_id: str, width: int = RUN_COLUMN) -> str:
     return rest if len(rest) <= width else rest[:width - 1] + "…"
 
 
-# The status column's words (the record keeps the English value)
-STATUS_WORDS = {"running": N_("running"), "finished": N_("finished"), "failed": N_("failed"), "stopped": N_("stopped"),
-                "lost": N_("lost"), "unreadable": N_("unreadable")}
 RUN_COLUMNS = (N_("run"), N_("status"), N_("ranks"), N_("backend"), N_("started"), N_("failed"))
 
 
@@ -101,8 +99,6 @@ class RunsScreen(Screen):
         yield ModeFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns(*(_(column) for column in RUN_COLUMNS))
         self.action_refresh()
 
     def on_screen_resume(self) -> None:
@@ -130,9 +126,10 @@ class RunsScreen(Screen):
     def _show(self, rows: list[tuple[str, ...]], start: int = 0, total: int = 0) -> None:
         self.start, self.total = start, total
         table = self.query_one(DataTable)
-        table.clear()
+        table.clear(columns=True)  # the headers made anew: in the language in force (`z` on Home switches it)
+        table.add_columns(*(_(column) for column in RUN_COLUMNS))
         for row in rows:  # a record's backend or a folder's name is neither markup nor an escape sequence
-            cells = (short_id(row[0]), _(STATUS_WORDS.get(row[1], row[1])), *row[2:5], said_problem(row[5]))
+            cells = (short_id(row[0]), status_word(row[1]), *row[2:5], said_problem(row[5]))
             table.add_row(*(escape(neutralise(cell)) for cell in cells), key=row[0])
         root_line = self.query_one("#runs-root", Static)
         if not rows:

@@ -22,6 +22,7 @@ from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_fil
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
 from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
+from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.diagnostics.failures.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records.record import RunRecord, find_run, list_runs
@@ -39,7 +40,7 @@ def card_markup(index: int, finding: Finding) -> str:
     who = _("all ranks / rank unknown") if finding.rank is None else f"rank {finding.rank}"
     detail = f" ({escape(finding.detail)})" if finding.detail else ""
     fix, lesson, press_l = _("Fix:"), _("Lesson:"), _("(press l for Lessons)")
-    lines = [f"[b]{index}. {finding.kind}[/b]{detail} — {who}", escape(finding.summary),
+    lines = [f"[b]{index}. {escape(kind_title(finding.kind))}[/b]{detail} — {who}", escape(finding.summary),
              f"[b]{fix}[/b] {escape(finding.fix)}"]
     lines += [f"[dim]{escape(ev['file'])}:{ev['line']}[/dim] {escape(clean(str(ev['text']))[:200])}" for ev in finding.evidence]
     lines.append(f"[b]{lesson}[/b] {finding.lesson}  {press_l}")

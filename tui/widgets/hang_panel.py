@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
 from mgtutor.training.foundation.i18n import _, ngettext
+from mgtutor.diagnostics.failures.kind_titles import kind_title
 
 
 def where_text(report: dict[str, Any]) -> Text:
@@ -51,7 +52,7 @@ def place(where: dict[str, Any]) -> str:
 
 
 def title_of(report: dict[str, Any]) -> str:
-    kind = report.get("kind") or _("no known cause")
+    kind = kind_title(report.get("kind")) or _("no known cause")
     ranks = report.get("ranks") or []
     who = " — " + ngettext("rank {ranks}", "ranks {ranks}", len(ranks)).format(ranks=", ".join(map(str, ranks))) \
         if ranks else ""

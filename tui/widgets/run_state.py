@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.failures.classify import Finding
+from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.training.runs.net.multinode import NodeState
 from mgtutor.training.runs.follow.runstate import RunState, describe_failure
 from mgtutor.training.runs.follow.detectors import Alert
@@ -113,7 +114,7 @@ class FailureBanner(VerticalScroll):
         text.append(headline, "bold")
         self.lesson = None
         if finding:
-            text.append(f"\n{finding.kind or _('diagnosis')}: ", "bold")
+            text.append(f"\n{kind_title(finding.kind) or _('diagnosis')}: ", "bold")
             text.append(finding.summary or "")
             if finding.fix:
                 text.append("\n" + _("fix: "), "bold")

@@ -28,7 +28,7 @@ from typing import Any
 import platformdirs
 import psutil
 
-from mgtutor.training.foundation.i18n import N_, retold
+from mgtutor.training.foundation.i18n import N_, _, retold
 from mgtutor.training.foundation.json_decode import DecodeError, parse
 from mgtutor.training.runs.net.multinode import hosted_ranks
 from mgtutor.training.runs.records.types import (
@@ -491,18 +491,20 @@ def find_run_why(ref: str, root: Path | None = None) -> tuple[RunRecord | None, 
     if os.sep in ref or ref.startswith("."):
         path = Path(ref)
         if not path.exists():
-            return None, f"{ref}: no such run directory"
-        return (RunRecord(path), "") if _is_run_dir(path) else (None, f"{ref} is no run directory (no meta.json)")
+            return None, _("{ref}: no such run directory").format(ref=ref)
+        return ((RunRecord(path), "") if _is_run_dir(path)
+                else (None, _("{ref} is no run directory (no meta.json)").format(ref=ref)))
     runs = list(list_runs(root))
     exact = [r for r in runs if r.run_id == ref]
     if exact:
         return exact[0], ""
     if len(ref) < MIN_ID_PART:
-        return None, (f"{ref!r} is too short to pick a run: give the whole id, or at least {MIN_ID_PART} "
-                      "of its first or last characters (see `mgtutor runs`)")
+        return None, _("{ref!r} is too short to pick a run: give the whole id, or at least {count} of its first or "
+                       "last characters (see `mgtutor runs`)").format(ref=ref, count=MIN_ID_PART)
     matches = [r for r in runs if r.run_id.startswith(ref) or r.run_id.endswith(ref)]
     if len(matches) == 1:
         return matches[0], ""
     if matches:
-        return None, f"{ref!r} matches {len(matches)} runs ({', '.join(r.run_id for r in matches[:3])}, …): give more of the id"
-    return None, f"no single run matches {ref!r} in {root or runs_root()}"
+        return None, _("{ref!r} matches {count} runs ({ids}, …): give more of the id").format(
+            ref=ref, count=len(matches), ids=_(", ").join(r.run_id for r in matches[:3]))
+    return None, _("no single run matches {ref!r} in {folder}").format(ref=ref, folder=root or runs_root())
