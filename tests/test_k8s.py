@@ -201,7 +201,7 @@ def test_cli_prints_yaml_json_and_the_walkthrough(capsys, tmp_path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("argv, message", [
-    (["--nodes", "0"], "--nodes must be at least 1 (got 0)"),
+    (["--nodes", "0"], "--nodes must be a whole number of at least 1 (got '0')"),
     (["--name", "My_job"], "--name 'My_job'"),
     (["--shm", "1XB"], "--shm '1XB' is not a Kubernetes quantity"),
     (["--env", "=X"], "--env: '' is not an environment variable name"),

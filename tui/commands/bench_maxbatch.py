@@ -14,6 +14,7 @@ from mgtutor.training.runs.launch.train_options import AMP_MODES, MODELS
 from mgtutor.tui.commands.run import FollowEnded, describe_result, print_failure_diagnosis, stream_run
 from mgtutor.tui.errors import EXIT_FAILED, CliError
 from mgtutor.tui.run_words import record_line
+from mgtutor.tui.commands.options import add_nproc
 
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batchfind.py)
 
@@ -40,7 +41,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
                          epilog=_(EPILOG).format(percent="%"), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="resnet50", choices=MODELS, help=_("network (default resnet50)"))
     p.add_argument("--image-size", type=int, default=224, metavar="PX", help=_("image side in pixels (default 224)"))
-    p.add_argument("--nproc", type=int, default=None, metavar="N", help=_("ranks (default: one per GPU)"))
+    add_nproc(p, help=N_("ranks (default: one per GPU)"))
     p.add_argument("--amp", default="auto", choices=AMP_MODES, help=_("autocast as in training (auto = bf16 on GPU)"))
     p.add_argument("--channels-last", default="auto", choices=("auto", "on", "off"), help=_("NHWC (auto = on GPU)"))
     p.add_argument("--global-batch", type=int, default=None, metavar="G",

@@ -13,6 +13,7 @@ from mgtutor.training.runs.launch.train_options import check_train_options, work
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note
 from mgtutor.tui.errors import CliError, EXIT_FAILED
+from mgtutor.tui.commands.options import add_backend
 
 _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
              "--checkpoint-dir", "--checkpoint-every", "--record-indices")
@@ -30,7 +31,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-gpus", type=int, default=None, metavar="N",
                         help=_("largest world size (default: every GPU, or 2 CPU ranks without GPUs)"))
-    parser.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"))
+    add_backend(parser)
     parser.add_argument("--json", action="store_true", help=_("print one JSON object instead of a table"))
     add_train_options_said(parser, skip=_NOT_HERE)
     parser.set_defaults(func=main, steps=100, log_every=25)

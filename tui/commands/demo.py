@@ -5,10 +5,11 @@ import argparse
 import json
 
 
-from mgtutor.training.foundation.i18n import _, cell_width, ljust_cells
+from mgtutor.training.foundation.i18n import N_, _, cell_width, ljust_cells
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.training.runs.launch.launcher import LaunchError
 from mgtutor.tui.commands.diagnose import format_finding
+from mgtutor.tui.commands.options import add_backend, add_nproc
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.run_words import record_line
 
@@ -23,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                  "  mgtutor demo oom --backend nccl\n  mgtutor demo straggler --json"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenario", nargs="?", metavar="SCENARIO", help=_("which failure to reproduce"))
-    parser.add_argument("--nproc", type=int, default=2, metavar="N", help=_("ranks to start (default 2)"))
-    parser.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}", help=_("default: auto"))
+    add_nproc(parser, default=2, help=N_("ranks to start (default 2)"))
+    add_backend(parser)
     parser.add_argument("--json", action="store_true", help=_("print the outcome as JSON (no log lines)"))
     parser.set_defaults(func=main)
 

@@ -14,6 +14,7 @@ from mgtutor.diagnostics.bench.fit_plan import FitError, plan_for
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, plan, said_device_note
 from mgtutor.tui.errors import EXIT_FAILED, CliError
+from mgtutor.tui.commands.options import add_backend, add_nproc
 
 EPILOG = N_("""examples:
   mgtutor fit -- train.py --batch-size 160
@@ -35,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                      "largest per-rank batch that trains on every rank's GPU, the memory it takes, "
                                      "and the command to use. Each trial is printed as it ends."),
                        epilog=_(EPILOG).format(percent="%"), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nproc", type=int, default=None, metavar="N", help=_("ranks (default: one per GPU)"))
-    p.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}", help=_("as for mgtutor run"))
+    add_nproc(p, help=N_("ranks (default: one per GPU)"))
+    add_backend(p)
     p.add_argument("--batch-arg", default=None, metavar="NAME",
                    help=_("the script's per-rank batch option (default: found in its argparse options)"))
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="K",

@@ -10,7 +10,8 @@ from mgtutor.diagnostics.cluster.common import ClusterJobError, after_dashdash
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_job import APIS, DEFAULT_RUNTIME, DEFAULT_SHM, K8sJob
 from mgtutor.diagnostics.cluster.k8s_names import check_env, check_label, parse_claim, parse_pairs
-from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags, write_job_file
+from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags
+from mgtutor.tui.commands.options import write_output_file
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -69,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
         text = json.dumps(manifest(job), indent=2) + "\n" if args.json else manifest_yaml(job)
     except ClusterJobError as exc:
         raise CliError(str(exc)) from None
-    write_job_file(text, args.output, force=args.force)
+    write_output_file(text, args.output, force=args.force)
     if args.explain:
         sys.stderr.write("\n" + walkthrough(job))
     return 0

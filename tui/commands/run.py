@@ -29,6 +29,7 @@ from mgtutor.training.runs.follow.rank_tracebacks import FoldedLine, TracebackFo
 from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.tui.commands.check import precheck
 from mgtutor.tui.run_words import record_line
+from mgtutor.tui.commands.options import add_backend, add_nodes, add_nproc
 from mgtutor.tui.errors import CliError
 
 LIVE = Watch()  # the live warnings' defaults: the flags' and `runs attach`'s
@@ -71,12 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nproc", type=int, default=None, metavar="N",
-                        help=_("ranks to start (default: one per GPU, or 2 CPU ranks without GPUs)"))
-    parser.add_argument("--backend", default="auto", metavar="{auto,nccl,gloo}",
-                        help=_("NCCL on GPUs, gloo on CPUs; auto picks NCCL when a GPU is present"))
+    add_nproc(parser)
+    add_backend(parser)
     nodes = parser.add_argument_group(_("multi-node (torchrun c10d rendezvous; run the same command on every node)"))
-    nodes.add_argument("--nnodes", type=int, default=1, metavar="N", help=_("nodes in the job (default 1)"))
+    add_nodes(nodes, default=1, dest="nnodes")
     nodes.add_argument("--node-rank", type=int, default=0, metavar="R",
                        help=_("this node's rank; node 0 is the host of --rdzv-endpoint"))
     nodes.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",

@@ -9,7 +9,8 @@ import sys
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
-from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags, write_job_file
+from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags
+from mgtutor.tui.commands.options import add_rdzv_port, write_output_file
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -31,8 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--partition", default=None, metavar="P", help=_("Slurm partition (queue): letters, digits, . _ - (several: gpu,gpu-long)"))
     parser.add_argument("--time", default=None, metavar="T", help=_("wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00"))
     parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help=_("job name: letters, digits, . _ + - (default mgtutor)"))
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
-                        help=_("rendezvous port on the first node (default {port})").format(port=DEFAULT_PORT))
+    add_rdzv_port(parser, default=DEFAULT_PORT, help=N_("rendezvous port on the first node (default {port})"))
     parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help=_("CPU cores per node"))
     add_env_flags(parser, env_is="export")
     parser.add_argument("--gloo-ifname", default=None, metavar="IF", help=_("export GLOO_SOCKET_IFNAME=IF"))
@@ -55,14 +55,14 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
 
 def main(args: argparse.Namespace) -> int:
     job = SlurmJob(target=after_dashdash(args.target), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                   partition=args.partition, time=args.time, job_name=args.job_name, port=args.port, nccl_ifname=args.nccl_ifname,
+                   partition=args.partition, time=args.time, job_name=args.job_name, port=args.rdzv_port, nccl_ifname=args.nccl_ifname,
                    gloo_ifname=args.gloo_ifname, cpus_per_node=args.cpus_per_node, python=args.python,
                    extra_env=_env_pairs(args.env))
     try:
         text = sbatch_script(job)
     except SlurmError as exc:
         raise CliError(str(exc)) from None
-    path = write_job_file(text, args.output or (f"{args.job_name}.sbatch" if args.submit else None), mode=0o755,
+    path = write_output_file(text, args.output or (f"{args.job_name}.sbatch" if args.submit else None), mode=0o755,
                           force=args.force)
     if path is None or not args.submit:
         return 0
