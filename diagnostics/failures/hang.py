@@ -25,6 +25,7 @@ from mgtutor.diagnostics.failures.hang_fr import FlightEntry, FlightRank, first_
 from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.diagnostics.failures.hang_stacks import ProcessDump, Where, locate, parse_rank_file
 from mgtutor.training.foundation.safe_io import entries, read_text_regular
+from mgtutor.training.foundation.said import in_english, kept_or_text, said_again
 from mgtutor.training.runs.forensics.stacks import load_index
 
 WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
@@ -113,14 +114,14 @@ class HangReport:
             lines.append(f"{prefix}  " + _("fix: {fix}").format(fix=self.said.get("fix") or self.fix))
         if self.capture:
             lines.append(f"{prefix}  " + _("stacks: {path}").format(path=self.capture))
-        lines += [f"{prefix}  " + _("missing: {what}").format(what=m) for m in self.missing]
+        lines += [f"{prefix}  " + _("missing: {what}").format(what=said_again(m)) for m in self.missing]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "summary": self.summary, "fix": self.fix, "lesson": self.lesson,
                 "ranks": self.ranks, "where": {str(r): w.to_dict() for r, w in sorted(self.where.items())},
                 "capture": self.capture, "stacks": {str(r): p for r, p in sorted(self.stacks.items())},
-                "missing": self.missing, "flight_recorder": self.flight}
+                "missing": [in_english(m) for m in self.missing], "flight_recorder": self.flight}
 
     def finding(self) -> HangFinding | None:
         if self.kind is None:
@@ -181,6 +182,15 @@ def analyse_capture(capture: Path, world_size: int, flight: dict[int, FlightRank
     return report
 
 
+def _kept_missing(index: dict[str, Any]) -> list[str]:
+    """What a capture could not get, as its index keeps it: message ids (said again in the reader's
+    language) where the capture kept them, else its English sentences."""
+    said, english = index.get("missing_said"), index.get("missing", [])
+    if isinstance(said, list) and len(said) == len(english):
+        return [kept_or_text(item) or str(text) for item, text in zip(said, english)]
+    return [str(m) for m in english]
+
+
 def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
                   flight: dict[int, FlightRank] | None = None) -> HangReport:
     """The same from a capture in memory: rank → its rank<R>.txt text, and the capture's index."""
@@ -189,8 +199,9 @@ def analyse_texts(texts: dict[int, str], index: dict[str, Any], world_size: int,
         where = rank_wheres(parse_rank_file(text))
         if where is not None:
             wheres[where.rank] = where
-    missing = [str(m) for m in index.get("missing", [])]
-    exited = {int(m.group(1)): m.group(2) for m in (re.match(r"rank (\d+): exited \(([^)]*)\)", x) for x in missing) if m}
+    missing = _kept_missing(index)
+    exited = {int(m.group(1)): m.group(2) for m in (re.match(r"rank (\d+): exited \(([^)]*)\)", in_english(x))
+                                                    for x in missing) if m}
     if flight:
         _apply_flight(wheres, flight)
     report = explain(wheres, world_size, exited, index.get("rank_env") or {})

@@ -89,3 +89,21 @@ def kept_in_english(value: Any) -> str:
     """Words a record kept, in English: for matching them (a skip reason that names the NVIDIA GPU)."""
     with in_language("en"):
         return say_kept(value)
+
+
+def in_english(value: str) -> str:
+    """Words in English, as records and `--json` keep them: a Said said again in English, other text as it is."""
+    if not isinstance(value, Said):
+        return value
+    with in_language("en"):
+        return value.again()
+
+
+def said_again(value: str) -> str:
+    """Words in the language in force now: a Said said again; other text translated where it is a whole message."""
+    return value.again() if isinstance(value, Said) else _(value)
+
+
+def kept_or_text(value: Any) -> str:
+    """One item of a list a record keeps with `keep`: a Said again, other text as it is."""
+    return (Said.from_json(value) or "") if isinstance(value, Mapping) else str(value)

@@ -205,6 +205,10 @@ def fix_main(args: argparse.Namespace) -> int:
     return 1 if any(r.by_hand for r in reports) else 0
 
 
+# A fix's kind as `--fix` reports it (the report keeps the English value, as --json prints it)
+FIX_SAFETY = {"safe": N_("safe"), "unsafe": N_("unsafe")}
+
+
 def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     name = printable(report.file)
@@ -212,16 +216,17 @@ def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = N
         out.write(printable_diff(report.diff()))
     if report.applied:
         verb = _("fixed {count} finding(s)") if written else _("would fix {count} finding(s)")
-        print(f"{name}: " + verb.format(count=len(report.applied)) + ": "
-              + ", ".join(f"{a.rule} (" + _("line {line}").format(line=a.line) + f", {a.safety})"
-                          for a in report.applied), file=out)
+        print(f"{name}: " + verb.format(count=len(report.applied)) + _(": ")
+              + _(", ").join(_("{rule} (line {line}, {safety})").format(rule=a.rule, line=a.line,
+                                                                        safety=_(FIX_SAFETY.get(a.safety, a.safety)))
+                             for a in report.applied), file=out)
     else:
         print(f"{name}: " + _("nothing to fix automatically"), file=out)
     hidden = [f for f in report.by_hand if f.fix_safety == "unsafe" and not unsafe]
     by_hand = [f for f in report.by_hand if f not in hidden]
     if hidden:
         print("  " + _("{count} more with --unsafe-fixes: ").format(count=len(hidden))
-              + ", ".join(f"{f.rule} (" + _("line {line}").format(line=f.line) + ")" for f in hidden), file=out)
+              + _(", ").join(f"{f.rule} (" + _("line {line}").format(line=f.line) + ")" for f in hidden), file=out)
     for f in by_hand:
         print("  " + _("by hand:") + f" {printable(f.file)}:{f.line} [{f.rule}] {f.fix}", file=out)
 

@@ -122,7 +122,7 @@ def summary_table(summary: TrainSummary) -> str:
     for row in summary.ranks:
         step_s, wait = row.step_s, row.data_wait_s
         share = f"{100 * wait / step_s:.0f}%" if isinstance(wait, (int, float)) and step_s else "–"
-        outcome = "ok" if row.result else (row.error or _("no result"))[:60]
+        outcome = _("ok") if row.result else (row.error or _("no result"))[:60]
         lines.append(f"{row.rank:>4}  {_num(row.step, 'd'):>6}  {_num(row.samples_per_s, ',.0f'):>11}  "
                      f"{_num(row.loss, '.4f'):>10}  {_num(row.mem_peak_mib, ',.0f'):>9}  {share:>9}  {outcome}")
     if summary.complete:

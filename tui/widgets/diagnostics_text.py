@@ -79,6 +79,7 @@ def bench_cells(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 def rank_cells(entry: dict[str, Any]) -> tuple[str, ...]:
     def sec(key: str) -> str:
         return "-" if entry.get(key) is None else f"{entry[key]:.3f}"
-    said = {"missing": N_("never joined"), "skipped": N_("told not to join"), "waiting": N_("arrived, waited")}
+    said = {"missing": N_("never joined"), "skipped": N_("told not to join"), "waiting": N_("arrived, waited"),
+            "joined": N_("joined"), "wrong sum": N_("wrong sum")}
     status = _(said.get(entry["status"], entry["status"]))
     return (str(entry["rank"]), status, sec("joined_s"), sec("init_s"), sec("barrier_s"), sec("allreduce_s"))

@@ -30,7 +30,9 @@ import psutil
 
 from mgtutor.training.runs.forensics.pyspy_text import render_pyspy_json
 from mgtutor.training.runs.records.record import RunRecord, carries_run, write_json_atomic
+from mgtutor.training.foundation.i18n import N_
 from mgtutor.training.foundation.json_decode import parse
+from mgtutor.training.foundation.said import Said, in_english, keep
 from mgtutor.training.foundation.safe_io import entries, open_regular, private_dir, read_regular, write_private_atomic
 
 HOOK_DIR = Path(__file__).with_name("stackhook")
@@ -63,7 +65,7 @@ class Capture:
     started: float
     seconds: float = 0.0
     processes: list[ProcessStack] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # one sentence per thing we could not get
+    missing: list[str] = field(default_factory=list)  # one sentence per thing we could not get (a Said)
     rank_env: dict[int, dict[str, str]] = field(default_factory=dict)  # WORLD_SIZE etc. as the ranks see it
 
     def for_rank(self, rank: int) -> list[ProcessStack]:
@@ -74,10 +76,12 @@ class Capture:
         return {rank: rank_text(self.for_rank(rank)) for rank in sorted({p.rank for p in self.processes})}
 
     def index(self) -> dict[str, Any]:
-        procs = [{k: v for k, v in asdict(p).items() if k != "text"} | {"file": f"rank{p.rank}.txt"}
+        procs = [{k: v for k, v in asdict(p).items() if k != "text"}
+                 | {"file": f"rank{p.rank}.txt", "problem": in_english(p.problem) if p.problem else None}
                  for p in self.processes]
         return {"id": self.capture_id, "reason": self.reason, "started": self.started,
-                "seconds": round(self.seconds, 3), "processes": procs, "missing": self.missing,
+                "seconds": round(self.seconds, 3), "processes": procs,
+                "missing": [in_english(m) for m in self.missing], "missing_said": [keep(m) for m in self.missing],
                 "rank_env": {str(r): env for r, env in self.rank_env.items()}}
 
 
@@ -88,6 +92,16 @@ def hook_env(record: RunRecord, base: dict[str, str], instrument: bool = False) 
     path = [str(HOOK_DIR)] + [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {"PYTHONPATH": os.pathsep.join(path), LIVE_ENV: str(record.path / "stacks" / "live"),
             INSTRUMENT_ENV: "1" if instrument else "0"}
+
+
+# What the hang analysis reads back from a capture's index (in English) to know a rank had exited.
+EXITED_BEFORE = N_("rank {rank}: exited ({how}) before the capture")
+ROLES = {"main": N_("main"), "worker": N_("worker")}
+EXITED_WHILE_TAKEN = N_("the process exited while its stack was taken")
+
+
+def _role(role: str) -> Said | str:
+    return Said(ROLES[role]) if role in ROLES else role
 
 
 def pyspy_path() -> str | None:
@@ -110,11 +124,12 @@ def rank_processes(record: RunRecord) -> tuple[list[tuple[int, int, str]], list[
     for rank in sorted(set(range(world)) | set(infos)):
         info = infos.get(rank)
         if info is None or info.pid is None:
-            missing.append(f"rank {rank}: never started (no ranks/rank{rank}.json)")
+            missing.append(Said(N_("rank {rank}: never started (no ranks/rank{rank}.json)"), rank=rank))
             continue
         if info.ended is not None:
-            how = f"signal {info.signal}" if info.signal else f"exit code {info.exit_code}"
-            missing.append(f"rank {rank}: exited ({how}) before the capture")
+            how = (Said(N_("signal {signal}"), signal=info.signal) if info.signal
+                   else Said(N_("exit code {code}"), code=info.exit_code))
+            missing.append(Said(EXITED_BEFORE, rank=rank, how=how))
             continue
         try:
             main = psutil.Process(info.pid)
@@ -123,11 +138,11 @@ def rank_processes(record: RunRecord) -> tuple[list[tuple[int, int, str]], list[
         except psutil.AccessDenied:
             ours = False
         except psutil.Error:
-            missing.append(f"rank {rank}: process {info.pid} is gone")
+            missing.append(Said(N_("rank {rank}: process {pid} is gone"), rank=rank, pid=info.pid))
             continue
         if not ours:
-            missing.append(f"rank {rank}: process {info.pid} is not this run's (its environment does not "
-                           f"name run {record.run_id}); not signalled")
+            missing.append(Said(N_("rank {rank}: process {pid} is not this run's (its environment does not name "
+                                   "run {run}); not signalled"), rank=rank, pid=info.pid, run=record.run_id))
             continue
         found.append((rank, main.pid, "main"))
         found += [(rank, child.pid, "worker") for child in children]
@@ -146,14 +161,16 @@ def capture_stacks(record: RunRecord, reason: str = "on demand", method: str | N
     targets, capture.missing = rank_processes(record)
     spy = pyspy_path() if method in ("auto", "py-spy") else None
     if method in ("auto", "py-spy") and spy is None:
-        capture.missing.append("py-spy is not installed (pip install py-spy); used the stack hook instead")
+        capture.missing.append(Said(N_("py-spy is not installed (pip install py-spy); used the stack hook instead")))
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
         capture.processes = list(pool.map(lambda t: _one(record, t, spy, method, native), targets))
     for proc in capture.processes:
         if proc.method is None:
-            capture.missing.append(f"rank {proc.rank} {proc.role} process {proc.pid}: {proc.problem}")
+            capture.missing.append(Said(N_("rank {rank} {role} process {pid}: {problem}"), rank=proc.rank,
+                                        role=_role(proc.role), pid=proc.pid, problem=proc.problem))
         elif native and not proc.native and spy is not None:  # without py-spy: said once above
-            capture.missing.append(f"rank {proc.rank} {proc.role} process {proc.pid}: no native frames ({proc.problem})")
+            capture.missing.append(Said(N_("rank {rank} {role} process {pid}: no native frames ({problem})"),
+                                        rank=proc.rank, role=_role(proc.role), pid=proc.pid, problem=proc.problem))
     capture.rank_env = _rank_env(capture.processes)
     capture.seconds = time.monotonic() - t0
     if save:
@@ -170,21 +187,25 @@ def _one(record: RunRecord, target: tuple[int, int, str], spy: str | None, metho
         if text is not None:
             stack.method, stack.text, stack.native = "py-spy", text, True
             return stack
-        stack.problem = f"py-spy --native: {problem}"  # the Python stack alone may still come
+        stack.problem = Said(N_("py-spy --native: {problem}"), problem=problem)  # the Python stack may still come
     if spy is not None:
         text, problem = _pyspy(spy, pid)
         if text is not None:
             stack.method, stack.text = "py-spy", text
             return stack
-        stack.problem = "; ".join(p for p in (stack.problem, f"py-spy: {problem}") if p)
+        stack.problem = _then(stack.problem, Said(N_("py-spy: {problem}"), problem=problem))
         if method == "py-spy" or not psutil.pid_exists(pid):
             return stack
     text, problem = _signal_dump(record, pid)
     if text is not None:
         stack.method, stack.text = "signal", text
         return stack
-    stack.problem = "; ".join(p for p in (stack.problem, f"stack hook: {problem}") if p)
+    stack.problem = _then(stack.problem, Said(N_("stack hook: {problem}"), problem=problem))
     return stack
+
+
+def _then(first: str | None, then: Said) -> Said:
+    return Said(N_("{first}; {then}"), first=first, then=then) if first else then
 
 
 def _pyspy(spy: str, pid: int, native: bool = False) -> tuple[str | None, str | None]:
@@ -196,20 +217,21 @@ def _pyspy(spy: str, pid: int, native: bool = False) -> tuple[str | None, str | 
         proc = subprocess.run([spy, "dump", "--pid", str(pid), *how, "--json", "--full-filenames", "--locals"],
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return None, f"no answer within {timeout:g} s"
+        return None, Said(N_("no answer within {seconds:g} s"), seconds=timeout)
     except OSError as exc:
-        return None, f"cannot run {spy} ({exc.strerror or exc})"
+        return None, Said(N_("cannot run {program} ({why})"), program=spy, why=exc.strerror or str(exc))
     if proc.returncode != 0:
-        message = " ".join((proc.stderr or proc.stdout).split())[:200] or f"exit code {proc.returncode}"
+        said = " ".join((proc.stderr or proc.stdout).split())[:200]  # py-spy's own words
+        message: str = said or Said(N_("exit code {code}"), code=proc.returncode)
         if not psutil.pid_exists(pid):
-            message = "the process exited while its stack was taken"
-        elif "ermission" in message or "ptrace" in message.lower():
-            message = f"no ptrace rights ({message})"
+            message = Said(EXITED_WHILE_TAKEN)
+        elif "ermission" in said or "ptrace" in said.lower():
+            message = Said(N_("no ptrace rights ({message})"), message=said)
         return None, message
     try:
         return render_pyspy_json(json.loads(proc.stdout)), None
     except (ValueError, TypeError, KeyError) as exc:
-        return None, f"unreadable py-spy output ({exc})"
+        return None, Said(N_("unreadable py-spy output ({error})"), error=str(exc))
 
 
 def _signal_dump(record: RunRecord, pid: int) -> tuple[str | None, str | None]:
@@ -217,14 +239,15 @@ def _signal_dump(record: RunRecord, pid: int) -> tuple[str | None, str | None]:
     try:
         before = live.stat().st_size
     except OSError:
-        return None, "not loaded in this process (no stacks/live file: started outside mgtutor, or the run dir is not writable)"
+        return None, Said(N_("not loaded in this process (no stacks/live file: started outside mgtutor, or the run "
+                             "dir is not writable)"))
     signum = _hook_signal(pid)
     try:
         os.kill(pid, signum)
     except ProcessLookupError:
-        return None, "the process exited while its stack was taken"
+        return None, Said(EXITED_WHILE_TAKEN)
     except PermissionError:
-        return None, "not allowed to signal the process"
+        return None, Said(N_("not allowed to signal the process"))
     deadline = time.monotonic() + SIGNAL_WAIT_S
     size = before
     while time.monotonic() < deadline:
@@ -234,7 +257,7 @@ def _signal_dump(record: RunRecord, pid: int) -> tuple[str | None, str | None]:
             break
         size = now
     if size <= before:
-        return None, f"no dump within {SIGNAL_WAIT_S:g} s"
+        return None, Said(N_("no dump within {seconds:g} s"), seconds=SIGNAL_WAIT_S)
     with open_regular(live) as handle:
         handle.seek(before)
         return handle.read().decode("utf-8", "replace"), None
@@ -306,7 +329,8 @@ def save_capture(record: RunRecord, capture: Capture) -> None:
         write_json_atomic(path / "index.json", capture.index())
     except OSError as exc:
         capture.path = None
-        capture.missing.append(f"stacks not saved: cannot write {path} ({exc.strerror or exc})")
+        capture.missing.append(Said(N_("stacks not saved: cannot write {path} ({why})"), path=str(path),
+                                    why=exc.strerror or str(exc)))
 
 
 def rank_text(procs: list[ProcessStack]) -> str:
@@ -315,7 +339,7 @@ def rank_text(procs: list[ProcessStack]) -> str:
     for proc in procs:
         how = proc.method or "none"
         parts.append(f"=== process {proc.pid} (rank {proc.rank}, {proc.role}) via {how} ===\n")
-        parts.append(proc.text if proc.method else f"(no stack: {proc.problem})\n")
+        parts.append(proc.text if proc.method else f"(no stack: {in_english(proc.problem or '')})\n")
     return "".join(parts)
 
 
