@@ -7,6 +7,7 @@ import shutil
 import sys
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.tui.commands.options import add_backend
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -28,14 +29,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("lessons", help=_("the guided path from one GPU to many: list, show, run, check"),
                             description=_("Lessons run for real on this machine and check what happened."),
                             epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", nargs="?", default="list",
-                        choices=["list", "show", "run", "check", "hint", "reset"])
-    parser.add_argument("lesson", nargs="?", metavar="ID", help=_("lesson id, number (5) or id prefix"))
     parser.add_argument("--json", action="store_true", help=_("print JSON for scripts"))
-    parser.add_argument("--solution", action="store_true", help=_("check: run the reference solution"))
-    parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
-                        help=_("run/check: NCCL on GPUs, gloo on CPU processes (default: auto)"))
-    parser.set_defaults(func=main)
+    parser.set_defaults(func=main, lesson=None, solution=False, backend="auto")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.default = "list"  # `mgtutor lessons` alone lists
+    for action, what in ACTIONS.items():
+        _add_action(actions, action, what)
+
+
+ACTIONS = {
+    "list": N_("the path, with progress marks (the default)"),
+    "show": N_("a lesson's text, its example script and exercise"),
+    "run": N_("run the lesson's steps for real and check them"),
+    "check": N_("check YOUR fixed exercise (the workspace copy)"),
+    "hint": N_("the next hint, one at a time"),
+    "reset": N_("put the broken exercise back in the workspace"),
+}
+
+
+def _add_action(actions: argparse._SubParsersAction, action: str, what: str) -> None:
+    parser = actions.add_parser(action, help=_(what), description=_(what))
+    if action != "list":
+        parser.add_argument("lesson", nargs="?", metavar="ID", help=_("lesson id, number (5) or id prefix"))
+    if action != "hint" and action != "reset":
+        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=_("print JSON for scripts"))
+    if action == "check":
+        parser.add_argument("--solution", action="store_true", help=_("check: run the reference solution"))
+    if action in ("run", "check"):
+        add_backend(parser, help=N_("run/check: NCCL on GPUs, gloo on CPU processes (default: auto)"))
 
 
 def main(args: argparse.Namespace) -> int:
