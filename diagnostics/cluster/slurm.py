@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.i18n import N_, _
 
 from mgtutor.diagnostics.cluster.common import (
     ClusterJobError, check_counts, check_ifname, check_target, torchrun_literal,
@@ -72,7 +72,15 @@ def _line(code: str, why: str) -> list[str]:
     if code.startswith("#SBATCH") and ("\n" in code or "\r" in code or "#" in code[1:]):
         raise SlurmError(_("refusing to write the directive {code!r}: a value holds a newline or #").format(
             code=code))  # checked above too
-    return [f"# {why}", code]
+    return [f"# {_(why)}", code]
+
+
+# The comment above the launch line (its lines as they are written into the script).
+LAUNCH_NOTE = N_("srun starts one task per node (--ntasks-per-node=1); each runs torchrun, which starts\n"
+                 "--nproc-per-node={gpus} ranks and gives them RANK, LOCAL_RANK, WORLD_SIZE.\n"
+                 "c10d rendezvous: all nodes meet at head_node:rdzv_port; the job id keeps jobs apart;\n"
+                 "ranks are numbered once every node has joined. --max-restarts 0: a failure ends the job.\n"
+                 "A $ in the arguments is written $$: torchrun reads $$ as $ (it fills in ${{local_rank}}).")
 
 
 def sbatch_script(job: SlurmJob) -> str:
@@ -81,52 +89,49 @@ def sbatch_script(job: SlurmJob) -> str:
     q = shlex.quote
     lines = [
         "#!/bin/bash",
-        f"# Written by `mgtutor slurm`: {job.nodes} node(s) x {job.gpus_per_node} GPU(s), "
-        "one torchrun per node, c10d rendezvous on the first node.",
-        "# Submit with: sbatch THIS_FILE   (check it first: bash -n THIS_FILE)",
+        "# " + _("Written by `mgtutor slurm`: {nodes} node(s) x {gpus} GPU(s), one torchrun per node, c10d "
+                 "rendezvous on the first node.").format(nodes=job.nodes, gpus=job.gpus_per_node),
+        "# " + _("Submit with: {command}   (check it first: {check})").format(command="sbatch THIS_FILE",
+                                                                           check="bash -n THIS_FILE"),
         "",
     ]
-    lines += _line(f"#SBATCH --job-name={job.job_name}", "The name squeue and the log file show.")
-    lines += _line(f"#SBATCH --nodes={job.nodes}", "How many machines; each runs one torchrun.")
+    lines += _line(f"#SBATCH --job-name={job.job_name}", N_("The name squeue and the log file show."))
+    lines += _line(f"#SBATCH --nodes={job.nodes}", N_("How many machines; each runs one torchrun."))
     lines += _line("#SBATCH --ntasks-per-node=1",
-                   "One task per node: torchrun itself starts the ranks, so Slurm must not start one per GPU.")
-    lines += _line(f"#SBATCH --gpus-per-node={job.gpus_per_node}", "GPUs reserved on each node = ranks per node.")
+                   N_("One task per node: torchrun itself starts the ranks, so Slurm must not start one per GPU."))
+    lines += _line(f"#SBATCH --gpus-per-node={job.gpus_per_node}", N_("GPUs reserved on each node = ranks per node."))
     if job.cpus_per_node:
         lines += _line(f"#SBATCH --cpus-per-task={job.cpus_per_node}",
-                       "CPU cores for the node's torchrun and its ranks (data loading needs them).")
+                       N_("CPU cores for the node's torchrun and its ranks (data loading needs them)."))
     if job.partition:
-        lines += _line(f"#SBATCH --partition={job.partition}", "The queue (partition) to run in.")
+        lines += _line(f"#SBATCH --partition={job.partition}", N_("The queue (partition) to run in."))
     if job.time:
-        lines += _line(f"#SBATCH --time={job.time}", "Wall-clock limit; Slurm kills the job after it.")
-    lines += _line(f"#SBATCH --output={job.job_name}-%j.out", "All nodes' output in one file; %j is the job id.")
+        lines += _line(f"#SBATCH --time={job.time}", N_("Wall-clock limit; Slurm kills the job after it."))
+    lines += _line(f"#SBATCH --output={job.job_name}-%j.out", N_("All nodes' output in one file; %j is the job id."))
     lines += [""]
-    lines += _line("set -euo pipefail", "Stop at the first failing command or unset variable.")
+    lines += _line("set -euo pipefail", N_("Stop at the first failing command or unset variable."))
     lines += _line('head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
-                   "The first node of the allocation hosts the rendezvous store (sed reads the whole list: "
-                   "`head -n 1` could end scontrol with SIGPIPE, which pipefail makes fatal).")
-    lines += _line(f"rdzv_port={job.port}", "A port free on that node; every node connects to it.")
+                   N_("The first node of the allocation hosts the rendezvous store (sed reads the whole list: "
+                      "`head -n 1` could end scontrol with SIGPIPE, which pipefail makes fatal)."))
+    lines += _line(f"rdzv_port={job.port}", N_("A port free on that node; every node connects to it."))
     if job.nccl_ifname:
         lines += _line(f"export NCCL_SOCKET_IFNAME={q(job.nccl_ifname)}",
-                       "The interface NCCL uses to bootstrap between nodes (the one the nodes share).")
+                       N_("The interface NCCL uses to bootstrap between nodes (the one the nodes share)."))
     if job.gloo_ifname:
         lines += _line(f"export GLOO_SOCKET_IFNAME={q(job.gloo_ifname)}",
-                       "The interface gloo uses between nodes (otherwise it takes the hostname's address).")
+                       N_("The interface gloo uses between nodes (otherwise it takes the hostname's address)."))
     for key, value in sorted(job.extra_env.items()):
-        lines += _line(f"export {key}={q(value)}", "Given with --env.")
+        lines += _line(f"export {key}={q(value)}", N_("Given with --env."))
     if job.cpus_per_node:
         lines += _line(f"export OMP_NUM_THREADS=$(( {job.cpus_per_node} / {job.gpus_per_node} > 0 ? "
                        f"{job.cpus_per_node} / {job.gpus_per_node} : 1 ))",
-                       "Share the node's cores between its ranks (torchrun would set 1).")
+                       N_("Share the node's cores between its ranks (torchrun would set 1)."))
     lines += _line('echo "rendezvous on ${head_node}:${rdzv_port}, job ${SLURM_JOB_ID}, ${SLURM_JOB_NUM_NODES} node(s)"',
-                   "Say where the nodes meet: the first thing to check when a node never joins.")
+                   N_("Say where the nodes meet: the first thing to check when a node never joins."))
     lines += [""]
     target = " ".join(q(torchrun_literal(part)) for part in job.target)
+    lines += [f"# {line}" for line in _(LAUNCH_NOTE).format(gpus=job.gpus_per_node).splitlines()]
     lines += [
-        "# srun starts one task per node (--ntasks-per-node=1); each runs torchrun, which starts",
-        f"# --nproc-per-node={job.gpus_per_node} ranks and gives them RANK, LOCAL_RANK, WORLD_SIZE.",
-        "# c10d rendezvous: all nodes meet at head_node:rdzv_port; the job id keeps jobs apart;",
-        "# ranks are numbered once every node has joined. --max-restarts 0: a failure ends the job.",
-        "# A $ in the arguments is written $$: torchrun reads $$ as $ (it fills in ${local_rank}).",
         f"srun --kill-on-bad-exit=1 {q(job.python)} -m torch.distributed.run \\",
         '    --nnodes "$SLURM_JOB_NUM_NODES" \\',
         f"    --nproc-per-node {job.gpus_per_node} \\",
