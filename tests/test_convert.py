@@ -257,7 +257,7 @@ def test_cli_shows_a_diff_writes_a_new_file_and_never_overwrites(tmp_path, capsy
     assert cli_main(["convert", str(script), "-o", str(new)]) == 0
     assert "written to" in capsys.readouterr().out and "DDP(self.model)" in new.read_text()
     assert cli_main(["convert", str(script), "-o", str(new)]) == 2
-    assert "never writes over a file" in capsys.readouterr().err
+    assert "is there already: give another -o FILE, or --force" in capsys.readouterr().err
     assert cli_main(["convert", str(script), "--fix", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["changed"] and data["written"] == str(script) and script.read_text() == new.read_text()

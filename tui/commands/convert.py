@@ -6,8 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.safe_io import STDOUT_NAMES
 from mgtutor.tui.commands.check import printable, printable_diff
+from mgtutor.tui.commands.options import add_output, refuse_existing, write_output_file
 from mgtutor.tui.errors import CliError
 
 
@@ -22,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "layout of the lines it does not change stay as they are. What it cannot convert safely it "
                       "leaves alone and lists, with the line and why.\n\n"
                       "By default the change is shown as a unified diff and nothing is written; -o writes a new "
-                      "file (never over an existing one); --fix rewrites SCRIPT in place.\n\n"
+                      "file (an existing one only with --force, never SCRIPT itself; -o - prints the script); "
+                      "--fix rewrites SCRIPT in place.\n\n"
                       "Exit status: 0 converted, 1 converted with parts left to do by hand, 2 cannot be read "
                       "or converted."),
         epilog=_("examples:\n  mgtutor convert train.py\n  mgtutor convert train.py -o train_ddp.py\n"
@@ -30,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("script", metavar="SCRIPT", help=_("the one-GPU training script to convert"))
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("-o", "--output", metavar="NEW.py", help=_("write the DDP script to this new file"))
+    add_output(where, help=N_("write the DDP script to this new file (-: standard output)"), metavar="NEW.py",
+               force_help=N_("replace NEW.py if it exists (never SCRIPT itself)"), force_in=parser)
     where.add_argument("--fix", action="store_true", help=_("rewrite SCRIPT in place"))
     parser.add_argument("--json", action="store_true",
                         help=_('print {"file", "changed", "diff", "done": [...], "not_converted": [{line, why}]}'))
@@ -44,9 +48,12 @@ def main(args: argparse.Namespace) -> int:
 
     path = Path(args.script)
     output = Path(args.output) if args.output else None
-    if output is not None and output.exists():
-        raise CliError(_("{output} exists; convert never writes over a file (use --fix to rewrite {path} in place)").format(
-            output=output, path=path))
+    if args.output in STDOUT_NAMES and args.json:
+        raise CliError(_("-o {output} and --json both write to standard output; give -o FILE").format(
+            output=args.output))
+    if output is not None and output.exists() and path.exists() and output.samefile(path):
+        raise CliError(_("-o {output} is SCRIPT itself; --fix rewrites it in place").format(output=args.output))
+    refuse_existing(args.output, args.force)
     try:
         data = read_script(path)
         report = convert_source(decode_source(data, str(path)), str(path))
@@ -56,14 +63,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.fix:
             write_text(path, report.after, data)
-        elif output is not None:
-            output.write_text(report.after, encoding="utf-8")
+        elif args.output is not None:
+            write_output_file(report.after, args.output, force=args.force, mode=0o644, say=False)
     except OSError as exc:
         raise CliError(_("cannot write the converted script: {error}").format(error=exc.strerror or exc)) from None
     if args.json:
         print(json.dumps(report.to_json() | {"diff": diff, "written": str(output or (path if args.fix else ""))},
                          indent=2))
         return 1 if report.not_converted else 0
+    if args.output in STDOUT_NAMES:
+        return 1 if report.not_converted else 0  # stdout is the script alone
     if not args.fix and output is None:
         print(printable_diff(diff), end="")
     target = output or (path if args.fix else None)

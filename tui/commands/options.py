@@ -85,10 +85,12 @@ def add_rdzv_port(parser: Parser, default: int, help: str) -> None:
                         metavar="PORT", help=_(help).format(port=default))
 
 
-def add_output(parser: Parser, help: str, metavar: str = "FILE", force_help: str = FORCE_HELP) -> None:
-    """`-o FILE` (`-o -`: standard output) and `--force`; write with `write_output_file`."""
+def add_output(parser: Parser, help: str, metavar: str = "FILE", force_help: str = FORCE_HELP,
+               force_in: Parser | None = None) -> None:
+    """`-o FILE` (`-o -`: standard output) and `--force` (in `force_in` when -o is in a group of
+    exclusive options); write with `write_output_file`."""
     parser.add_argument("-o", "--output", default=None, metavar=metavar, help=_(help))
-    parser.add_argument("--force", action="store_true", help=_(force_help))
+    (force_in or parser).add_argument("--force", action="store_true", help=_(force_help))
 
 
 def refuse_existing(output: str | None, force: bool) -> None:
@@ -104,11 +106,12 @@ def refuse_existing(output: str | None, force: bool) -> None:
 
 
 def write_output_file(text: str, output: str | None, force: bool, mode: int = 0o644,
-                      never: Sequence[Path] = ()) -> Path | None:
+                      never: Sequence[Path] = (), say: bool = True) -> Path | None:
     """The text on stdout (no FILE, or `-`), or in FILE (mode `mode`, less the umask). An existing FILE is
     refused unless `force`; then a regular file is replaced by a rename (a symlink at FILE is replaced,
     never followed); a device or FIFO (/dev/null) is written in place (safe_io.write_output). `never`:
-    files not to be replaced even with `force` (a command's input). CliError says why it failed."""
+    files not to be replaced even with `force` (a command's input). `say`: "wrote FILE" on stderr.
+    CliError says why it failed."""
     if output is None or output in STDOUT_NAMES:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -124,6 +127,6 @@ def write_output_file(text: str, output: str | None, force: bool, mode: int = 0o
         raise
     except OSError as exc:
         raise CliError(_("cannot write {file}: {error}").format(file=output, error=exc.strerror or exc)) from None
-    if path is not None:
+    if path is not None and say:
         print(_("wrote {path}").format(path=path), file=sys.stderr)
     return path

@@ -9,6 +9,7 @@ from pathlib import Path
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.records.record import RunRecord, find_run, list_runs, runs_root
 from mgtutor.training.foundation.safe_io import STDOUT_NAMES
+from mgtutor.tui.commands.options import add_output, refuse_existing
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -33,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_id", nargs="?", metavar="RUN_ID", help=_("a run id, a unique part of it, or its folder "
                                                                       "(default: the newest run)"))
-    parser.add_argument("-o", "--output", metavar="FILE", help=_("where to write it (default: report.html or "
-                                                                  "issue.md in the run's folder)"))
+    add_output(parser, help=N_("where to write it (-: standard output). Without -o: report.html (issue.md with "
+                               "--markdown) in the run's folder, replaced if it is there"))
     parser.add_argument("--markdown", action="store_true",
                         help=_("the body of a GitHub issue instead: logs in collapsed <details>, ≤ 65,536 characters"))
     parser.add_argument("--redact-hosts", action="store_true",
@@ -72,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
     if args.output and not to_stdout and Path(args.output).expanduser().is_dir():
         raise CliError(_("-o {output}: that is a folder; give a file name, e.g. {example}").format(
             output=args.output, example=args.output.rstrip("/") + "/report.html"))
+    refuse_existing(args.output, args.force)
     if not args.json:
         reading = (_("reading run {id}; taking the doctor report (a few seconds)…") if args.doctor == "fresh"
                    else _("reading run {id}…"))
