@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mgtutor.diagnostics.failures.backend_variable import explain_backend_variable
 from mgtutor.training.foundation.i18n import _, sentences
 
 from mgtutor.training.foundation.safe_io import open_regular
@@ -75,6 +76,8 @@ def explain(findings: list[Finding], record: Any) -> list[Finding]:
                                 "it finds in the script.")
             continue
         finding.script_frame = frame
+        if finding.kind == "nccl_without_gpu" and explain_backend_variable(finding, frame, record):
+            continue  # NCCL named through a variable: its line and the script's own override
         where = f"{Path(frame['file']).name}:{frame['line']}"
         code = f" (`{frame['code']}`)" if frame["code"] else ""
         finding.summary = sentences(_("Your script asks for CUDA at {where}{code}.").format(where=where, code=code),
