@@ -21,7 +21,8 @@ from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.run_words import record_line
 from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
-from mgtutor.tui.options.flags import OptionError, add_flags
+from mgtutor.tui.options.flags import OptionError
+from mgtutor.tui.commands.options import add_table
 
 EPILOG = N_("""examples:
   mgtutor bench allreduce                          8 B … 256 MiB on every GPU (4 MiB on CPU ranks)
@@ -38,7 +39,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
                          description=_("Sweep message sizes, time out-of-place and in-place all-reduce on N "
                                        "ranks, and relate the bus bandwidth to the GPU link."),
                          epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(p, BENCH_FLAGS, BenchOptions())
+    add_table(p, BENCH_FLAGS, BenchOptions())
     p.add_argument("--json", action="store_true", help=_("print one JSON object (schema: allreduce_schema.json)"))
     p.set_defaults(func=main)
 

@@ -13,7 +13,8 @@ from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, plan
 from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.errors import CliError
-from mgtutor.tui.options.flags import OptionError, add_flags
+from mgtutor.tui.options.flags import OptionError
+from mgtutor.tui.commands.options import add_table
 from mgtutor.tui.options.probe import PROBE_FLAGS, ProbeForm
 
 EXAMPLES = N_("""examples:
@@ -48,7 +49,7 @@ def add_rendezvous_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(_("rendezvous probe"))
     group.add_argument("--rendezvous", action="store_true",
                        help=_("start N ranks that only join, barrier and all-reduce; report each rank's join time"))
-    add_flags(group, PROBE_FLAGS, ProbeForm())
+    add_table(group, PROBE_FLAGS, ProbeForm())
 
 
 def main(args: argparse.Namespace) -> int:

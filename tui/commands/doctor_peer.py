@@ -15,6 +15,7 @@ import sys
 
 from mgtutor.training.runs.net import peer
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.tui.commands.options import add_listen_port
 from mgtutor.tui.errors import CliError
 
 IDLE_S = 600.0  # a forgotten --serve stops answering after 10 minutes
@@ -39,9 +40,9 @@ def add_peer_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--idle", type=float, default=IDLE_S, metavar="S",
                        help=_("--serve: stop after S seconds without a probe (default {seconds:g}; a bare "
                               "connect does not count)").format(seconds=IDLE_S))
-    group.add_argument("--port", type=int, default=peer.DEFAULT_PORT, metavar="P",
-                       help=_("port for --serve (default {port}; use the rendezvous port while the job is "
-                              "not running)").format(port=peer.DEFAULT_PORT))
+    add_listen_port(group, default=peer.DEFAULT_PORT,
+                    help=N_("--serve: the port this peer probe listens on (default {port}; use the job's rendezvous "
+                            "port while the job is not running)"))
     group.add_argument("--count", type=int, default=None, metavar="N", help=_("--serve: stop after N probes"))
 
 

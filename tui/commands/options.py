@@ -17,7 +17,7 @@ from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.foundation.safe_io import STDOUT_NAMES, write_output
 from mgtutor.training.runs.launch.launcher import BACKENDS
 from mgtutor.tui.errors import CliError
-from mgtutor.tui.options.flags import OptionError, positive_int
+from mgtutor.tui.options.flags import Flag, OptionError, add_flags, positive_int
 
 NPROC_HELP = N_("ranks to start (default: one per GPU, or 2 CPU ranks without GPUs)")
 BACKEND_HELP = N_("NCCL on GPUs, gloo on CPUs; auto (the default) picks NCCL when a GPU is present")
@@ -83,6 +83,22 @@ def add_rdzv_port(parser: Parser, default: int, help: str) -> None:
     """`--rdzv-port PORT`, alias `--port PORT`: the port of the c10d rendezvous on the first node."""
     parser.add_argument(*RDZV_PORT_NAMES, dest="rdzv_port", action=_checked(port_number), default=default,
                         metavar="PORT", help=_(help).format(port=default))
+
+
+def add_listen_port(parser: Parser, default: int, help: str) -> None:
+    """`--port PORT`: the port this command itself listens on (serve, doctor --serve); `help` says which."""
+    parser.add_argument("--port", action=_checked(port_number), default=default, metavar="PORT",
+                        help=_(help).format(port=default))
+
+
+def add_table(parser: Parser, flags: Sequence[Flag], defaults: Any) -> None:
+    """A flag table shared with a screen (tui/options), its --nproc and --backend declared as here."""
+    for flag in flags:
+        if flag.dest == "nproc":
+            add_nproc(parser, default=getattr(defaults, "nproc"), help=flag.help)
+        elif flag.dest == "backend":
+            add_backend(parser, help=flag.help)
+    add_flags(parser, [f for f in flags if f.dest not in ("nproc", "backend")], defaults)
 
 
 def add_output(parser: Parser, help: str, metavar: str = "FILE", force_help: str = FORCE_HELP,

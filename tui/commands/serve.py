@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.tui.commands.options import add_listen_port
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1",
                         help=_("the address to listen on (default 127.0.0.1: only this machine, or an SSH tunnel)"))
-    parser.add_argument("--port", type=int, default=8000, help=_("the port to listen on (default 8000)"))
+    add_listen_port(parser, default=8000, help=N_("the port the web server listens on (default {port})"))
     parser.add_argument("--public-url", metavar="URL",
                         help=_("the URL the browser reaches this server by, when a proxy stands between "
                                "(Jupyter: https://JUPYTER/user/NAME/proxy/PORT); default http://localhost:PORT"))
