@@ -27,6 +27,7 @@ DEFAULT = "en"
 # Locale variables in the order gettext reads them; LANGUAGE may list several, separated by ':'.
 ENV_ORDER = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
 # Simplified Chinese under its usual spellings; Traditional (zh_TW, zh_HK, zh_Hant) is not it.
+LANGUAGE_ENV = "MGTUTOR_LANGUAGE"  # the language mgtutor speaks, for the processes it starts
 SIMPLIFIED = {"zh", "zh_cn", "zh_sg", "zh_hans", "zh_hans_cn", "zh_hans_sg", "chinese"}
 
 _language = DEFAULT
@@ -73,10 +74,17 @@ def _load(language: str | None) -> tuple[str, gettext.NullTranslations]:
 
 def set_language(language: str | None) -> str:
     """Switch every later `_()` to this language ('zh', 'en', or a locale tag); returns the one in use.
-    An unknown tag or a missing catalogue leaves English."""
+    An unknown tag or a missing catalogue leaves English. Processes started later inherit it
+    ($MGTUTOR_LANGUAGE): the trainer's ranks print their own lines in it (`inherited_language`)."""
     global _language, _translations
     _language, _translations = _load(language)
+    os.environ[LANGUAGE_ENV] = _language
     return _language
+
+
+def inherited_language() -> str:
+    """For a worker: speak what the mgtutor that started it speaks, else what the locale says."""
+    return set_language(os.environ.get(LANGUAGE_ENV) or language_from_env())
 
 
 # A thread may speak another language for a while (in_language), e.g. a report written in English by a

@@ -27,6 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mgtutor.training.foundation.i18n import N_, _
+
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 MIN_STEPS = 300        # below it a run is a try-out: a cold compile (20–70 s) is most of its time
 MIN_IMAGE_PX = 128     # from here a step is long enough that a few thousand of them repay the compile
@@ -48,35 +50,39 @@ class CompilePlan:
 
 
 def compile_choice(args: argparse.Namespace, on_gpu: bool, graphs: bool, total_steps: int) -> CompilePlan:
-    """The plan for this run, and a phrase for its start line saying why (like cuda_graphs_choice)."""
+    """The plan for this run, and a phrase for its start line saying why (like cuda_graphs_choice), in the
+    language in force: the trainer keeps the English one for its events."""
     if args.compile == "off":
-        return CompilePlan(None, False, "off (--compile off)")
+        return CompilePlan(None, False, _("off (--compile off)"))
     if args.compile != "auto":
         inside = args.compile == "default" and graphs
-        where = " inside the whole-step CUDA graph" if inside else ""
-        return CompilePlan(args.compile, inside, f"{args.compile}{where} (--compile {args.compile})")
+        said = (N_("{mode} inside the whole-step CUDA graph (--compile {mode})") if inside else N_("{mode} (--compile {mode})"))
+        return CompilePlan(args.compile, inside, _(said).format(mode=args.compile))
     small = args.image_size < MIN_IMAGE_PX
     reasons = [
-        (not on_gpu, "the ranks run on the CPU"),
-        (args.inject is not None, f"--inject {args.inject} shows a failure on the eager step"),
-        (args.strategy == "dp", "--strategy dp (DataParallel) is not compiled"),
-        (args.model == "tinycnn", "tinycnn trains in seconds, less than compiling it takes"),
-        (total_steps < MIN_STEPS, f"a run of {total_steps} steps (< {MIN_STEPS}) is over before compiling "
-                                  "would pay back"),
+        (not on_gpu, N_("the ranks run on the CPU")),
+        (args.inject is not None, N_("--inject {mode} shows a failure on the eager step")),
+        (args.strategy == "dp", N_("--strategy dp (DataParallel) is not compiled")),
+        (args.model == "tinycnn", N_("tinycnn trains in seconds, less than compiling it takes")),
+        (total_steps < MIN_STEPS, N_("a run of {steps} steps (< {min_steps}) is over before compiling would pay back")),
         (small and graphs and total_steps < SMALL_IMAGE_STEPS,
-         f"at {args.image_size}² a graphed step takes milliseconds: compiling saves about a fifth of each, "
-         f"which repays the compile only after about {SMALL_IMAGE_STEPS:,} steps, not {total_steps:,}"),
-        (small and not graphs, f"at {args.image_size}² the step is bound by kernel launches, which inductor alone "
-                               "does not remove"),
+         N_("at {size}² a graphed step takes milliseconds: compiling saves about a fifth of each, which repays the "
+            "compile only after about {pay_back:,} steps, not {steps:,}")),
+        (small and not graphs, N_("at {size}² the step is bound by kernel launches, which inductor alone does not remove")),
     ]
+    fields = {"mode": args.inject, "steps": total_steps, "min_steps": MIN_STEPS, "size": args.image_size,
+              "pay_back": SMALL_IMAGE_STEPS}
     for applies, why in reasons:
         if applies:
-            return CompilePlan(None, False, f"off (auto: {why}{'; --compile default to force it' if on_gpu else ''})")
-    shape = f"{args.model} at {args.image_size}², {total_steps} steps"
+            off = N_("off (auto: {why}; --compile default to force it)") if on_gpu else N_("off (auto: {why})")
+            return CompilePlan(None, False, _(off).format(why=_(why).format(**fields)))
+    shape = _("{model} at {size}², {steps} steps").format(model=args.model, size=args.image_size, steps=total_steps)
     if graphs:
-        return CompilePlan("default", True, f"inductor inside the whole-step CUDA graph (auto: GPU, {shape}: "
-                                            "fused kernels, one launch per step; --compile off for the graphed "
-                                            "eager step)")
+        return CompilePlan("default", True, _("inductor inside the whole-step CUDA graph (auto: GPU, {shape}: fused "
+                                              "kernels, one launch per step; --compile off for the graphed eager "
+                                              "step)").format(shape=shape))
+    return CompilePlan("default", False, _("inductor (auto: GPU, {shape}: fused kernels; --compile off for the eager "
+                                           "step)").format(shape=shape))
     return CompilePlan("default", False, f"inductor (auto: GPU, {shape}: fused kernels; --compile off for the "
                                          "eager step)")
 

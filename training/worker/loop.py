@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from mgtutor.training.foundation.i18n import _, in_language
 from mgtutor.training.worker import inject
 from mgtutor.training.worker.compile_choice import CompilePlan, compile_choice, use_mgtutor_cache
 from mgtutor.training.worker.compiling import CompileWatch, compile_module, is_compile_failure, one_line
@@ -172,14 +173,15 @@ class TrainLoop:
             self.step = int(state["step"])
             self.events.emit("checkpoint", action="resumed", step=self.step, path=args.checkpoint_dir)
         self.raw = raw
-        self.plan: CompilePlan = compile_choice(args, self.device.type == "cuda", bool(args.cuda_graphs),
-                                                self.total_steps)
+        on_gpu, graphs = self.device.type == "cuda", bool(args.cuda_graphs)
+        with in_language("en"):  # the result event keeps the English reason
+            self.plan: CompilePlan = compile_choice(args, on_gpu, graphs, self.total_steps)
         if self.rank == 0:
-            print(f"compile: {self.plan.why}", flush=True)
+            print(_("compile: {why}").format(why=compile_choice(args, on_gpu, graphs, self.total_steps).why), flush=True)
         if self.plan.mode is not None:
             cache = use_mgtutor_cache()
             if self.rank == 0:
-                print(f"compile: inductor's cache is {cache}", flush=True)
+                print(_("compile: inductor's cache is {cache}").format(cache=cache), flush=True)
         self.watch: CompileWatch | None = None
         model: nn.Module = raw
         ddp_model: DistributedDataParallel | None = None

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from mgtutor.training.foundation.i18n import _, in_language, inherited_language
 from mgtutor.training.worker import inject
 from mgtutor.training.runs.events.writer import EventWriter
 from mgtutor.training.worker.loop import TrainLoop
@@ -75,6 +76,7 @@ def indices_path(rank: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    inherited_language()
     args = parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -87,14 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     device = pick_device(backend, args.strategy, local_rank)
     targeted = args.inject is not None and rank == args.inject_rank
     # auto settles here, where the device is known; everything after sees a plain True/False
-    args.cuda_graphs, graphs_why = cuda_graphs_choice(args, device.type == "cuda")
+    with in_language("en"):  # the start event keeps the English reason; rank 0 prints it in the user's
+        graphs, graphs_why = cuda_graphs_choice(args, device.type == "cuda")
+    said_why = cuda_graphs_choice(args, device.type == "cuda")[1]
+    args.cuda_graphs = graphs
     events.emit("start", pid=os.getpid(), host=os.uname().nodename, local_rank=local_rank, world_size=world_size,
                 backend=backend if args.strategy == "ddp" else None, device=str(device), model=args.model,
                 data=args.data, strategy=args.strategy, batch_size=args.batch_size, torch=torch.__version__,
                 inject=args.inject, inject_rank=args.inject_rank if args.inject else None,
                 cuda_graphs=args.cuda_graphs, cuda_graphs_why=graphs_why)
     if rank == 0:
-        print(f"cuda graphs: {graphs_why}", flush=True)
+        print(_("cuda graphs: {why}").format(why=said_why), flush=True)
     loop: TrainLoop | None = None
     try:
         if args.inject == "hang-before-init" and targeted:
@@ -144,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary_line(result: dict[str, Any], world_size: int) -> str:
-    return (f"done: {result['steps']} steps, final loss {result['final_loss']:.4f}, "
-            f"{result['samples_per_s']:,.0f} samples/s on rank 0 (×{world_size} ranks), "
-            f"peak memory {result['mem_peak_mib']:.0f} MiB")
+    return _("done: {steps} steps, final loss {loss:.4f}, {rate:,.0f} samples/s on rank 0 (×{ranks} ranks), peak "
+             "memory {peak:.0f} MiB").format(steps=result["steps"], loss=result["final_loss"],
+                                             rate=result["samples_per_s"], ranks=world_size, peak=result["mem_peak_mib"])
 
 
 if __name__ == "__main__":

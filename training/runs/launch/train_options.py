@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mgtutor.training.foundation.i18n import N_
+from mgtutor.training.foundation.i18n import N_, _
 
 TRAINER_MODULE = "mgtutor.training.worker.train"
 MODELS = ("tinycnn", "resnet18", "resnet50", "convnext_tiny", "vit_b_16")
@@ -103,7 +103,8 @@ _OPTIONS: list[tuple[str, dict[str, Any]]] = [
 
 
 def cuda_graphs_choice(args: argparse.Namespace, on_gpu: bool) -> tuple[bool, str]:
-    """Whether the step runs as one CUDA graph, and why, in a phrase the run prints at its start.
+    """Whether the step runs as one CUDA graph, and why, in a phrase the run prints at its start (in the
+    language in force: the trainer asks again in English for its start event).
 
     Auto turns graphs on only where the captured step is the step every time: a GPU, a model and
     data of fixed shapes (synthetic, or CIFAR-10/ImageFolder cut to one size, last partial batch
@@ -111,26 +112,28 @@ def cuda_graphs_choice(args: argparse.Namespace, on_gpu: bool) -> tuple[bool, st
     rate, and nothing that needs DDP's own hooks or eager kernels (--inject demos, DDP options).
     """
     if args.cuda_graphs is True:
-        return True, "on (--cuda-graphs)"
+        return True, _("on (--cuda-graphs)")
     if args.cuda_graphs is False:
-        return False, "off (--cuda-graphs off)"
+        return False, _("off (--cuda-graphs off)")
     reasons = [
-        (not on_gpu, "the ranks run on the CPU"),
-        (args.strategy == "dp", "--strategy dp (DataParallel) is not captured"),
+        (not on_gpu, N_("the ranks run on the CPU"), {}),
+        (args.strategy == "dp", N_("--strategy dp (DataParallel) is not captured"), {}),
         # --compile default runs inside the captured step, as auto's choice does; the other modes graph themselves
-        (args.compile not in ("off", "auto", "default"), f"--compile {args.compile} has its own graph modes"),
-        (args.amp == "fp16", "--amp fp16's loss scaler reads its scale back every step"),
-        (args.grad_accum > 1, "--grad-accum changes the step from one micro-step to the next"),
-        (args.warmup > 0, "--warmup changes the learning rate every step"),
-        (args.inject is not None, f"--inject {args.inject} shows a failure on the eager step"),
+        (args.compile not in ("off", "auto", "default"), N_("--compile {mode} has its own graph modes"),
+         {"mode": args.compile}),
+        (args.amp == "fp16", N_("--amp fp16's loss scaler reads its scale back every step"), {}),
+        (args.grad_accum > 1, N_("--grad-accum changes the step from one micro-step to the next"), {}),
+        (args.warmup > 0, N_("--warmup changes the learning rate every step"), {}),
+        (args.inject is not None, N_("--inject {mode} shows a failure on the eager step"), {"mode": args.inject}),
         (args.static_graph == "off" or args.bucket_view == "off",
-         "--static-graph/--bucket-view off ask for DDP itself, which the graph replaces"),
+         N_("--static-graph/--bucket-view off ask for DDP itself, which the graph replaces"), {}),
     ]
-    for applies, why in reasons:
+    for applies, why, fields in reasons:
         if applies:
-            return False, f"off (auto: {why}{'; --cuda-graphs on to force it' if on_gpu else ''})"
-    data = "synthetic data" if args.data == "synthetic" else f"{args.data} images of one size"
-    return True, (f"on (auto: GPU, fixed-shape step, {data}; --cuda-graphs off for the eager step)")
+            off = N_("off (auto: {why}; --cuda-graphs on to force it)") if on_gpu else N_("off (auto: {why})")
+            return False, _(off).format(why=_(why).format(**fields))
+    data = _("synthetic data") if args.data == "synthetic" else _("{data} images of one size").format(data=args.data)
+    return True, _("on (auto: GPU, fixed-shape step, {data}; --cuda-graphs off for the eager step)").format(data=data)
 
 
 def add_train_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
