@@ -20,7 +20,7 @@ from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.flags import Flag, OptionError, add_flags, positive_int
 
 NPROC_HELP = N_("ranks to start (default: one per GPU, or 2 CPU ranks without GPUs)")
-BACKEND_HELP = N_("NCCL on GPUs, gloo on CPUs; auto (the default) picks NCCL when a GPU is present")
+BACKEND_HELP = N_("NCCL on GPUs, gloo on CPUs; auto picks NCCL when a GPU is present")
 NODES_HELP = N_("nodes in the job (default {default})")
 FORCE_HELP = N_("replace FILE if it exists (without it an existing FILE is an error)")
 NODES_NAMES = ("--nodes", "--nnodes")  # --nnodes: torchrun's spelling
