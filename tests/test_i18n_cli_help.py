@@ -100,7 +100,7 @@ def test_argparse_errors_in_chinese(capsys):
     assert "缺少必需的参数：--image" in error_text(capsys, "--lang", "zh", "k8s", "--", "train.py")
     assert "无法识别的参数：--bogus" in error_text(capsys, "--lang", "zh", "doctor", "--bogus")
     assert "参数 --nproc：需要一个值" in error_text(capsys, "--lang", "zh", "run", "--nproc")
-    assert "参数 --nproc：无效的 int 值：'x'" in error_text(capsys, "--lang", "zh", "demo", "--nproc", "x")
+    assert "mgtutor demo: 错误：--nproc 须为不小于 1 的整数 (收到 'x')" in error_text(capsys, "--lang", "zh", "demo", "--nproc", "x")
     err = error_text(capsys, "--lang", "zh", "bench", "allreduce", "-n", "0")
     assert "参数 -n/--iters：须为不小于 1 的整数 (收到 '0')" in err
     assert english_left(err) == []
