@@ -192,3 +192,51 @@ def tcp_init_methods(model: ScriptModel) -> list[Assignment]:
         if isinstance(method, str) and method.startswith("tcp://"):
             out.append(Assignment("init_method", call.lineno, code_at(model, call), method))
     return out
+
+
+@dataclass(frozen=True)
+class InitBranch:
+    """An `if` that decides whether an init_process_group call runs: in its body (`runs_when` True) or
+    its else branch (False); through a function the `if` calls (`via`: `setup()` at that line)."""
+    init_line: int
+    node: ast.If
+    runs_when: bool
+    via: Assignment | None = None
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+def init_branches(model: ScriptModel) -> list[InitBranch]:
+    """Every init_process_group call's nearest deciding `if`, in its own function or, when the whole
+    function is the call, around the calls of that function in the script."""
+    out = []
+    for call in init_calls(model):
+        branch = _deciding_if(model, call)
+        if branch is not None:
+            out.append(InitBranch(call.lineno, branch[0], branch[1]))
+            continue
+        function = model.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for use in model.calls:
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and last_name(use.func) == function.name:
+                around = _deciding_if(model, use)
+                if around is not None:
+                    via = Assignment(function.name, use.lineno, code_at(model, use))
+                    out.append(InitBranch(call.lineno, around[0], around[1], via))
+    return out
+
+
+def _deciding_if(model: ScriptModel, node: ast.AST) -> tuple[ast.If, bool] | None:
+    child, parent = node, model.parent.get(node)
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                         ast.ClassDef)):
+        if isinstance(parent, ast.If) and child is not parent.test and not _main_guard(parent.test):
+            return parent, child in parent.body
+        child, parent = parent, model.parent.get(parent)
+    return None
+
+
+def _main_guard(test: ast.expr) -> bool:
+    """`if __name__ == "__main__":` holds whenever a launcher runs the script."""
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"

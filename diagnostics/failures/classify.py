@@ -24,6 +24,7 @@ from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
 from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
+from mgtutor.diagnostics.failures.init_skipped import explain as explain_init_skipped
 from mgtutor.diagnostics.failures.fatal_error import CrashSite, crash_site, fix_text, summary_text
 from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.oom_explain import explain_hits
@@ -398,6 +399,7 @@ def diagnose_run(record: Any) -> list[Finding]:
     events = eventcheck.run_events(record.events_path)
     result = record.result().to_json() if hasattr(record, "result") else {}
     findings = explain_cuda_missing(explain_oom(build_findings(scanner, result, events), scanner, record), record)
+    findings = explain_init_skipped(findings, record)  # the script's own lines: the `if` that skipped its init
     return redact_findings(findings, run_redactor(record))
 
 

@@ -67,7 +67,7 @@ def explain(findings: list[Finding], record: Any) -> list[Finding]:
     for finding in findings:
         if finding.kind not in CUDA_KINDS:
             continue
-        frame = _frame_for(record, finding.rank, script)
+        frame = frame_for(record, finding.rank, script)
         if frame is None:
             if ran_gloo and finding.kind == "no_cuda_driver":  # the catalogue's fix ends with "--backend gloo"
                 finding.fix = _("The run already used gloo, yet something asked for a GPU: find the CUDA call in "
@@ -86,7 +86,8 @@ def explain(findings: list[Finding], record: Any) -> list[Finding]:
     return findings
 
 
-def _frame_for(record: Any, rank: int | None, script: str | None) -> dict[str, Any] | None:
+def frame_for(record: Any, rank: int | None, script: str | None) -> dict[str, Any] | None:
+    """The user's frame in `rank`'s traceback (else another rank's): where the script failed."""
     logs = [(r, path) for r, stream, path in record.rank_logs() if stream == "stderr"]
     ordered = [p for r, p in logs if r == rank] + [p for r, p in logs if r != rank]
     for path in ordered:

@@ -1,0 +1,67 @@
+""""Default process group has not been initialized" in a script that `mgtutor run` started under torchrun, in
+a real run on 2 gloo ranks: the diagnosis never says to launch with torchrun (it was), it names the `if`
+that skipped init_process_group and why it was false here, and what it says to do makes the script train."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import mgtutor_argv, no_gpu_env
+
+pytestmark = pytest.mark.integration  # starts torchrun
+
+DATA = Path(__file__).parent / "data" / "run_failures"
+
+
+def mgtutor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300, env=no_gpu_env(), cwd=cwd)
+
+
+def failed_diagnosis(work: Path) -> tuple[str, str]:
+    failed = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=work)
+    assert failed.returncode != 0
+    lines = (failed.stdout + failed.stderr).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("diagnosis: "))
+    assert lines[at].startswith("diagnosis: process_group_not_initialized")
+    assert "Launch with torchrun" not in lines[at + 1]  # the advice for a plain `python train.py`
+    return lines[at], lines[at + 1]
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_flag_that_was_not_passed_is_named_and_passing_it_trains(tmp_path):
+    work = tmp_path / "init_flag"
+    shutil.copytree(DATA / "init_flag", work)
+    summary, fix = failed_diagnosis(work)
+    script = work / "train.py"
+    assert f"skipped init_process_group (train.py:{line_of(script, 'dist.init_process_group(')})" in summary
+    assert f"`args.distributed` (train.py:{line_of(script, 'if args.distributed:')}) is true" in summary
+    assert "--distributed was not passed (its default is False)" in summary
+    assert f"train.py:{line_of(script, 'model = DDP(')} (`model = DDP(nn.Linear(8, 2))`) needed" in summary
+
+    command = re.search(r"Pass --distributed: `mgtutor run (--nproc 2 -- train.py --distributed)`", fix)
+    assert command, fix
+    trained = mgtutor("run", *command[1].split(), cwd=work)
+    assert trained.returncode == 0, trained.stdout[-3000:]
+    assert "trained 5 steps" in trained.stdout
+
+
+def test_a_local_rank_argument_torchrun_never_passes_is_named_and_check_fix_makes_it_train(tmp_path):
+    work = tmp_path / "local_rank_init"
+    shutil.copytree(DATA / "local_rank_init", work)
+    summary, fix = failed_diagnosis(work)
+    script = work / "train.py"
+    assert f"`args.local_rank != -1` (train.py:{line_of(script, 'if args.local_rank')}) is true" in summary
+    assert "--local_rank was not passed (its default is -1)" in summary
+    assert "torchrun passes no --local_rank" in fix and f"`mgtutor check --fix {script}` writes it" in fix
+
+    assert mgtutor("check", "--fix", "train.py", cwd=work).returncode in (0, 1)
+    trained = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=work)
+    assert trained.returncode == 0, trained.stdout[-3000:]
+    assert "trained 5 steps" in trained.stdout
