@@ -17,12 +17,12 @@ from mgtutor.diagnostics.bench.allreduce_bench import (
     start,
 )
 from mgtutor.diagnostics.schema import errors, load_schema
-from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
+from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.run_words import record_line
 from mgtutor.tui.options.bench import BENCH_FLAGS, bench_options
 from mgtutor.tui.options.flags import OptionError
-from mgtutor.tui.commands.options import add_table
+from mgtutor.tui.commands.options import add_table, started
 
 EPILOG = N_("""examples:
   mgtutor bench allreduce                          8 B … 256 MiB on every GPU (4 MiB on CPU ranks)
@@ -53,10 +53,7 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
 
 def main(args: argparse.Namespace) -> int:
     options = options_from(args)
-    try:
-        run = start(options)
-    except LaunchError as exc:
-        raise CliError(str(exc)) from None
+    run = started(start, options)
     meta = run.record.meta()
     if not args.json:
         print("# mgtutor bench allreduce: " + _("{ranks} rank(s), {backend} — {device}").format(

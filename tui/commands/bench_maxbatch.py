@@ -8,13 +8,13 @@ import sys
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, answer, start
-from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
+from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launch.train_options import AMP_MODES, MODELS
 from mgtutor.tui.commands.run import FollowEnded, describe_result, print_failure_diagnosis, stream_run
 from mgtutor.tui.errors import EXIT_FAILED, CliError
 from mgtutor.tui.run_words import record_line
-from mgtutor.tui.commands.options import add_nproc
+from mgtutor.tui.commands.options import add_nproc, command_parser, started
 
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batchfind.py)
 
@@ -33,12 +33,14 @@ there and counts as "does not fit", so no rank is ever left waiting. The chosen 
 --margin {percent} of the memory free, and --prove-steps steps at it show that it holds.""")
 
 
+HELP = N_("the largest batch that trains on every rank's GPU, found in ~10 trials")
+DESCRIPTION = N_("Find the largest per-rank batch of the built-in trainer that fits on every rank's GPU, with the "
+                 "memory it takes: fixed bytes (weights, gradients, optimizer state) and bytes per sample. Each "
+                 "trial is printed as it ends.")
+
+
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser("maxbatch", help=_("the largest batch that trains on every rank's GPU, found in ~10 trials"),
-                         description=_("Find the largest per-rank batch of the built-in trainer that fits on every "
-                                       "rank's GPU, with the memory it takes: fixed bytes (weights, gradients, "
-                                       "optimizer state) and bytes per sample. Each trial is printed as it ends."),
-                         epilog=_(EPILOG).format(percent="%"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(kinds, "maxbatch", HELP, DESCRIPTION, EPILOG, percent="%")
     p.add_argument("--model", default="resnet50", choices=MODELS, help=_("network (default resnet50)"))
     p.add_argument("--image-size", type=int, default=224, metavar="PX", help=_("image side in pixels (default 224)"))
     add_nproc(p, help=N_("ranks (default: one per GPU)"))
@@ -74,10 +76,7 @@ def options_from(args: argparse.Namespace) -> FinderOptions:
 
 def main(args: argparse.Namespace) -> int:
     options = options_from(args)
-    try:
-        run = start(options)
-    except LaunchError as exc:
-        raise CliError(str(exc)) from None
+    run = started(start, options)
     meta = run.record.meta()
     print("mgtutor: " + _("batch finder for {model} at {size}×{size} on {ranks} rank(s) — {device}").format(
         model=options.model, size=options.image_size, ranks=meta.world_size, device=said_device_note(meta.device_note)),

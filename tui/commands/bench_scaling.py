@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from mgtutor.training.foundation.i18n import _, cell_width, ljust_cells, rjust_cells
+from mgtutor.training.foundation.i18n import N_, _, cell_width, ljust_cells, rjust_cells
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.launch.launcher import LaunchError
 from mgtutor.training.runs.launch.train_options import check_train_options, worker_argv
@@ -13,22 +13,23 @@ from mgtutor.training.runs.launch.train_options import check_train_options, work
 from mgtutor.tui.commands.train_help import add_train_options_said
 from mgtutor.diagnostics.bench.scaling import Point, ScalingError, scaling_report, shared_cores_note
 from mgtutor.tui.errors import CliError, EXIT_FAILED
-from mgtutor.tui.commands.options import add_backend
+from mgtutor.tui.commands.options import add_backend, command_parser
 
 _NOT_HERE = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
              "--checkpoint-dir", "--checkpoint-every", "--record-indices")
 
 
+HELP = N_("training throughput on 1…N devices: speed-up and scaling efficiency")
+DESCRIPTION = N_("Train the same model on 1 device without DDP (the baseline), then with DDP on 2…N devices, and "
+                 "report samples/s, speed-up, efficiency = throughput_N / (N × baseline) and where a step's time "
+                 "went (data wait vs compute + communication).")
+EPILOG = N_("examples:\n  mgtutor bench scaling --model resnet18 --batch-size 512 --steps 300\n"
+            "  mgtutor bench scaling --model resnet50 --image-size 224 --batch-size 128 --json\n"
+            "  mgtutor bench scaling --backend gloo --max-gpus 2 --steps 20   (CPU ranks)")
+
+
 def register(kinds: argparse._SubParsersAction) -> None:
-    parser = kinds.add_parser(
-        "scaling", help=_("training throughput on 1…N devices: speed-up and scaling efficiency"),
-        description=_("Train the same model on 1 device without DDP (the baseline), then with DDP on 2…N "
-                      "devices, and report samples/s, speed-up, efficiency = throughput_N / (N × baseline) "
-                      "and where a step's time went (data wait vs compute + communication)."),
-        epilog=_("examples:\n  mgtutor bench scaling --model resnet18 --batch-size 512 --steps 300\n"
-                 "  mgtutor bench scaling --model resnet50 --image-size 224 --batch-size 128 --json\n"
-                 "  mgtutor bench scaling --backend gloo --max-gpus 2 --steps 20   (CPU ranks)"),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(kinds, "scaling", HELP, DESCRIPTION, EPILOG)
     parser.add_argument("--max-gpus", type=int, default=None, metavar="N",
                         help=_("largest world size (default: every GPU, or 2 CPU ranks without GPUs)"))
     add_backend(parser)

@@ -12,21 +12,23 @@ from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.training.runs.records.record import RunRecord, find_run_why, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.safe_io import path_kind
 from mgtutor.tui.commands.check import patch_lines
-from mgtutor.training.foundation.i18n import _
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.tui.commands.options import command_parser
 from mgtutor.tui.errors import CliError
 
 
+HELP = N_("find why a run failed or hung: cause, evidence, fix, lesson")
+DESCRIPTION = N_("Read a run record (every rank's stdout and stderr, torchrun's output, exit codes, events) or any "
+                 "log files, and print the findings, most likely root cause first. Exit code 0 also when failures "
+                 "are found (it is a report); 2 when the input cannot be read.")
+EPILOG = N_("examples:\n  mgtutor diagnose                       the newest run\n"
+            "  mgtutor diagnose 20261130-1200         a run by id (or a unique part of it)\n"
+            "  mgtutor diagnose slurm-1234.out        any log file, ranks interleaved or not\n"
+            "  mgtutor diagnose rank0.log rank1.log --json")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "diagnose", help=_("find why a run failed or hung: cause, evidence, fix, lesson"),
-        description=_("Read a run record (every rank's stdout and stderr, torchrun's output, exit codes, events) "
-                      "or any log files, and print the findings, most likely root cause first. Exit code 0 also "
-                      "when failures are found (it is a report); 2 when the input cannot be read."),
-        epilog=_("examples:\n  mgtutor diagnose                       the newest run\n"
-                 "  mgtutor diagnose 20261130-1200         a run by id (or a unique part of it)\n"
-                 "  mgtutor diagnose slurm-1234.out        any log file, ranks interleaved or not\n"
-                 "  mgtutor diagnose rank0.log rank1.log --json"),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(sub, "diagnose", HELP, DESCRIPTION, EPILOG)
     parser.add_argument("inputs", nargs="*", metavar="RUN_ID | LOGFILE", help=_("a run id or path, or log files"))
     parser.add_argument("--json", action="store_true", help=_('print {"findings": [...]} for scripts'))
     parser.set_defaults(func=main)

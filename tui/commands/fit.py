@@ -14,7 +14,7 @@ from mgtutor.diagnostics.bench.fit_plan import FitError, plan_for
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, check_target, plan, said_device_note
 from mgtutor.tui.errors import EXIT_FAILED, CliError
-from mgtutor.tui.commands.options import add_backend, add_nproc
+from mgtutor.tui.commands.options import add_backend, add_nproc, command_parser
 
 EPILOG = N_("""examples:
   mgtutor fit -- train.py --batch-size 160
@@ -30,12 +30,14 @@ the line predicts the largest batch, and trials at the prediction and next to it
 changed. Each trial is a run record (mgtutor runs).""")
 
 
+HELP = N_("the largest batch that trains your script on every rank, found in a few trials")
+DESCRIPTION = N_("Run SCRIPT at a few batch sizes, each for a few optimizer steps, and print the largest per-rank "
+                 "batch that trains on every rank's GPU, the memory it takes, and the command to use. Each trial "
+                 "is printed as it ends.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fit", help=_("the largest batch that trains your script on every rank, found in a few trials"),
-                       description=_("Run SCRIPT at a few batch sizes, each for a few optimizer steps, and print the "
-                                     "largest per-rank batch that trains on every rank's GPU, the memory it takes, "
-                                     "and the command to use. Each trial is printed as it ends."),
-                       epilog=_(EPILOG).format(percent="%"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(sub, "fit", HELP, DESCRIPTION, EPILOG, percent="%")
     add_nproc(p, help=N_("ranks (default: one per GPU)"))
     add_backend(p)
     p.add_argument("--batch-arg", default=None, metavar="NAME",

@@ -11,7 +11,7 @@ from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_job import APIS, DEFAULT_RUNTIME, DEFAULT_SHM, K8sJob
 from mgtutor.diagnostics.cluster.k8s_names import check_env, check_label, parse_claim, parse_pairs
 from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags
-from mgtutor.tui.commands.options import write_output_file
+from mgtutor.tui.commands.options import command_parser, write_output_file
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -25,12 +25,13 @@ file against the cluster with `kubectl apply --dry-run=server -f FILE`; --explai
 collect the pods' logs for `mgtutor diagnose`.""")
 
 
+HELP = N_("write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job")
+DESCRIPTION = N_("Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with torchrun, every non-obvious "
+                 "field explained in a comment. Kubernetes is only needed to run it.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("k8s", help=_("write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job"),
-                            description=_("Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with "
-                                          "torchrun, every non-obvious field explained in a comment. Kubernetes is "
-                                          "only needed to run it."),
-                            epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(sub, "k8s", HELP, DESCRIPTION, EPILOG)
     add_shape_flags(parser, node_is=_("nodes = pods, one per node"))
     parser.add_argument("--image", required=True, metavar="IMAGE", help=_("the container image, with torch and the script"))
     parser.add_argument("--api", choices=APIS, default="trainjob", help=_("TrainJob (default) or PyTorchJob"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.foundation.safe_io import STDOUT_NAMES, write_output
-from mgtutor.training.runs.launch.launcher import BACKENDS
+from mgtutor.training.runs.launch.launcher import BACKENDS, LaunchError
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.flags import Flag, OptionError, add_flags, positive_int
 
@@ -146,3 +146,20 @@ def write_output_file(text: str, output: str | None, force: bool, mode: int = 0o
     if path is not None and say:
         print(_("wrote {path}").format(path=path), file=sys.stderr)
     return path
+
+
+def command_parser(sub: argparse._SubParsersAction, name: str, help: str, description: str,
+                   epilog: str | None = None, **fields: str) -> argparse.ArgumentParser:
+    """A command's parser: its one-line help, its description and its examples (kept as written, line for
+    line), each given as the English message and said in the language in force (`fields` fill the epilog)."""
+    said = _(epilog).format(**fields) if epilog else None
+    return sub.add_parser(name, help=_(help), description=_(description), epilog=said,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def started(start: Callable[[Any], Any], options: Any) -> Any:
+    """A run started by `start(options)`, or the launcher's refusal as a one-line error."""
+    try:
+        return start(options)
+    except LaunchError as exc:
+        raise CliError(str(exc)) from None

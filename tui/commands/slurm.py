@@ -10,7 +10,7 @@ from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
 from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags
-from mgtutor.tui.commands.options import add_rdzv_port, write_output_file
+from mgtutor.tui.commands.options import add_rdzv_port, command_parser, write_output_file
 from mgtutor.tui.errors import CliError
 
 EPILOG = N_("""examples:
@@ -22,12 +22,13 @@ The script starts one torchrun per node with srun; the first node of the allocat
 c10d rendezvous, and the job id is the rendezvous id. Check a written script with `bash -n FILE`.""")
 
 
+HELP = N_("write an sbatch script for a multi-node torchrun job (--submit: sbatch it)")
+DESCRIPTION = N_("Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with torchrun's c10d rendezvous, "
+                 "each line explained in a comment. Slurm is only needed to run it.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("slurm", help=_("write an sbatch script for a multi-node torchrun job (--submit: sbatch it)"),
-                            description=_("Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with "
-                                          "torchrun's c10d rendezvous, each line explained in a comment. Slurm is "
-                                          "only needed to run it."),
-                            epilog=_(EPILOG), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(sub, "slurm", HELP, DESCRIPTION, EPILOG)
     add_shape_flags(parser, node_is=_("nodes"))
     parser.add_argument("--partition", default=None, metavar="P", help=_("Slurm partition (queue): letters, digits, . _ - (several: gpu,gpu-long)"))
     parser.add_argument("--time", default=None, metavar="T", help=_("wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00"))
