@@ -10,9 +10,9 @@ from conftest import mgtutor_argv, no_gpu_env
 from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 from hypothesis import given, strategies as st
 
-from mgtutor.training.worker.allreduce import make_row
+from mgtutor.training.worker.probes.allreduce import make_row
 from mgtutor.diagnostics.bench.allreduce_bench import format_pair, verdict
-from mgtutor.training.worker.allreduce_ops import count_wrong, fill
+from mgtutor.training.worker.probes.allreduce_ops import count_wrong, fill
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.diagnostics.bench.sizes import element_count, format_size, parse_size, sweep
 from mgtutor.diagnostics.doctor.topology import read_topology

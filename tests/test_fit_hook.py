@@ -1,4 +1,4 @@
-"""A trial of `mgtutor fit` inside a rank (training/worker/fit_trial.py), in this process: no rank is started, and
+"""A trial of `mgtutor fit` inside a rank (training/worker/batch/fit_trial.py), in this process: no rank is started, and
 the process's exit is handed to the test instead of os._exit. Real trials on real ranks: tests/test_fit_run.py."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from mgtutor.training.worker import rank_hook
-from mgtutor.training.worker.fit_trial import FakeCudaMemory, TrialStop, is_oom, wrap_backward_with
+from mgtutor.training.worker.batch.fit_trial import FakeCudaMemory, TrialStop, is_oom, wrap_backward_with
 from mgtutor.training.worker.rank_hook import StepMeter, install, uninstall
 
 MIB = 1 << 20

@@ -2,7 +2,7 @@
 import, its batch found from its options, every trial ended by the ranks' hook after K optimizer steps, an
 OOM on one rank ending the trial on every rank (issue 43, item 3). CPU ranks have no device memory, so the
 GPU is stood in for at the CUDA boundary: MGTUTOR_FAKE_CUDA_MEMORY gives each rank a capacity and a straight
-memory line, and the hook raises torch.cuda.OutOfMemoryError above it (training/worker/fit_trial.py)."""
+memory line, and the hook raises torch.cuda.OutOfMemoryError above it (training/worker/batch/fit_trial.py)."""
 from __future__ import annotations
 
 import json

@@ -17,8 +17,8 @@ import json, os, sys
 import torch, torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from mgtutor.training.worker.gradsync import BucketAverager, broadcast_from_rank0
-from mgtutor.training.worker.models import WithUnusedHead, build_model
+from mgtutor.training.worker.trainer.gradsync import BucketAverager, broadcast_from_rank0
+from mgtutor.training.worker.trainer.models import WithUnusedHead, build_model
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()

@@ -200,7 +200,7 @@ def test_a_line_steeper_at_small_batches_is_refitted_near_the_edge() -> None:
 def test_ranks_sharing_a_gpu_each_keep_to_their_share(monkeypatch) -> None:
     """At the CUDA boundary only: two ranks on one GPU cap their allocators at half of it; a rank
     alone on its GPU is not capped."""
-    from mgtutor.training.worker.batchfind import CudaMemory
+    from mgtutor.training.worker.batch.batchfind import CudaMemory
 
     capped: list[tuple[float, object]] = []
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, d: capped.append((f, d)))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import mgtutor_argv, no_gpu_env
 
-from mgtutor.training.worker.memory_record import summarise, user_frame
+from mgtutor.training.worker.trainer.memory_record import summarise, user_frame
 
 TORCH_FILE = __import__("torch").__file__
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mgtutor.training.runs.records.record import list_runs
-from mgtutor.training.worker import compiling
+from mgtutor.training.worker.trainer import compiling
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import make_app
 from tests.test_monitor_live import SIZE, launch_from_form, open_form

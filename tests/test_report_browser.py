@@ -47,7 +47,7 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
                  "16", "--dataset-size", "2048", "--inject", "crash-rank", "--inject-rank", "1", state=state)
     assert failed.returncode != 0, failed.stderr
     hung = cli("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "3", "--stop-on-hang", "--",
-               "-m", "mgtutor.training.worker.demos", "world-size", "--timeout", "1800", state=state)
+               "-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800", state=state)
     assert "hang report" in hung.stderr, hung.stderr
     ids = {"failed": run_id(failed), "hung": run_id(hung)}
     for run in ids.values():  # `mgtutor train` and `mgtutor run` recorded their meters as they went

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mgtutor.training.worker.data import SyntheticBank
+from mgtutor.training.worker.trainer.data import SyntheticBank
 
 
 @pytest.mark.parametrize("channels_last", [True, False])

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from mgtutor.training.runs.launch.train_options import add_train_options, check_train_options, worker_argv
-from mgtutor.training.worker import compiling
-from mgtutor.training.worker.compile_choice import cache_root, compile_choice, use_mgtutor_cache
+from mgtutor.training.worker.trainer import compiling
+from mgtutor.training.worker.trainer.compile_choice import cache_root, compile_choice, use_mgtutor_cache
 
 
 def parsed(*argv: str) -> argparse.Namespace:
@@ -52,7 +52,7 @@ def test_auto_stays_eager_and_says_why(argv: tuple[str, ...], on_gpu: bool, grap
 
 
 def test_auto_compiles_small_images_inside_the_graph_for_a_run_long_enough_to_repay_it() -> None:
-    from mgtutor.training.worker.compile_choice import SMALL_IMAGE_STEPS
+    from mgtutor.training.worker.trainer.compile_choice import SMALL_IMAGE_STEPS
 
     argv = ("--model", "resnet18", "--image-size", "32")
     plan = compile_choice(parsed(*argv), on_gpu=True, graphs=True, total_steps=SMALL_IMAGE_STEPS)
@@ -144,7 +144,7 @@ def test_a_cpu_run_with_default_flags_never_compiles(
 
 def test_lesson_11_tells_the_choice_auto_makes() -> None:
     from mgtutor.lessons.loader import get_lesson
-    from mgtutor.training.worker.compile_choice import MIN_IMAGE_PX, MIN_STEPS, SMALL_IMAGE_STEPS
+    from mgtutor.training.worker.trainer.compile_choice import MIN_IMAGE_PX, MIN_STEPS, SMALL_IMAGE_STEPS
 
     text = " ".join(get_lesson("11").explanation().split())
     assert f"a real model at {MIN_IMAGE_PX} px or more and {MIN_STEPS} steps or more" in text

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from mgtutor.training.worker import loop
+from mgtutor.training.worker.trainer import loop
 
 # 3 steps an epoch (24 samples / 8), log points at 2, 4, 6 and 7: epochs end between log points
 RUN = ["--strategy", "single", "--model", "tinycnn", "--batch-size", "8", "--dataset-size", "24",

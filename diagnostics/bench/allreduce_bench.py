@@ -40,7 +40,7 @@ class BenchOptions:
         return sweep(self.min_bytes, max(top, self.min_bytes), self.factor)
 
     def target(self, backend: str) -> list[str]:
-        argv = ["-m", "mgtutor.training.worker.allreduce", "--sizes", ",".join(map(str, self.sizes(backend))),
+        argv = ["-m", "mgtutor.training.worker.probes.allreduce", "--sizes", ",".join(map(str, self.sizes(backend))),
                 "--dtype", self.dtype, "--iters", str(self.iters), "--warmup", str(self.warmup),
                 "--graph", self.graph, "--oop", self.oop]
         return argv + (["--check"] if self.check else [])

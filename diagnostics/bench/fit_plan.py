@@ -13,7 +13,7 @@ from mgtutor.diagnostics.check.script_options import ScriptOption, accumulation_
 from mgtutor.training.foundation.i18n import _
 from mgtutor.training.runs.nvml import inventory
 
-FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/fit_trial.py)
+FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batch/fit_trial.py)
 
 
 class FitError(Exception):

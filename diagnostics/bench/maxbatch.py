@@ -1,7 +1,7 @@
 """Start the batch finder on N ranks and read its answer back from the run's events (headless).
 
 `mgtutor bench maxbatch` and the Troubleshoot screen both call `start` and `answer`; the search
-itself runs in the ranks (mgtutor.training.worker.maxbatch), never in this process.
+itself runs in the ranks (mgtutor.training.worker.batch.maxbatch), never in this process.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.follow.session import RunSession, follow_to_end
 from mgtutor.training.foundation.i18n import N_, _, cell_width
 
-WORKER = ["-m", "mgtutor.training.worker.maxbatch"]
+WORKER = ["-m", "mgtutor.training.worker.batch.maxbatch"]
 GIB = 1 << 30
 
 

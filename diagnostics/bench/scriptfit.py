@@ -12,7 +12,7 @@ Each trial runs the whole script under torchrun at one batch until its K-th opti
 A batch fits when every rank reached the K-th step; an OOM on any rank is "does not fit". A trial that
 failed for another reason counts as not fitting; two such before anything fitted (the second at batch
 1) mean the script fails whatever the batch, and the search ends with that error.
-Headless and torch-free: the numbers come from the ranks' hook's events (training/worker/fit_trial.py).
+Headless and torch-free: the numbers come from the ranks' hook's events (training/worker/batch/fit_trial.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """One trial of `mgtutor fit`: the user's script under torchrun at one batch, through the run layer's launcher
 (so every rank gets the ranks' hook), ended by the hook after K optimizer steps, read back from its events.
 
-The hook (training/worker/fit_trial.py) ends each rank itself: exit 0 after the K-th step with a `step`
+The hook (training/worker/batch/fit_trial.py) ends each rank itself: exit 0 after the K-th step with a `step`
 event (`stopped`, the peak and the budget), or exit 1 at an uncaught error with an `error` event
 (`error: "cuda_oom"` for an out-of-memory). torchrun ends the other ranks when one fails; if any is still
 there OOM_GRACE_S after an OOM event (blocked in a collective with the rank that left, say), the trial

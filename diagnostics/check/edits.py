@@ -9,8 +9,9 @@ rewrites it; an edit whose target it cannot find makes the whole fix give up (No
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -58,12 +59,80 @@ class FixFailed(Exception):
 def apply_edits(source: str, edits: list[Edit]) -> str | None:
     """The source with every edit applied, or None when one of them cannot be placed."""
     try:
-        module = cst.parse_module(source)
-        module = _apply(module, [e for e in edits if e.kind != "import"])
-        module = _add_imports(module, [e.code for e in edits if e.kind == "import"])
-    except (cst.ParserSyntaxError, FixFailed, ValueError, TypeError):
+        if len(source) >= WHOLE_MODULE_UP_TO:
+            return _apply_in_chunks(source, edits)
+        return _apply_to_module(source, edits)
+    except (cst.ParserSyntaxError, FixFailed, ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-    return module.code
+
+
+def _apply_to_module(source: str, edits: list[Edit]) -> str:
+    module = cst.parse_module(source)
+    module = _apply(module, [e for e in edits if e.kind != "import"])
+    return _add_imports(module, [e.code for e in edits if e.kind == "import"]).code
+
+
+# LibCST reads a big script slowly (minutes for 2 MB, and gigabytes): past this size only the top-level
+# statements an edit touches are parsed, each as a module of its own, and put back between the others'
+# untouched lines (the imports go into the head: the docstring and imports up to the first other statement).
+WHOLE_MODULE_UP_TO = int(__import__('os').environ.get('XCHUNK', 100_000))
+
+
+def _apply_in_chunks(source: str, edits: list[Edit]) -> str:
+    lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source)
+    chunks = _chunks(ast.parse(source), len(lines))
+    for removed in sorted({e.at.line for e in edits if e.kind == "remove" and e.at is not None}, reverse=True):
+        index = next((i for i, (a, b) in enumerate(chunks) if a <= removed <= b), len(chunks) - 1)
+        if index + 1 < len(chunks):  # what is above a removed statement goes above the next one
+            chunks[index:index + 2] = [(chunks[index][0], chunks[index + 1][1])]
+    wanted: dict[int, list[Edit]] = {}
+    for edit in edits:
+        index = 0 if edit.kind == "import" else next(
+            (i for i, (first, last) in enumerate(chunks) if first <= edit.at.line <= last), -1)  # type: ignore[union-attr]
+        if index < 0:
+            raise FixFailed(f"no statement at line {edit.at.line}")  # type: ignore[union-attr]
+        wanted.setdefault(index, []).append(edit)
+    out = []
+    for index, (first, last) in enumerate(chunks):
+        text = "".join(lines[first - 1:last])
+        if index in wanted:
+            shift = first - 1
+            moved = [e if e.at is None else replace(e, at=replace(e.at, line=e.at.line - shift,
+                                                                      end_line=e.at.end_line and e.at.end_line - shift))
+                     for e in wanted[index]]
+            text = _apply_to_module(text, moved)
+        out.append(text)
+    return "".join(out)
+
+
+def _chunks(tree: ast.Module, line_count: int) -> list[tuple[int, int]]:
+    """(first line, last line) of each top-level statement with the comments and blank lines above it;
+    statements that share a line go together; the first chunk is the head (docstring, imports and the
+    first other statement), the last takes the lines after the last statement."""
+    spans: list[list[int]] = []
+    head_length = _head_length(tree)
+    for index, stmt in enumerate(tree.body):
+        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+        end = stmt.end_lineno or stmt.lineno
+        head = not spans or index <= head_length or start <= spans[-1][1]
+        if head and spans:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([(spans[-1][1] + 1) if spans else 1, end])
+    if not spans:
+        return [(1, line_count)]
+    spans[0][0] = 1
+    spans[-1][1] = max(spans[-1][1], line_count)
+    return [(a, b) for a, b in spans]
+
+
+def _head_length(tree: ast.Module) -> int:
+    """The index of the first statement that is neither the docstring nor an import."""
+    for index, stmt in enumerate(tree.body):
+        docstring = index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        if not docstring and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            return index
+    return len(tree.body)
 
 
 def _apply(module: cst.Module, edits: list[Edit]) -> cst.Module:

@@ -30,7 +30,7 @@ class ProbeOptions:
     skip_ranks: list[int] = field(default_factory=list)
 
     def target(self) -> list[str]:
-        argv = ["-m", "mgtutor.training.worker.rendezvous_rank", "--timeout", f"{self.timeout:g}"]
+        argv = ["-m", "mgtutor.training.worker.probes.rendezvous_rank", "--timeout", f"{self.timeout:g}"]
         for rank in self.skip_ranks:
             argv += ["--skip-rank", str(rank)]
         return argv

@@ -1,5 +1,5 @@
 """Versions on this machine without importing torch: installed packages, compilers, the CUDA runtime;
-and `gather()`, which asks torch itself in a child process (the worker `mgtutor.training.worker.torchfacts`).
+and `gather()`, which asks torch itself in a child process (the worker `mgtutor.training.worker.probes.torchfacts`).
 
 The TUI and `mgtutor doctor` never import torch (start-up stays fast and CUDA is never
 initialised in the parent).
@@ -82,7 +82,7 @@ def cuda_runtime(packages: dict[str, str]) -> tuple[str | None, str | None]:
 
 def gather(timeout: float = 120.0, python: str | None = None) -> dict[str, Any]:
     """Run the torch facts worker in a child Python; its facts, or {"torch_error": why} if it failed."""
-    argv = [python or sys.executable, "-m", "mgtutor.training.worker.torchfacts"]
+    argv = [python or sys.executable, "-m", "mgtutor.training.worker.probes.torchfacts"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:

@@ -25,6 +25,7 @@ from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
 from mgtutor.diagnostics.failures.blockscan import scan_file
 from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
 from mgtutor.diagnostics.failures.init_skipped import explain as explain_init_skipped
+from mgtutor.diagnostics.failures.store_unreachable import explain as explain_store_unreachable
 from mgtutor.diagnostics.failures.fatal_error import CrashSite, crash_site, fix_text, summary_text
 from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.oom_explain import explain_hits
@@ -400,6 +401,7 @@ def diagnose_run(record: Any) -> list[Finding]:
     result = record.result().to_json() if hasattr(record, "result") else {}
     findings = explain_cuda_missing(explain_oom(build_findings(scanner, result, events), scanner, record), record)
     findings = explain_init_skipped(findings, record)  # the script's own lines: the `if` that skipped its init
+    findings = explain_store_unreachable(findings, record)  # … and the address it set for the rendezvous
     return redact_findings(findings, run_redactor(record))
 
 

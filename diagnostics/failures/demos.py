@@ -56,7 +56,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "rendezvous_timeout"),
     Scenario("port-in-use", N_("Port already in use"), N_("address already in use"),
              N_("mgtutor holds a port open, and the ranks are told to host their store on that same port."),
-             ("-m", "mgtutor.training.worker.demos", "port-in-use"), "port_in_use", hold_port=True),
+             ("-m", "mgtutor.training.worker.probes.demos", "port-in-use"), "port_in_use", hold_port=True),
     Scenario("oom", N_("Out of memory on one rank"), N_("out of memory"),
              N_("Rank 1 allocates until the allocator fails (CUDA OOM on a GPU, MemoryError on a CPU)."),
              _train("--steps", "6", "--inject", "oom", "--inject-rank", "1", "--inject-step", "2"),
@@ -79,17 +79,17 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "straggler"),
     Scenario("skip-allreduce", N_("A rank skips a collective"), N_("hangs at start"),
              N_("Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here)."),
-             ("-m", "mgtutor.training.worker.demos", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
+             ("-m", "mgtutor.training.worker.probes.demos", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
     Scenario("world-size", N_("The script sets the world size"), N_("hangs at start"),
              N_("The script asks for one rank more than torchrun started; every rank waits for a peer that never comes, "
                 "in init_process_group on gloo, in its first all_reduce on NCCL (PyTorch's own timeout: 30 minutes on "
                 "gloo, 10 on NCCL). mgtutor reads their stacks instead."),
-             ("-m", "mgtutor.training.worker.demos", "world-size", "--timeout", "1800"),
+             ("-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800"),
              "world_size_mismatch", hang=True),
     Scenario("stuck-loader", N_("A data loader that never returns"), N_("hangs after a while"),
              N_("Rank 1's Dataset.__getitem__ never returns (a dead network disk); rank 0 waits for it in all_reduce. "
                 "The stacks show rank 1 in its data loading, and the worker's line."),
-             ("-m", "mgtutor.training.worker.demos", "stuck-loader", "--timeout", "1800"),
+             ("-m", "mgtutor.training.worker.probes.demos", "stuck-loader", "--timeout", "1800"),
              "rank_outside_collective", hang=True),
 ]}
 

@@ -24,6 +24,7 @@ import psutil
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_run
 from mgtutor.diagnostics.failures.hang import HangReport, analyse_capture, analyse_texts
 from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
+from mgtutor.diagnostics.failures.store_watch import StoreWatch
 from mgtutor.training.runs.events.types import Event
 from mgtutor.training.runs.forensics.flight import fr_dir, request_dump
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
@@ -168,11 +169,15 @@ class HangWatch:
         self._confirm_at = 0.0
         self._cpu = 0.0
         self._why = ""
+        self.store = StoreWatch(record)  # ranks that retry a store nobody answers print, so no stall shows them
 
     def observe(self, events: Sequence[Event]) -> None:
         self.clock.observe(events)
 
     def poll(self, state: Any, now: float) -> list[Alert]:
+        return self.store.poll(state, now) + self._poll_stall(state, now)
+
+    def _poll_stall(self, state: Any, now: float) -> list[Alert]:
         why = self.clock.check(state, now)
         if self.clock.spell != self._spell:  # the ranks moved since the last look
             self._spell, self._held, self._first = self.clock.spell, None, None

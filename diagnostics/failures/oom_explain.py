@@ -43,7 +43,7 @@ _PATTERNS = {
 _GPU = re.compile(r"GPU (\d+)")
 _OTHER = re.compile(rf"Process (\d+) has {_SIZE} memory in use")
 GIB = 1 << 30
-# the kinds of memory training/worker/memory_record.py names (kept English in the summary it writes)
+# the kinds of memory training/worker/trainer/memory_record.py names (kept English in the summary it writes)
 KIND_WORDS = {"parameters": N_("parameters"), "gradients": N_("gradients"), "optimizer state": N_("optimizer state"),
               "activations": N_("activations"), "other": N_("other")}
 MEMORY_DIR = "memory"  # <run>/memory/rank<R>.json (summary) and rank<R>.pickle (memory_viz snapshot)

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import torch
 
-from mgtutor.training.worker.batchfind import TrialStep, is_oom
+from mgtutor.training.worker.batch.batchfind import TrialStep, is_oom
 from mgtutor.training.runs.batchfit import Bisect
 
 STEPS = 3  # real steps per trial, as the measurement took them
@@ -86,7 +86,7 @@ def lightning_anchor(args: argparse.Namespace) -> dict:
     import torch.nn.functional as F
     from torch.utils.data import DataLoader
 
-    from mgtutor.training.worker.models import build_model
+    from mgtutor.training.worker.trainer.models import build_model
 
     # one CPU batch, grown to the largest size asked and sliced: the loader costs one copy to the GPU a
     # step, not decoding or randn (workers pickling gigabytes made the first version's trials slow)

@@ -19,8 +19,8 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
-from mgtutor.training.worker.models import build_model
-from mgtutor.training.worker.steps import GraphStepper, make_optimizer
+from mgtutor.training.worker.trainer.models import build_model
+from mgtutor.training.worker.trainer.steps import GraphStepper, make_optimizer
 
 TIMED, PROFILED, BATCH = 60, 5, 128
 

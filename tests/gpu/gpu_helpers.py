@@ -27,7 +27,7 @@ def hung_nccl_demo(nproc: int, mode: str, after: str | None = None, settle_s: fl
     """`mgtutor run` of a demo that hangs on NCCL (600 s collective timeout, so only mgtutor answers in
     time): seconds from `after` on stdout (or from start) to the hang report, then Ctrl+C.
     Returns the CLI (for its run record), its stderr and those seconds."""
-    cli = Cli("run", "--nproc", str(nproc), "--backend", "nccl", "--", "-m", "mgtutor.training.worker.demos",
+    cli = Cli("run", "--nproc", str(nproc), "--backend", "nccl", "--", "-m", "mgtutor.training.worker.probes.demos",
               mode, "--timeout", "600", env=gpu_env())
     try:
         waited = cli.wait_for("hang report (", after=after)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mgtutor.training.worker import compiling
+from mgtutor.training.worker.trainer import compiling
 
 pytestmark = pytest.mark.gpu
 
@@ -94,7 +94,7 @@ def test_a_graphed_run_gathers_into_its_inputs_and_reports_every_window(gpu: Non
     import torch
 
     from mgtutor.training.worker import train as worker
-    from mgtutor.training.worker.data import SyntheticBank
+    from mgtutor.training.worker.trainer.data import SyntheticBank
 
     bank = SyntheticBank(32, torch.device("cuda"), 0, 512, channels_last=True)
     sel = torch.randperm(512, device="cuda")[:64]

@@ -1,6 +1,6 @@
 """The batch finders' arithmetic, without torch: fit the memory line, pick the next trial, split a global batch.
 
-Shared by the trainer's finder inside the ranks (training/worker/batchfind.py) and `mgtutor fit` in the parent
+Shared by the trainer's finder inside the ranks (training/worker/batch/batchfind.py) and `mgtutor fit` in the parent
 (diagnostics/bench/scriptfit.py), which is why it sits in the torch-free run layer and not among the workers.
 
 A training step's peak memory grows in a straight line with the batch: `peak = fixed + per_sample × B`,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# `mgtutor fit`'s trials (diagnostics/bench/scriptfit.py starts them, training/worker/fit_trial.py ends them)
+# `mgtutor fit`'s trials (diagnostics/bench/scriptfit.py starts them, training/worker/batch/fit_trial.py ends them)
 STOP_ENV = "MGTUTOR_STOP_AFTER_STEPS"  # K: the ranks' hook ends the script after its K-th optimizer step
 TRIAL_BATCH_ENV = "MGTUTOR_TRIAL_BATCH"  # the batch the trial gave the script (reported where no DataLoader shows it)
 ROUND_TO = 8  # the chosen batch is a multiple of 8: what tensor cores like, and easy to read

@@ -17,7 +17,7 @@ is a multiple of 10 at least a second after the last log point (so ranks in lock
 numbers, which the events' checks compare, and a fast loop writes about one event a second), and any
 step 10 s or more after the last one (a slow loop still shows progress). On a GPU the loss is copied to
 pinned host memory without blocking at the log point and read at the next one, as the trainer does
-(training/worker/loop.py `send_to_host`): the device's queue never drains for a log line. Peak memory is
+(training/worker/trainer/loop.py `send_to_host`): the device's queue never drains for a log line. Peak memory is
 the caching allocator's counter (host-side), read only if the script initialised CUDA itself. At exit
 the last, partial window is written (its loss only if it has landed: never a wait on a device that may
 be what failed).
@@ -27,7 +27,7 @@ line, and turns the instrumentation off; the script's own calls (its optimizer's
 its backward) run and raise exactly as without it.
 
 Under `mgtutor fit` (MGTUTOR_STOP_AFTER_STEPS=K) a trial also ends the script after K optimizer steps, on
-purpose: training/worker/fit_trial.py says how, and what its last event carries.
+purpose: training/worker/batch/fit_trial.py says how, and what its last event carries.
 """
 from __future__ import annotations
 
@@ -296,7 +296,7 @@ def install(writer: EventWriter | None = None) -> StepMeter | None:
     atexit.register(finish)
     meter.undo.append(lambda: atexit.unregister(finish))
     if os.environ.get(STOP_ENV):  # a trial of `mgtutor fit`
-        from mgtutor.training.worker.fit_trial import arm
+        from mgtutor.training.worker.batch.fit_trial import arm
 
         arm(meter, writer.emit)
     return meter

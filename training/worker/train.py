@@ -19,10 +19,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from mgtutor.training.foundation.i18n import _, in_language, inherited_language
-from mgtutor.training.worker import inject
+from mgtutor.training.worker.trainer import inject
 from mgtutor.training.runs.events.writer import EventWriter
-from mgtutor.training.worker.loop import TrainLoop
-from mgtutor.training.worker.maxbatch import choose_batch
+from mgtutor.training.worker.trainer.loop import TrainLoop
+from mgtutor.training.worker.batch.maxbatch import choose_batch
 from mgtutor.training.runs.launch.train_options import add_train_options, check_train_options, cuda_graphs_choice
 
 BACKEND_ENV = "MGTUTOR_BACKEND"

@@ -16,7 +16,7 @@ from mgtutor.tui.errors import EXIT_FAILED, CliError
 from mgtutor.tui.run_words import record_line
 from mgtutor.tui.commands.options import add_nproc, command_parser, started
 
-FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batchfind.py)
+FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batch/batchfind.py)
 
 # {percent} is "%", which gettext's tools would take for a format of their own
 EPILOG = N_("""examples:

@@ -36,7 +36,7 @@ from mgtutor.tui.commands.run import (
 from mgtutor.tui.errors import CliError
 
 WORKER = ["-m", TRAINER_MODULE]
-FAKE_MEMORY_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (worker/batchfind.py)
+FAKE_MEMORY_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (worker/batch/batchfind.py)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

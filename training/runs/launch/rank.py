@@ -23,8 +23,8 @@ from mgtutor.training.runs.launch.pump import LogPump
 from mgtutor.training.runs.records.record import RUN_DIR_ENV, RankExit, RunRecord
 from mgtutor.training.foundation.safe_io import open_private, private_dir
 
-MEMORY_ENV = "MGTUTOR_MEMORY_HISTORY"  # "1": `mgtutor run --memory` (training/worker/memory_record.py)
-_MEMORY_RECORDER = ["-m", "mgtutor.training.worker.memory_record"]
+MEMORY_ENV = "MGTUTOR_MEMORY_HISTORY"  # "1": `mgtutor run --memory` (training/worker/trainer/memory_record.py)
+_MEMORY_RECORDER = ["-m", "mgtutor.training.worker.trainer.memory_record"]
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
 DRAIN_S = 3.0  # after the rank's end, how long its output may still come (from a process it left behind)

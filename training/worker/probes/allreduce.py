@@ -1,6 +1,6 @@
 """All-reduce bandwidth worker (one per rank, started by torchrun through the launcher).
 
-    python -m torch.distributed.run --nproc-per-node 2 -m mgtutor.training.worker.allreduce --sizes 8,1048576
+    python -m torch.distributed.run --nproc-per-node 2 -m mgtutor.training.worker.probes.allreduce --sizes 8,1048576
 
 Measures like NVIDIA nccl-tests: per size, `warmup` untimed calls, then `iters` back-to-back
 calls timed with CUDA events (no host sync in between); on GPUs the timed calls are captured
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from mgtutor.training.worker.allreduce_ops import Collectives, count_wrong, fill
+from mgtutor.training.worker.probes.allreduce_ops import Collectives, count_wrong, fill
 from mgtutor.diagnostics.bench.sizes import DTYPE_SIZES, canonical_dtype, element_count
 from mgtutor.training.runs.events.writer import EventWriter
 
@@ -27,7 +27,7 @@ TORCH_DTYPES = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="mgtutor.training.worker.allreduce")
+    p = argparse.ArgumentParser(prog="mgtutor.training.worker.probes.allreduce")
     p.add_argument("--sizes", required=True, help="comma-separated message sizes in bytes")
     p.add_argument("--dtype", default="float")
     p.add_argument("--iters", type=int, default=20)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from mgtutor.training.worker.gradsync import BUCKET_BYTES, BucketAverager, broadcast_from_rank0
+from mgtutor.training.worker.trainer.gradsync import BUCKET_BYTES, BucketAverager, broadcast_from_rank0
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -112,7 +112,7 @@ class GraphStepper:
     captured (torch 2.11: cudaErrorStreamCaptureImplicit, "operation would make the legacy stream
     depend on a capturing blocking stream"), so with several ranks the step does DDP's work by hand:
     broadcast the buffers (BatchNorm statistics) from rank 0, average the gradients in buckets while
-    backward runs (training/worker/gradsync.py), then step the optimizer. Every rank ends each step with the
+    backward runs (training/worker/trainer/gradsync.py), then step the optimizer. Every rank ends each step with the
     same parameters.
     """
 

@@ -1,6 +1,6 @@
 """What torch knows about this machine, printed as one JSON object by a child process:
 
-    python -m mgtutor.training.worker.torchfacts          # prints {"torch": "2.11.0", "nccl": "2.28.9", …}
+    python -m mgtutor.training.worker.probes.torchfacts          # prints {"torch": "2.11.0", "nccl": "2.28.9", …}
 
 `mgtutor.diagnostics.doctor.versions.gather()` runs it; nothing in the TUI's process imports it.
 """

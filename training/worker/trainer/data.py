@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from mgtutor.training.worker.models import NUM_CLASSES
+from mgtutor.training.worker.trainer.models import NUM_CLASSES
 
 if TYPE_CHECKING:
     from torchvision.datasets import ImageFolder

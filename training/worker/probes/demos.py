@@ -2,10 +2,10 @@
 a rank that skips an all-reduce, a world size the script sets itself, a rank whose data loader never
 returns. Each makes the real failure happen (run under torchrun).
 
-    python -m mgtutor.training.worker.demos port-in-use    (MGTUTOR_DEMO_PORT = a port someone holds)
-    python -m mgtutor.training.worker.demos skip-allreduce [--timeout S] [--skip-rank R]
-    python -m mgtutor.training.worker.demos world-size     (asks for one rank more than started)
-    python -m mgtutor.training.worker.demos stuck-loader [--skip-rank R]   (R's Dataset sleeps)
+    python -m mgtutor.training.worker.probes.demos port-in-use    (MGTUTOR_DEMO_PORT = a port someone holds)
+    python -m mgtutor.training.worker.probes.demos skip-allreduce [--timeout S] [--skip-rank R]
+    python -m mgtutor.training.worker.probes.demos world-size     (asks for one rank more than started)
+    python -m mgtutor.training.worker.probes.demos stuck-loader [--skip-rank R]   (R's Dataset sleeps)
 """
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def stuck_loader(timeout: float, stuck_rank: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mgtutor.training.worker.demos")
+    parser = argparse.ArgumentParser(prog="python -m mgtutor.training.worker.probes.demos")
     parser.add_argument("mode", choices=["port-in-use", "skip-allreduce", "world-size", "stuck-loader"])
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--skip-rank", type=int, default=1)

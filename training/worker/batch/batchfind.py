@@ -23,9 +23,9 @@ import torch
 import torch.distributed as dist
 
 from mgtutor.training.runs.batchfit import CONFIRM_STEP, Confirm, Line, SMALL_BATCH, Trial, chosen_batch, fit_line
-from mgtutor.training.worker.data import SyntheticBank, synthetic_bank_size
-from mgtutor.training.worker.models import build_model
-from mgtutor.training.worker.steps import Stepper, make_optimizer
+from mgtutor.training.worker.trainer.data import SyntheticBank, synthetic_bank_size
+from mgtutor.training.worker.trainer.models import build_model
+from mgtutor.training.worker.trainer.steps import Stepper, make_optimizer
 
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # tests: {"fixed": B, "per_sample": B, "capacity": {"RANK": B}}
 TRIAL_STEPS = 2  # the second step holds weights, gradients, optimizer state and activations at once

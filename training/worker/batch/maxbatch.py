@@ -1,6 +1,6 @@
-"""The batch finder's worker: `torchrun --nproc-per-node N -m mgtutor.training.worker.maxbatch --model M …`.
+"""The batch finder's worker: `torchrun --nproc-per-node N -m mgtutor.training.worker.batch.maxbatch --model M …`.
 
-Every rank searches with the others (training/worker/batchfind.py), then trains `--prove-steps`
+Every rank searches with the others (training/worker/batch/batchfind.py), then trains `--prove-steps`
 steps at the chosen batch to show that it holds. Rank 0 prints each trial as it ends and writes
 the trials and the answer as events; `mgtutor bench maxbatch` reads them. `mgtutor train
 --batch-size auto` runs the same search inside the trainer (`choose_batch`) before it trains.
@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from mgtutor.training.runs.events.writer import EventWriter
 from mgtutor.training.runs.launch.train_options import add_train_options
-from mgtutor.training.worker.batchfind import BatchFinder, Search, is_oom
+from mgtutor.training.worker.batch.batchfind import BatchFinder, Search, is_oom
 from mgtutor.training.runs.batchfit import split_global
 
 _SKIP = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-seconds", "--resume",
@@ -28,7 +28,7 @@ _SKIP = ("--strategy", "--inject", "--inject-rank", "--inject-step", "--slow-sec
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mgtutor.training.worker.maxbatch",
+    parser = argparse.ArgumentParser(prog="python -m mgtutor.training.worker.batch.maxbatch",
                                      description="Find the largest batch that trains on every rank.")
     add_train_options(parser, skip=_SKIP)
     add_finder_options(parser)

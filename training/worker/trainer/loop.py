@@ -23,14 +23,14 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from mgtutor.training.foundation.i18n import _, in_language
-from mgtutor.training.worker import inject
-from mgtutor.training.worker.compile_choice import CompilePlan, compile_choice, use_mgtutor_cache
-from mgtutor.training.worker.compiling import CompileWatch, compile_module, is_compile_failure, one_line
-from mgtutor.training.worker.data import (EpochIndices, SyntheticBank, make_sampler, real_dataset, real_loader,
+from mgtutor.training.worker.trainer import inject
+from mgtutor.training.worker.trainer.compile_choice import CompilePlan, compile_choice, use_mgtutor_cache
+from mgtutor.training.worker.trainer.compiling import CompileWatch, compile_module, is_compile_failure, one_line
+from mgtutor.training.worker.trainer.data import (EpochIndices, SyntheticBank, make_sampler, real_dataset, real_loader,
                                           synthetic_bank_size)
 from mgtutor.training.runs.events.writer import EventWriter
-from mgtutor.training.worker.models import WithUnusedHead, build_model, params_digest
-from mgtutor.training.worker.steps import (GraphStepper, Stepper, load_checkpoint, make_optimizer, save_checkpoint,
+from mgtutor.training.worker.trainer.models import WithUnusedHead, build_model, params_digest
+from mgtutor.training.worker.trainer.steps import (GraphStepper, Stepper, load_checkpoint, make_optimizer, save_checkpoint,
                                     wrap_ddp)
 
 _MIB = 1 << 20

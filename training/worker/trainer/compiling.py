@@ -17,7 +17,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from mgtutor.training.worker.compile_choice import CompilePlan
+from mgtutor.training.worker.trainer.compile_choice import CompilePlan
 
 # What torch.compile compiles with; tests put a backend here that fails, to see the fallback.
 BACKEND: str | Callable[..., Any] = "inductor"

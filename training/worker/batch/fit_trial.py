@@ -34,7 +34,7 @@ import torch
 
 from mgtutor.training.runs.batchfit import STOP_ENV, TRIAL_BATCH_ENV
 
-FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the batch finder's stand-in (training/worker/batchfind.py), same format
+FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the batch finder's stand-in (training/worker/batch/batchfind.py), same format
 _MIB = 1 << 20
 
 

@@ -1,6 +1,6 @@
 """Rendezvous probe worker: join, init_process_group, one barrier, one all-reduce — nothing else.
 
-    python -m torch.distributed.run --nproc-per-node 2 -m mgtutor.training.worker.rendezvous_rank --timeout 30
+    python -m torch.distributed.run --nproc-per-node 2 -m mgtutor.training.worker.probes.rendezvous_rank --timeout 30
 
 Before init_process_group each rank writes `arrived/<rank>` into the rendezvous store and waits
 for all of them, so a timeout names exactly the ranks that never arrived (init_process_group's
@@ -24,7 +24,7 @@ STORE_PREFIX = "mgtutor-rendezvous-probe"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="mgtutor.training.worker.rendezvous_rank")
+    p = argparse.ArgumentParser(prog="mgtutor.training.worker.probes.rendezvous_rank")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--skip-rank", type=int, action="append", default=[])
     return p.parse_args(argv)

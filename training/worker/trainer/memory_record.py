@@ -1,7 +1,7 @@
 """`mgtutor run --memory`: run a rank's script with the CUDA allocator's history recorded, and at an OOM
 save the snapshot (for PyTorch's memory_viz) and a summary of what filled the memory.
 
-    python -m mgtutor.training.worker.memory_record SCRIPT ARGS…   |   … -m MODULE ARGS…
+    python -m mgtutor.training.worker.trainer.memory_record SCRIPT ARGS…   |   … -m MODULE ARGS…
 
 The rank wrapper (training/runs/launch/rank.py) puts this in front of the user's command when asked: the
 history costs time on every allocation, so it is never on by default. At the OOM, PyTorch calls
@@ -110,7 +110,7 @@ class OomRecorder:
 
 def main(argv: list[str]) -> int:
     if not argv or argv == ["-m"]:
-        print("usage: python -m mgtutor.training.worker.memory_record (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
+        print("usage: python -m mgtutor.training.worker.trainer.memory_record (-m MODULE | SCRIPT) [ARGS...]", file=sys.stderr)
         return 2
     run_dir = Path(os.environ.get(RUN_DIR_ENV) or ".")
     if torch.cuda.is_available():

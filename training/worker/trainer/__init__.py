@@ -1,0 +1,1 @@
+"""The built-in trainer's parts: its loop, steps, data, models, gradient sync, compiling, injected failures."""
