@@ -13,7 +13,7 @@ import re
 
 # Words that stay English in Chinese text: names of programs, libraries, units and terms the glossary keeps.
 KEPT = frozenset("""
-torch torchrun torchvision gloo nccl cuda cudnn python pip mgtutor nvml nvidia py spy py-spy textual accelerate
+torch pytorch torchrun torchvision gloo nccl cuda cudnn python pip mgtutor nvml nvidia py spy py-spy textual accelerate
 lightning fsdp ddp rank ranks gpu gpus cpu cpus ssh slurm sbatch srun kubernetes kubectl pod pods jupyter
 all-reduce allreduce all_reduce barrier broadcast inductor compile eager bf16 fp16 fp32 amp autocast
 mib gib gb mb kb tb ms us ns s min h hz img imgs images/s samples/s it/s

@@ -18,6 +18,7 @@ from mgtutor.diagnostics.failures.fatal_error import FATAL_TRIGGERS, FatalDumps
 from mgtutor.diagnostics.failures.logparse import LogLine
 from mgtutor.diagnostics.failures.prefilter import Prefilter
 from mgtutor.diagnostics.failures.samedata import SAME_DATA_TRIGGERS, SameData
+from mgtutor.training.foundation.i18n import _
 
 MAX_HITS = 12
 MATCH_CHARS = 8192
@@ -189,8 +190,10 @@ class Scanner:
             merged.update(exit_code=entry.get("exit_code"), signal=entry.get("signal"),
                           failed=entry.get("signal") is not None or entry.get("exit_code") not in (0, None))
             if not merged["evidence"]:
-                how = f"signal {entry['signal']}" if entry.get("signal") else f"exit code {entry.get('exit_code')}"
-                merged["evidence"] = [{"file": f"ranks/rank{rank}.json", "line": 1, "text": f"rank {rank} ended with {how}"}]
+                how = (_("signal {signal}").format(signal=entry["signal"]) if entry.get("signal")
+                       else _("exit code {code}").format(code=entry.get("exit_code")))
+                said = _("rank {rank} ended with {how}").format(rank=rank, how=how)  # the record's words, said here
+                merged["evidence"] = [{"file": f"ranks/rank{rank}.json", "line": 1, "text": said}]
         return exits
 
     def root_rank(self, first_failure: dict[str, Any] | None) -> int | None:
