@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.tui.commands.runs_stacks import stacks_main
+from mgtutor.tui.commands.runs.stacks import stacks_main
 from mgtutor.tui.errors import CliError
 
 CAPTURE = Path(__file__).parent / "data" / "hang" / "world-size-auto"

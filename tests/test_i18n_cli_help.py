@@ -198,7 +198,7 @@ def test_the_option_tables_errors_follow_the_language():
 def test_translated_table_headings_keep_their_columns():
     from types import SimpleNamespace
 
-    from mgtutor.tui.commands.bench_scaling import describe_point, header
+    from mgtutor.tui.commands.bench.scaling import describe_point, header
     from mgtutor.tui.commands.train import summary_table
 
     row = SimpleNamespace(rank=0, step=10, samples_per_s=1234.0, loss=0.5, mem_peak_mib=100.0, step_s=0.1,

@@ -14,7 +14,7 @@ from mgtutor.diagnostics.cluster.k8s import K8sError, K8sJob, manifest, manifest
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_names import ClaimMount
 from mgtutor.diagnostics.cluster.k8s_yaml import load
-from mgtutor.tui.commands import k8s as k8s_command
+from mgtutor.tui.commands.cluster import k8s as k8s_command
 from mgtutor.tui.errors import CliError
 from tests.conftest import mgtutor_argv
 from tests.test_k8s_apis import check_pod, check_pytorchjob, check_trainjob, kubelet_expand, script_argv

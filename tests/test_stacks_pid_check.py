@@ -14,7 +14,7 @@ import pytest
 from mgtutor.diagnostics.failures.hang_watch import take_report
 from mgtutor.training.runs.forensics import stacks
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
-from mgtutor.tui.commands.runs_stacks import stacks_main
+from mgtutor.tui.commands.runs.stacks import stacks_main
 
 
 def forged_run(pid: int, name: str = "20261206-100000-forged-0001") -> RunRecord:

@@ -479,3 +479,26 @@ def test_the_topology_of_two_gpus(in_chinese):
               "checks": []}
     text = topology_text(report).plain
     assert "NVLink 18 条链路在线" in text and english_left(text) == [], text
+
+
+async def test_the_runs_headers_follow_a_switch_of_language():
+    """Runs opened in English, then `z` on Home: back in Runs, its column headers and statuses are Chinese."""
+    from tests.test_runs_screen_broken import _run
+
+    _run("good")
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        table = app.screen.query_one("#runs-table")
+        await wait_for_app(pilot, lambda: table.row_count == 1, 30, what="the runs table")
+        assert [str(column.label) for column in table.columns.values()][:2] == ["run", "status"]
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("z")
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        table = app.screen.query_one("#runs-table")
+        await wait_for_app(pilot, lambda: table.row_count == 1, 30, what="the runs table again")
+        assert [str(column.label) for column in table.columns.values()][:2] == ["运行", "状态"]
+        assert "已结束" in no_english(app.screen)

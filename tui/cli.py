@@ -11,6 +11,7 @@ from mgtutor.tui.commands import COMMAND_MODULES
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.help_words import name_positionals, speak_argparse, wrap_by_cells
 
+COMMANDS = "mgtutor.tui.commands."
 LANG_HELP = N_("the language of what mgtutor prints and shows: zh (简体中文) or en; by default the one "
                "chosen in the app, else the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)")
 
@@ -55,9 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def command_name(args: argparse.Namespace) -> str:
-    """"bench allreduce" for the command whose module is commands/bench_allreduce.py."""
+    """"bench allreduce" for the command whose module is commands/bench/allreduce.py (a family's folder,
+    such as cluster/, is not part of the name)."""
     module = getattr(args.func, "__module__", "")
-    return module.rsplit(".", 1)[-1].replace("_", " ") if module.startswith("mgtutor.tui.commands.") else args.command
+    if not module.startswith(COMMANDS):
+        return args.command
+    return module[len(COMMANDS):].removeprefix("cluster.").replace(".", " ").replace("_", " ")
 
 
 def language_flag(argv: list[str]) -> str | None:

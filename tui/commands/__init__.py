@@ -4,4 +4,4 @@ these modules cheap: `mgtutor --help` imports all of them.
 """
 from __future__ import annotations
 
-COMMAND_MODULES = ["lessons", "doctor", "train", "run", "fit", "runs", "bench", "check", "convert", "diagnose", "demo", "slurm", "k8s", "report", "serve"]
+COMMAND_MODULES = ["lessons", "doctor", "train", "run", "fit", "runs", "bench", "check", "convert", "diagnose", "demo", "cluster.slurm", "cluster.k8s", "report", "serve"]

@@ -1,4 +1,4 @@
-"""`mgtutor bench KIND`: benchmarks. One module per kind: tui/commands/bench_<kind>.py with `register(sub)`."""
+"""`mgtutor bench KIND`: benchmarks. One module per kind: tui/commands/bench/<kind>.py with `register(sub)`."""
 from __future__ import annotations
 
 import argparse
@@ -14,5 +14,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=_("Benchmarks that run for real on this machine."))
     kinds = parser.add_subparsers(dest="bench_kind", metavar="KIND")
     for name in BENCH_MODULES:
-        importlib.import_module(f"mgtutor.tui.commands.bench_{name}").register(kinds)
+        importlib.import_module(f"mgtutor.tui.commands.bench.{name}").register(kinds)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

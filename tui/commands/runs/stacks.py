@@ -2,7 +2,7 @@
 
 A run that still goes gets a fresh capture (py-spy, or the stack hook the launcher loaded into the
 ranks) under `stacks/<id>/`, and the hang report made from it; a run that has ended shows the report
-of its last saved capture. Called by `mgtutor runs` (tui/commands/runs.py).
+of its last saved capture. Called by `mgtutor runs` (tui/commands/runs/__init__.py).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from mgtutor.diagnostics.doctor import saved
 from mgtutor.diagnostics.schema import errors, load_schema
 from mgtutor.training.runs.launch.disk import os_error_words
 from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, plan
-from mgtutor.tui.commands.doctor_peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
+from mgtutor.tui.commands.doctor.peer import EXAMPLES as PEER_EXAMPLES, add_peer_options, run_peer, run_serve
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.options.flags import OptionError

@@ -4,7 +4,7 @@ stop: the same stop as Ctrl+C in the command that started the run (every process
 SIGTERM, SIGKILL after the grace time; the record says `stopped`), also when that command is gone.
 attach: every rank's new lines with the `[rank R]` prefixes and live warnings of `mgtutor run`,
 through the one follow loop; Ctrl+C detaches (the run goes on) unless --stop; a run that ends
-gets the same result line and diagnosis as `mgtutor run`. Called by tui/commands/runs.py.
+gets the same result line and diagnosis as `mgtutor run`. Called by tui/commands/runs/__init__.py.
 """
 from __future__ import annotations
 

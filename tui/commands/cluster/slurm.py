@@ -9,7 +9,7 @@ import sys
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
-from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags
+from mgtutor.tui.commands.cluster.flags import add_env_flags, add_output_and_target, add_shape_flags
 from mgtutor.tui.commands.options import add_rdzv_port, command_parser, write_output_file
 from mgtutor.tui.errors import CliError
 

@@ -10,7 +10,7 @@ from mgtutor.diagnostics.cluster.common import ClusterJobError, after_dashdash
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_job import APIS, DEFAULT_RUNTIME, DEFAULT_SHM, K8sJob
 from mgtutor.diagnostics.cluster.k8s_names import check_env, check_label, parse_claim, parse_pairs
-from mgtutor.tui.commands.cluster_flags import add_env_flags, add_output_and_target, add_shape_flags
+from mgtutor.tui.commands.cluster.flags import add_env_flags, add_output_and_target, add_shape_flags
 from mgtutor.tui.commands.options import command_parser, write_output_file
 from mgtutor.tui.errors import CliError
 

@@ -12,7 +12,7 @@ from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.training.runs.records.record import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 from mgtutor.training.foundation.terminal import neutralise
-from mgtutor.tui.commands.runs_control import (
+from mgtutor.tui.commands.runs.control import (
     add_control_options,
     attach_main,
     is_detached,
@@ -20,7 +20,7 @@ from mgtutor.tui.commands.runs_control import (
     stop_main,
     the_run,
 )
-from mgtutor.tui.commands.runs_stacks import stacks_main
+from mgtutor.tui.commands.runs.stacks import stacks_main
 from mgtutor.tui.errors import CliError
 from mgtutor.tui.run_words import outcome_word, status_word
 
