@@ -22,8 +22,8 @@ import ast
 from dataclasses import dataclass, field
 
 from mgtutor.diagnostics.check import convert_data, convert_model, convert_setup
-from mgtutor.diagnostics.check.edits import Edit, apply_edits, where
-from mgtutor.diagnostics.check.fix import fix_source
+from mgtutor.diagnostics.check.edits import Edit, TooDeep, apply_edits, where
+from mgtutor.diagnostics.check.fix import fix_source, too_deep
 from mgtutor.diagnostics.check.fixes import alone_on_its_statement, module_name, rank_zero_test, statement_of, text
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, INIT, SPAWN
 from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, identifier_parts, last_name
@@ -95,7 +95,10 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
         "from datetime import timedelta", "from torch.nn.parallel import DistributedDataParallel as DDP",
         "from torch.utils.data.distributed import DistributedSampler")]
     _evaluations(m, report)
-    converted = apply_edits(source, edits)
+    try:
+        converted = apply_edits(source, edits)
+    except TooDeep:
+        raise CheckError(too_deep(filename)) from None
     if converted is None:
         raise CheckError(_("{file}: the conversion could not be placed on this script's layout").format(file=filename))
     report.done.append(_("ddp_setup(): the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs)"))
@@ -187,7 +190,10 @@ def _outputs_on_rank_zero(source: str, filename: str) -> tuple[str, list[int]]:
         lines.append(call.lineno)
     if not lines:
         return source, []
-    return apply_edits(source, edits) or source, lines
+    try:
+        return apply_edits(source, edits) or source, lines
+    except TooDeep:
+        raise CheckError(too_deep(filename)) from None
 
 
 def _evaluations(m: ScriptModel, report: Conversion) -> None:

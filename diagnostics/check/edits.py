@@ -52,6 +52,10 @@ def _chars(lines: list[str], line: int, offset: int) -> int:
     return len(raw.encode("utf-8")[:offset].decode("utf-8", errors="ignore"))
 
 
+class TooDeep(Exception):
+    """The script nests deeper than LibCST's parser can follow (it recurses once per bracket)."""
+
+
 class FixFailed(Exception):
     """An edit's target is not where the ast said (an unusual layout): the fix is skipped."""
 
@@ -62,8 +66,10 @@ def apply_edits(source: str, edits: list[Edit]) -> str | None:
         if len(source) >= WHOLE_MODULE_UP_TO:
             return _apply_in_chunks(source, edits)
         return _apply_to_module(source, edits)
-    except (cst.ParserSyntaxError, FixFailed, ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+    except (cst.ParserSyntaxError, FixFailed, ValueError, TypeError, SyntaxError):
         return None
+    except (RecursionError, MemoryError):
+        raise TooDeep() from None
 
 
 def _apply_to_module(source: str, edits: list[Edit]) -> str:
@@ -75,7 +81,7 @@ def _apply_to_module(source: str, edits: list[Edit]) -> str:
 # LibCST reads a big script slowly (minutes for 2 MB, and gigabytes): past this size only the top-level
 # statements an edit touches are parsed, each as a module of its own, and put back between the others'
 # untouched lines (the imports go into the head: the docstring and imports up to the first other statement).
-WHOLE_MODULE_UP_TO = int(__import__('os').environ.get('XCHUNK', 100_000))
+WHOLE_MODULE_UP_TO = 100_000
 
 
 def _apply_in_chunks(source: str, edits: list[Edit]) -> str:

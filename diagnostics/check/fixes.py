@@ -103,7 +103,7 @@ def rank_zero_test(m: ScriptModel, node: ast.AST, edits: list[Edit], env: str = 
 
 
 def text(m: ScriptModel, node: ast.AST) -> str:
-    return ast.get_source_segment(m.source, node) or ""
+    return m.segment(node)
 
 
 # -- fixes ----------------------------------------------------------------------------------------

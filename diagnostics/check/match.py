@@ -399,7 +399,7 @@ def _under_cuda_test(m: ScriptModel, node: ast.AST) -> bool:
 
 def with_timeout(node: ast.AST, m: ScriptModel) -> tuple[str, str] | None:
     """The user's own init_process_group call, and the same call with a timeout added."""
-    call = ast.get_source_segment(m.source, node) if isinstance(node, ast.Call) else None
+    call = m.segment(node) if isinstance(node, ast.Call) else None
     if not call or not call.endswith(")") or "\n" in call:
         return None
     inside = call[call.index("(") + 1:-1].rstrip()

@@ -16,7 +16,7 @@ from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.edits import Edit, where
 from mgtutor.diagnostics.check.fixes import Edits, statement_of, text
 from mgtutor.diagnostics.check.match import DDP, INIT, Hits, _under_cuda_test, manual_ddp
-from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, keyword, last_name
+from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, dotted, keyword, last_name
 from mgtutor.training.foundation.i18n import _
 
 WORLD_VARS = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
@@ -71,9 +71,13 @@ def _counts_of_gpus(m: ScriptModel) -> list[ast.Call]:
 
 def _used_as_count(m: ScriptModel, assign: ast.Assign) -> bool:
     """The name a count is stored in is used for more than comparing (`if n > 1:`)."""
-    names = {text(m, t) for t in assign.targets}
-    uses = [n for n in m.nodes if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
-            and text(m, n) in names]
+    def loads() -> dict[str, list[ast.AST]]:
+        found: dict[str, list[ast.AST]] = {}
+        for n in m.nodes:
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) and dotted(n):
+                found.setdefault(dotted(n), []).append(n)  # type: ignore[arg-type]
+        return found
+    uses = [u for t in assign.targets for u in m.remember("loads_by_name", loads).get(dotted(t) or "", [])]
     return any(not isinstance(m.parent.get(u), ast.Compare) for u in uses)
 
 
@@ -172,9 +176,13 @@ def _from_environment(m: ScriptModel, value: ast.AST) -> bool:
     anywhere in the file: a helper that reads torchrun's variables when they are set), `get_world_size()`."""
     if isinstance(value, ast.Constant):
         return False
-    spelled = text(m, value)
-    sources = [value] + [n.value for n in m.nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
-                         and text(m, n.targets[0]) == spelled]
+    def assigned() -> dict[str, list[ast.AST]]:
+        values: dict[str, list[ast.AST]] = {}
+        for n in m.nodes:
+            if isinstance(n, ast.Assign) and len(n.targets) == 1:
+                values.setdefault(text(m, n.targets[0]), []).append(n.value)
+        return values
+    sources = [value, *m.remember("assigned_by_text", assigned).get(text(m, value), [])]
     return any(constant(n) in WORLD_VARS or (isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"))
                or (isinstance(n, ast.Call) and last_name(n.func) in ("get_world_size", "get_rank"))
                for source in sources for n in ast.walk(source)) or len(sources) == 1 and not isinstance(

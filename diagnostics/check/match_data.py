@@ -116,12 +116,15 @@ def _in_first_context(m: ScriptModel, node: ast.AST) -> bool:
 
 def _after_barrier(m: ScriptModel, node: ast.expr) -> bool:
     """A barrier earlier in the same function: the first-process-downloads pattern."""
-    scope = m.enclosing(node, DEF_NODES)
-    for other in (walk_local(scope) if scope is not None else m.nodes):
-        if isinstance(other, ast.Call) and other.lineno < node.lineno and \
-                last_name(other.func) in ("barrier", "monitored_barrier", "wait_for_everyone"):
-            return True
-    return False
+    def first_barriers() -> dict[int, int]:
+        lines: dict[int, int] = {}  # id of a scope (None: the module) -> the line of its first barrier
+        for call in m.calls:
+            if last_name(call.func) in ("barrier", "monitored_barrier", "wait_for_everyone"):
+                key = id(m.enclosing(call, DEF_NODES))
+                lines[key] = min(lines.get(key, call.lineno), call.lineno)
+        return lines
+    first = m.remember("first_barriers", first_barriers).get(id(m.enclosing(node, DEF_NODES)))
+    return first is not None and first < node.lineno
 
 
 # -- torch.load without map_location ---------------------------------------------------------------

@@ -287,6 +287,10 @@ def hardcoded_gpu_list(m: ScriptModel) -> Hits:
 # -- fixed-master-addr ----------------------------------------------------------------------------
 def _multi_node(m: ScriptModel) -> bool:
     """The script computes a node's place in a job of several nodes (`args.nr`, `--nodes`, NODE_RANK)."""
+    return m.remember("multi_node", lambda: _computes_node_place(m))
+
+
+def _computes_node_place(m: ScriptModel) -> bool:
     if any(s.text in ("NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "--nodes", "--nnodes", "--node_rank",
                       "--node-rank", "--nr") for s in m.strings()):
         return True

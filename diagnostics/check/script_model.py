@@ -220,6 +220,28 @@ class ScriptModel:
                 refs.setdefault(last_name(node), []).append(node)
         return refs
 
+    @cached_property
+    def _source_lines(self) -> list[str]:
+        """The source split as ast counts lines (\r\n, \r, \n only), each with its end."""
+        return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", self.source)
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of a node, as ast.get_source_segment gives it, without splitting the whole
+        source again for every node (that made a 1.9 MB script take minutes)."""
+        try:
+            first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined, operator]
+            start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        except AttributeError:
+            return ""
+        if first < 0 or last is None or end is None or last >= len(self._source_lines):
+            return ""
+        lines = self._source_lines
+        if first == last:
+            return lines[first].encode()[start:end].decode(errors="replace")
+        head = lines[first].encode()[start:].decode(errors="replace")
+        tail = lines[last].encode()[:end].decode(errors="replace")
+        return "".join([head, *lines[first + 1:last], tail])
+
     def line(self, lineno: int) -> str:
         return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
 

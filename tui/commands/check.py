@@ -220,6 +220,9 @@ def print_fix_report(report, written: bool, unsafe: bool, out: TextIO | None = N
               + _(", ").join(_("{rule} (line {line}, {safety})").format(rule=a.rule, line=a.line,
                                                                         safety=_(FIX_SAFETY.get(a.safety, a.safety)))
                              for a in report.applied), file=out)
+        if written and report.written_to:
+            print("  " + _("{script} is a link: the file it points to was rewritten, {target}").format(
+                script=name, target=printable(report.written_to)), file=out)
     else:
         print(f"{name}: " + _("nothing to fix automatically"), file=out)
     hidden = [f for f in report.by_hand if f.fix_safety == "unsafe" and not unsafe]
