@@ -21,9 +21,13 @@ NUMBER = re.compile(r"[~≈]?[\d.,:%×x/+-]*[kKMG]?\s*[¹²³]?")
 
 
 def number_row(line: str) -> bool:
-    """A row of a number table (Markdown): every cell after its label is a number."""
-    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-    return line.lstrip().startswith("|") and len(cells) > 2 and all(NUMBER.fullmatch(c) for c in cells[1:])
+    """A row of a number table: a Markdown row whose cells after its label are numbers, or a line of columns
+    most of which are numbers (a bench's row: 1024  256  float  587.89 ...)."""
+    if line.lstrip().startswith("|"):
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        return len(cells) > 2 and all(NUMBER.fullmatch(c) for c in cells[1:])
+    columns = line.split()
+    return len(columns) >= 4 and sum(bool(NUMBER.fullmatch(c)) for c in columns) >= 0.7 * len(columns)
 
 
 CHOICES = re.compile(r"\{[\w.,-]+\}|\[[a-z0-9]+(?:-[a-z0-9]+)+\]")  # a flag's choices {tinycnn,resnet18}; a rule id

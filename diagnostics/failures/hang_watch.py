@@ -32,7 +32,8 @@ from mgtutor.training.foundation.safe_io import write_private_atomic
 from mgtutor.training.runs.forensics.stacks import capture_stacks, list_captures, rank_processes, save_capture
 from mgtutor.training.runs.follow.stall import QUIET_S, StallClock
 from mgtutor.training.runs.follow.detectors import Alert
-from mgtutor.training.foundation.i18n import _, sentences
+from mgtutor.training.foundation.i18n import N_, _, sentences
+from mgtutor.training.foundation.said import Said
 
 STUCK = {"init", "collective"}  # with no kind found, only these are a hang (else: a long step, slow data)
 CONFIRM_S = 2.0  # a second look this much later must find every rank in the same place
@@ -101,9 +102,10 @@ def _flight(record: RunRecord, ranks: Mapping[int, int | None], wait_s: float) -
     """Ask for a fresh dump, then read whatever dumps there are (a fresh one, or one from a timeout)."""
     request = request_dump(record, ranks, wait_s=wait_s)
     dumps = read_dumps(fr_dir(record))
-    problems = [f"Flight Recorder: {p}" for p in request.problems]
+    problems: list[str] = [Said(N_("Flight Recorder: {problem}"), problem=p) for p in request.problems]
     if not dumps:
-        problems.append("Flight Recorder: no dump in the run's fr/ folder (a torch without it, or no NCCL group yet)")
+        problems.append(Said(N_("Flight Recorder: no dump in the run's fr/ folder (a torch without it, or no NCCL group "
+                                "yet)")))
     return dumps or None, problems
 
 
@@ -111,7 +113,7 @@ def _write_report(path: Path, report: HangReport) -> None:
     try:
         write_private_atomic(path / REPORT_FILE, json.dumps(report.to_dict(), indent=2) + "\n")
     except OSError:
-        report.missing.append(f"report not saved: cannot write {path / REPORT_FILE}")
+        report.missing.append(Said(N_("report not saved: cannot write {path}"), path=str(path / REPORT_FILE)))
 
 
 def latest_report(record: RunRecord) -> HangReport | None:

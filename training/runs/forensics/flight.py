@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.foundation.i18n import N_
 from mgtutor.training.foundation.safe_io import entries
+from mgtutor.training.foundation.said import Said
 from mgtutor.training.runs.forensics.stacks import live_dir
 
 TRACE_ENTRIES = "2000"
@@ -86,20 +88,21 @@ def request_dump(record: RunRecord, ranks: Mapping[int, int | None], wait_s: flo
         if not pipe.exists() and pid is not None:
             pipe = live_dir(record, pid) / f"fr_pid{pid}.pipe"
         if not pipe.exists():
-            request.problems.append(f"rank {rank}: no Flight Recorder pipe (no NCCL group yet, and the stack "
-                                    "hook is not loaded in this rank)")
+            request.problems.append(Said(N_("rank {rank}: no Flight Recorder pipe (no NCCL group yet, and the stack "
+                                            "hook is not loaded in this rank)"), rank=rank))
             continue
         try:
             fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
         except OSError as exc:
-            why = "nobody reads it (the rank's NCCL monitor is gone)" if exc.errno == errno.ENXIO else exc.strerror
-            request.problems.append(f"rank {rank}: cannot write its dump pipe: {why}")
+            why = (Said(N_("nobody reads it (the rank's NCCL monitor is gone)")) if exc.errno == errno.ENXIO
+                   else exc.strerror)
+            request.problems.append(Said(NO_PIPE_WRITE, rank=rank, why=why))
             continue
         try:
             os.write(fd, b"1")
             request.asked.append(rank)
         except OSError as exc:
-            request.problems.append(f"rank {rank}: cannot write its dump pipe: {exc.strerror}")
+            request.problems.append(Said(NO_PIPE_WRITE, rank=rank, why=exc.strerror))
         finally:
             os.close(fd)
     deadline = time.monotonic() + (wait_s if request.asked else 0)
@@ -111,9 +114,13 @@ def request_dump(record: RunRecord, ranks: Mapping[int, int | None], wait_s: flo
             break
         time.sleep(0.1)
     for rank in sorted(set(request.asked) - set(request.dumped)):
-        request.problems.append(f"rank {rank}: asked for a Flight Recorder dump, none written within {wait_s:g} s "
-                                "(a torch without a Flight Recorder for this backend writes none)")
+        request.problems.append(Said(N_("rank {rank}: asked for a Flight Recorder dump, none written within {seconds:g} s "
+                                        "(a torch without a Flight Recorder for this backend writes none)"),
+                                     rank=rank, seconds=wait_s))
     return request
+
+
+NO_PIPE_WRITE = N_("rank {rank}: cannot write its dump pipe: {why}")
 
 
 def _mtime(path: Path) -> float:

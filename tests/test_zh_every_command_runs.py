@@ -1,0 +1,108 @@
+"""The commands that launch ranks, in Simplified Chinese (issue 47's leak test, the process half; the rest is
+tests/test_zh_every_command.py): `run` (a run that ends and one that fails), `train`, `demo`, `bench allreduce`,
+`doctor` and its rendezvous probe, `lessons run`, `runs stacks` and `runs stop` on a run that goes. Each is the
+real command in its own process with `--lang zh`; nothing it prints outside the ranks' own lines is English.
+A script that needs the run's record reads it from $MGTUTOR_RECORD_FILE, never from the translated line."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import mgtutor_argv, no_gpu_env
+from tests.helpers import wait_for
+from tests.zh_leaks import leaks
+
+pytestmark = pytest.mark.integration  # starts processes
+
+PRINTS = "import os\nprint('hello from', os.environ['RANK'])\n"
+FAILS = "import os, sys, time\nif os.environ['RANK'] == '1':\n    raise ValueError('bad batch')\ntime.sleep(30)\n"
+SLEEPS = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"
+
+
+def zh(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mgtutor_argv("--lang", "zh", *args), capture_output=True, text=True, timeout=timeout,
+                          env={**no_gpu_env(), **(env or {})})
+
+
+def said(proc: subprocess.CompletedProcess[str]) -> str:
+    return proc.stdout + proc.stderr
+
+
+def logs_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """What the runs a command launched wrote themselves (rank logs, torchrun.log): its diagnosis quotes them."""
+    folders = [Path(line.split("：", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("运行记录：")]
+    return [path.read_text(errors="replace") for folder in folders for path in folder.rglob("*.log")]
+
+
+def test_run_a_run_that_ends_and_one_that_fails(write_script, tmp_path):
+    kept = tmp_path / "record"
+    ok = zh("run", "--nproc", "2", "--", str(write_script("hello.py", PRINTS)), env={"MGTUTOR_RECORD_FILE": str(kept)})
+    assert ok.returncode == 0, ok.stderr
+    record = Path(kept.read_text().strip())
+    assert ok.stdout.splitlines()[-1] == f"运行记录：{record}" and (record / "meta.json").is_file()
+    failed = zh("run", "--nproc", "2", "--", str(write_script("fails.py", FAILS)))
+    assert failed.returncode != 0
+    assert "诊断：" in failed.stderr and "run record" not in failed.stdout
+    assert leaks(said(ok) + said(failed), quoted=logs_of(failed)) == []
+
+
+def test_train(tmp_path):
+    kept = tmp_path / "record"
+    proc = zh("train", "--nproc", "2", "--steps", "12", "--log-every", "6", "--model", "tinycnn",
+              env={"MGTUTOR_RECORD_FILE": str(kept)})
+    assert proc.returncode == 0, proc.stderr
+    out = said(proc)
+    assert "[rank 0] CUDA 图：关闭" in out and "[rank 0] 完成：12 步" in out, out  # the trainer's own lines too
+    assert "通过" in out and Path(kept.read_text().strip()).is_dir()
+    assert leaks(out) == []
+
+
+def test_demo_and_bench_allreduce():
+    demo = zh("demo", "crash", "--nproc", "2")
+    bench = zh("bench", "allreduce", "--nproc", "2", "--backend", "gloo", "-b", "8", "-e", "1K", "-f", "128",
+               "--iters", "2", "--warmup", "1", "--check")
+    assert "运行记录：" in demo.stdout and "运行记录：" in bench.stdout, (demo.stdout, bench.stdout)
+    # the bench's table is nccl-tests' own, header and footer included, so the two read side by side
+    nccl_tests_table = re.compile(r"^#[^\u4e00-\u9fff]*$").match
+    assert leaks(said(demo), quoted=logs_of(demo)) == [] and leaks(said(bench), code=nccl_tests_table) == []
+
+
+def test_doctor_and_its_rendezvous_probe():
+    doctor = zh("doctor")
+    probe = zh("doctor", "--rendezvous", "--nproc", "2", "--backend", "gloo", "--timeout", "30")
+    assert probe.returncode == 0, said(probe)
+    assert "已加入" in probe.stdout or "加入" in probe.stdout
+    host = " ".join(os.uname()[0:1] + os.uname()[2:3])  # the OS's own name and kernel are data
+    # the OS's name and kernel, the CPU's instruction-set flags: the machine's own words
+    assert leaks(said(doctor) + said(probe), allow=(os.uname()[2], host, "avx")) == []
+
+
+def test_lessons_run():
+    proc = zh("lessons", "run", "1", timeout=300)
+    assert "运行记录：" in said(proc)
+    assert leaks(said(proc)) == []
+
+
+def test_runs_stacks_and_stop_on_a_run_that_goes(write_script):
+    run = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", str(write_script("sleeps.py", SLEEPS))),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=no_gpu_env(),
+                           start_new_session=True)
+    try:
+        state = Path(os.environ["XDG_STATE_HOME"]) / "mgtutor" / "runs"
+        folder = wait_for(lambda: next(iter(state.glob("*sleeps*")), None), 60, what="the run's folder")
+        wait_for(lambda: len(list((folder / "ranks").glob("rank*.json"))) == 2, 60, what="both ranks")
+        time.sleep(1)
+        runs = zh("runs")
+        stacks = zh("runs", "stacks", folder.name)
+        stop = zh("runs", "stop", folder.name, "--grace", "5")
+        assert "运行中" in runs.stdout and stop.returncode == 0, said(stop)
+        assert "已停止" in stop.stdout or "停止" in stop.stdout
+        sources = [path.read_text() for path in folder.rglob("rank*.txt")]  # the ranks' stacks, quoted
+        assert leaks(said(runs) + said(stacks) + said(stop), quoted=sources) == []
+    finally:
+        run.wait(60)
