@@ -1,0 +1,164 @@
+"""Ranks that retry a rendezvous store nobody answers, in a real run on 2 gloo ranks: the DDP tutorial's
+mp.spawn script under `mgtutor run` (its children join the script's port as clients; a loopback socket
+that accepts and closes holds it). `mgtutor run` names it live, as an unreachable store with the script's
+lines, while the ranks still retry; `mgtutor diagnose` names it afterwards; the fix it gives trains."""
+from __future__ import annotations
+
+import asyncio
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import mgtutor_argv, no_gpu_env
+
+pytestmark = pytest.mark.integration  # starts torchrun
+
+DATA = Path(__file__).parent / "data" / "run_failures" / "spawn_under_torchrun"
+WARNING = "warning (rendezvous_unreachable)"
+
+
+@contextmanager
+def store_that_drops() -> Iterator[int]:
+    """A loopback port whose listener accepts every connection and closes it at once."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        thread.join()
+        listener.close()
+
+
+def script_with_port(tmp_path: Path, port: int) -> Path:
+    work = tmp_path / "spawn"
+    shutil.copytree(DATA, work)
+    script = work / "train.py"
+    script.write_text(script.read_text().replace('"12355"', f'"{port}"'))
+    return script
+
+
+def lines_of(proc: subprocess.Popen[str]) -> queue.Queue[str]:
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def until(lines: queue.Queue[str], needle: str, limit_s: float) -> tuple[list[str], str | None]:
+    seen: list[str] = []
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        seen.append(line)
+        if needle in line:
+            return seen, line
+    return seen, None
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp_path):
+    with store_that_drops() as port:
+        script = script_with_port(tmp_path, port)
+        proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent,
+                                env=no_gpu_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        lines = lines_of(proc)
+        try:
+            seen, warning = until(lines, WARNING, 240)
+            assert warning is not None, "\n".join(seen[-40:])
+            assert proc.poll() is None  # named while the ranks still retry (torch's own timeout is 30 min)
+            assert any("- retrying (try=" in line for line in seen)
+        finally:
+            proc.send_signal(signal.SIGINT)  # Ctrl+C: mgtutor stops every rank
+            rest, _ = until(lines, "run record:", 90)
+            proc.wait(timeout=60)
+    assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
+    assert f"train.py:{line_of(script, 'MASTER_ADDR')}" in warning and f"train.py:{line_of(script, 'MASTER_PORT')}" \
+        in warning
+    assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
+    assert "every rank's children join it as clients" in warning and "`python train.py`" in warning
+
+    record = next(line for line in seen + rest if line.startswith("run record:")).split(": ", 1)[1]
+    diagnosed = subprocess.run(mgtutor_argv("diagnose", record), capture_output=True, text=True, timeout=120,
+                               env=no_gpu_env())
+    assert "No known failure found" not in diagnosed.stdout
+    first = re.search(r"1\. (\w+)", diagnosed.stdout)
+    assert first and first[1] == "rendezvous_unreachable", diagnosed.stdout + diagnosed.stderr
+    assert f"127.0.0.1:{port}" in diagnosed.stdout and "mp.spawn" in diagnosed.stdout
+
+
+def test_the_fix_it_gives_run_with_plain_python_trains(tmp_path):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # a free port for the script's own rank 0 to host the store on
+    script = script_with_port(tmp_path, port)
+    trained = subprocess.run([sys.executable, "train.py"], cwd=script.parent, capture_output=True, text=True,
+                             timeout=240, env=no_gpu_env())
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "trained 5 steps" in trained.stdout
+
+
+@pytest.mark.slow
+async def test_the_monitors_alert_banner_names_the_unreachable_store_and_the_scripts_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    from mgtutor.tui.widgets.run_state import AlertBanner
+    from tests.helpers import wait_for_app
+    from tests.monitor_helpers import make_app
+    from tests.test_monitor_live import SIZE, launch_from_form, open_form
+
+    with store_that_drops() as port:
+        script = script_with_port(tmp_path, port)
+        app = make_app()
+        async with app.run_test(size=SIZE) as pilot:
+            screen, form = await open_form(pilot, kind="script", script=str(script), nproc="2", backend="gloo")
+            await launch_from_form(pilot, form)
+            banner = screen.query_one(AlertBanner)
+            try:
+                await wait_for_app(pilot, lambda: any(a.kind == "rendezvous_unreachable" for a in banner.alerts), 240,
+                                   what="the unreachable store's alert")
+                await pilot.pause(0.2)
+                assert not screen.state.done and banner.has_class("-visible")
+                shown = banner.plain
+            finally:
+                await asyncio.to_thread(screen.run.stop, 3)
+            await wait_for_app(pilot, lambda: screen.state.done, 90, what="the run to stop")
+    assert f"cannot reach the rendezvous store at 127.0.0.1:{port}" in shown
+    assert f"train.py:{line_of(script, 'MASTER_PORT')}" in shown

@@ -1,0 +1,78 @@
+"""The unreachable rendezvous store from the lines torch prints while it retries (a held-out log of a real
+torch 2.14 run), live and afterwards, with the script's lines that set the address: a store that answers
+after a retry is no warning, and a run that finished is not diagnosed with it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_run
+from mgtutor.diagnostics.failures.store_watch import READ_LIMIT, StoreWatch
+from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.records.types import RunMeta, RunResult
+
+LOGS = Path(__file__).parent / "data" / "logs"
+SCRIPT = Path(__file__).parent / "data" / "run_failures" / "spawn_under_torchrun" / "train.py"
+RETRY = ("[W1206 07:39:32.495411839 TCPStore.cpp:340] [c10d] TCP client failed to connect/validate to host "
+         "127.0.0.1:12355 - retrying (try={n}, timeout=1800000ms, delay=685ms): Connection reset by peer\n")
+
+
+def spawn_run(tmp_path: Path, status: str = "stopped") -> RunRecord:
+    (tmp_path / "train.py").write_text(SCRIPT.read_text())
+    record = RunRecord.create("train-py", root=tmp_path / "runs")
+    record.write_meta(RunMeta.from_json({"target": ["train.py"], "cwd": str(tmp_path), "backend": "gloo",
+                                         "world_size": 2, "nproc_per_node": 2}))
+    record.write_result(RunResult.from_json({"run_id": record.run_id, "status": status}))
+    return record
+
+
+def write_log(record: RunRecord, rank: int, text: str) -> None:
+    with open(record.path / "logs" / f"rank{rank}.stderr.log", "a") as log:
+        log.write(text)
+
+
+def line_of(text: str) -> int:
+    return next(n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if text in line)
+
+
+def test_the_retrying_client_of_a_real_run_is_an_unreachable_store():
+    findings = diagnose_files([LOGS / "rendezvous_unreachable_retrying.log"])
+    assert findings[0].kind == "rendezvous_unreachable"
+    assert "the rendezvous store at 127.0.0.1:29881" in findings[0].summary
+
+
+def test_the_warning_waits_for_a_second_retry_then_names_every_rank_and_the_scripts_lines(tmp_path):
+    record = spawn_run(tmp_path)
+    watch = StoreWatch(record)
+    write_log(record, 0, RETRY.format(n=0))
+    write_log(record, 1, "frame #0: c10::Error::Error\n" + RETRY.format(n=0) + RETRY.format(n=1))
+    assert watch.poll(None, 0.0) == []  # a rank 0 still starting answers within a try or two
+    write_log(record, 1, RETRY.format(n=2))
+    [alert] = watch.poll(None, 1.0)
+    assert alert.kind == "rendezvous_unreachable" and alert.ranks == (0, 1)
+    assert alert.message.startswith("Ranks 0, 1 cannot reach the rendezvous store at 127.0.0.1:12355")
+    assert "torch retries until its timeout (1800 s)" in alert.message
+    assert f"train.py:{line_of('MASTER_ADDR')}" in alert.message and f"mp.spawn (train.py:{line_of('mp.spawn(')})" \
+        in alert.message
+    assert watch.poll(None, 2.0) == [alert]  # it holds while the run goes
+
+
+def test_a_chatty_log_is_skipped_over_to_its_newest_lines(tmp_path):
+    record = spawn_run(tmp_path)
+    watch = StoreWatch(record)
+    write_log(record, 0, "x" * (3 * READ_LIMIT) + "\n" + RETRY.format(n=5))
+    [alert] = watch.poll(None, 0.0)
+    assert alert.ranks == (0,)
+
+
+def test_diagnose_names_the_store_and_the_scripts_lines_of_a_stopped_run(tmp_path):
+    record = spawn_run(tmp_path)
+    write_log(record, 0, RETRY.format(n=0) + RETRY.format(n=4))
+    [finding] = [f for f in diagnose_run(record) if f.kind == "rendezvous_unreachable"]
+    assert "127.0.0.1:12355" in finding.summary and "TORCHELASTIC_USE_AGENT_STORE" in finding.summary
+    assert finding.fix.startswith("Run it the way it starts itself, with plain python (`python train.py`)")
+
+
+def test_a_run_that_finished_after_a_retry_is_not_diagnosed_with_it(tmp_path):
+    record = spawn_run(tmp_path, status="finished")
+    write_log(record, 0, RETRY.format(n=0))
+    assert all(f.kind != "rendezvous_unreachable" for f in diagnose_run(record))
