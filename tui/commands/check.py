@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "--unsafe-fixes is given; every finding says which kind its fix is. A second --fix changes "
                       "nothing.\n\n"
                       "Exit status: 0 no error-level finding, 1 at least one, 2 the file cannot be read or parsed. "
-                      "With --diff: 0 when nothing is left to fix by hand, 1 otherwise. With --fix: 0 once it has "
-                      "written every fix it could, 1 when an error-level finding is left to fix by hand."),
+                      "With --diff: 0 when nothing is left to fix by hand, 1 otherwise. With --fix: 0 when no error-level "
+                      "finding is left once its fixes are written (warnings and advice left to do by hand do not "
+                      "count), 1 when one is left (to fix by hand, or with --unsafe-fixes)."),
         epilog=_("examples:\n  mgtutor check train.py\n  mgtutor check train.py --json\n  mgtutor check my_project/\n"
                  "  mgtutor check train.py --brief --min-severity warning\n"
                  "  mgtutor check train.py --diff\n  mgtutor check train.py --fix --unsafe-fixes"),
