@@ -84,7 +84,7 @@ def test_argparse_s_own_words_follow_the_language(capsys):
     with pytest.raises(SystemExit):
         main(["--lang", "zh", "doctor", "--help"])
     out = capsys.readouterr().out
-    assert out.startswith("用法：mgtutor doctor") and "选项:" in out and "显示此帮助信息并退出" in out
+    assert out.startswith("用法：mgtutor doctor") and "选项：" in out and "显示此帮助信息并退出" in out
     with pytest.raises(SystemExit):
         main(["doctor", "--help"])
     out = capsys.readouterr().out
@@ -97,7 +97,7 @@ def test_diagnose_in_chinese_and_its_json_in_english(capsys):
     log = str(REPO / "tests/data/logs/collective_timeout_nccl.log")
     assert main(["--lang", "zh", "diagnose", log]) == 0
     out = capsys.readouterr().out
-    assert "的诊断：1 项发现" in out and "在一次集合通信" in out and "rank 2 始终没有加入" in out
+    assert "的诊断：1 项结果" in out and "在一次集合通信" in out and "rank 2 始终没有加入" in out
     assert "解决：找出没有进入这次集合通信的 rank" in out and "课程：14-when-it-goes-wrong" in out
     assert main(["diagnose", log, "--json"]) == 0
     english = capsys.readouterr().out
@@ -112,7 +112,7 @@ def test_check_in_chinese_and_its_json_in_english(capsys):
     script = str(REPO / "tests/data/check/collective-in-rank-branch.bad.py")
     assert main(["--lang", "zh", "check", script]) == 1
     out = capsys.readouterr().out
-    assert "1 个错误, 1 条建议" in out and "原因：  集合通信" in out and "init_process_group 没有设置超时" in out
+    assert "1 个错误，1 条建议" in out and "原因：  集合通信" in out and "init_process_group 没有设置超时" in out
     assert main(["check", script, "--json"]) == 1
     english = capsys.readouterr().out
     assert main(["--lang", "zh", "check", script, "--json"]) == 1
@@ -127,7 +127,7 @@ def test_run_prints_its_hang_report_in_chinese_and_diagnose_json_stays_english()
 
     cli = Cli("--lang", "zh", "run", "--nproc", "2", "--backend", "gloo", "--", HANG, "--mode", "slow-loader")
     try:
-        cli.wait_for("卡住报告 (rank_outside_collective)", after="[rank 0]")
+        cli.wait_for("卡住报告 (有 rank 不在集合通信里)", after="[rank 0]")
         cli.wait_for("解决：找出 rank 1 为什么没有走到这次集合通信")
         err = cli.interrupt()
     finally:
