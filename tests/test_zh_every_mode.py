@@ -324,6 +324,7 @@ def test_the_run_layer_says_its_records_in_chinese(in_chinese, tmp_path):
     makes while a run goes (the live alerts, the stall clock's reason, torchrun's folded traceback)
     read in Chinese."""
     from mgtutor.training.runs.launch.launcher import said_device_note
+    from mgtutor.training.runs.records.record import RunMeta
     from mgtutor.training.runs.follow.stall import StallClock
     from mgtutor.training.runs.follow.torchrun_fold import fold_text
     from mgtutor.training.runs.follow.detectors import rendezvous_message
@@ -332,7 +333,7 @@ def test_the_run_layer_says_its_records_in_chinese(in_chinese, tmp_path):
     notes = ["2 CPU ranks on gloo — no NVIDIA GPU (NVML disabled by MGTUTOR_NO_NVML)",
              "2 CPU ranks on gloo (GPUs present, gloo chosen)",
              "2× NVIDIA H200 (driver 570.1): ranks on NCCL"]
-    said = [said_device_note(note) for note in notes]
+    said = [said_device_note(RunMeta(device_note=note)) for note in notes]  # records of before device_said
     assert said[0] == "2 个 CPU rank，用 gloo —— 没有 NVIDIA GPU (NVML 已被 MGTUTOR_NO_NVML 关闭)"
     assert said[2] == "2× NVIDIA H200 (驱动 570.1)：rank 用 NCCL"
     block = ["Traceback (most recent call last):", "Root Cause (first observed failure):", "[0]:",
@@ -502,3 +503,20 @@ async def test_the_runs_headers_follow_a_switch_of_language():
         await wait_for_app(pilot, lambda: table.row_count == 1, 30, what="the runs table again")
         assert [str(column.label) for column in table.columns.values()][:2] == ["运行", "状态"]
         assert "已结束" in no_english(app.screen)
+
+
+def test_a_run_s_device_note_is_kept_as_a_message_id_and_said_in_the_reader_s_language(monkeypatch):
+    """meta.json keeps the note in English and as a message id with its arguments: a run launched in English
+    reads in Chinese later, and the reason NVML gave is said too."""
+    from mgtutor.training.foundation.i18n import set_language
+    from mgtutor.training.runs.launch.launcher import LaunchSpec, device_note, plan, said_device_note
+    from mgtutor.training.runs.records.record import RunMeta
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    the_plan = plan(LaunchSpec(target=["t.py"], nproc=2, backend="gloo"))
+    note = device_note(the_plan)
+    meta = RunMeta.from_json({"device_note": str(note), "device_said": note.to_json()})
+    assert meta.device_note == "2 CPU ranks on gloo — no NVIDIA GPU (NVML disabled by MGTUTOR_NO_NVML)"
+    set_language("zh")
+    assert said_device_note(meta) == "2 个 CPU rank，用 gloo —— 没有 NVIDIA GPU (NVML 已被 MGTUTOR_NO_NVML 关闭)"
+    assert said_device_note(RunMeta.from_json(meta.to_json())) == said_device_note(meta)  # as meta.json keeps it

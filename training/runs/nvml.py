@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.said import Said
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"initialised": False, "error": None, "pynvml": None}
@@ -52,6 +53,14 @@ def library() -> Any | None:
             return None
         _state["pynvml"] = pynvml
         return pynvml
+
+
+def reason_said(error: str | None) -> Said | str:
+    """Why no GPU is seen, as a message id with its arguments where it is one of ours, to keep in a record."""
+    start = NO_START.split("{", 1)[0]
+    if error and error.startswith(start):
+        return Said(NO_START, why=error[len(start):])
+    return Said(error) if error in (DISABLED, NO_PACKAGE, NO_DRIVER, HIDDEN, NONE_SEEN, NONE_FOUND) else error or ""
 
 
 def said(error: str | None) -> str:
@@ -97,6 +106,14 @@ class Inventory:
     gpus: list[GpuInfo] = field(default_factory=list)
     driver: str | None = None
     error: str | None = None  # why no GPU is seen, when none is
+
+    @property
+    def summary_said(self) -> Said:
+        """The summary as a message id with its arguments (a run record keeps it so)."""
+        if not self.gpus:
+            return Said(NO_GPU_SUMMARY, why=reason_said(self.error or NONE_FOUND))
+        names = ", ".join(sorted({g.name for g in self.gpus}))
+        return Said(GPU_SUMMARY, count=len(self.gpus), names=names, driver=self.driver or "?")
 
     @property
     def summary(self) -> str:

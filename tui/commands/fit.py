@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
             meta = run.record.meta()
             world.append(meta.world_size)
             print("mgtutor: " + _("{ranks} rank(s) — {device}").format(ranks=meta.world_size,
-                                                                      device=said_device_note(meta.device_note)),
+                                                                      device=said_device_note(meta)),
                   file=sys.stderr, flush=True)
 
     try:

@@ -352,7 +352,7 @@ def main(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
         say("mgtutor: " + _("{ranks} rank(s), backend {backend} — {device}").format(
-            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
+            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta)))
         if meta.env.get(INSTRUMENT_ENV) == "1":
             say("mgtutor: " + _("instrumentation on: each rank's optimizer steps, data wait, samples/s, loss and "
                                 "peak memory become step events (--no-instrument turns it off)"))

@@ -155,7 +155,7 @@ def train_once(args: argparse.Namespace) -> tuple[int, CompileCrash | None]:
             raise CliError(str(exc)) from None
         meta = run.record.meta()
         say("mgtutor: " + _("training {model} on {ranks} rank(s), backend {backend} — {device}").format(
-            model=args.model, ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
+            model=args.model, ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta)))
         try:
             final, events = follow_training(run, args.steps or "epoch", watch=live_watch(args),
                                             verbose=args.verbose, pending=early.signals)

@@ -229,7 +229,7 @@ class DiagnosticsScreen(Screen):
         meta = run.record.meta()
         self.query_one("#bench-status", Static).update(Text(_(
             "{ranks} rank(s), {backend} - {device}; {count} sizes {first}...{last}; s stops").format(
-            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note),
+            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta),
             count=len(sizes), first=format_size(sizes[0]), last=format_size(sizes[-1]))))
 
     def add_bench_rows(self, rows: list[dict[str, Any]]) -> None:

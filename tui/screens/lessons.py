@@ -311,7 +311,7 @@ class LessonsScreen(Screen):
             self.post_message(RunStarted(run))
             meta = run.record.meta()
             self._pending.append(f"── {step.title}: " + _("{ranks} rank(s), {backend} — {device}").format(
-                ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
+                ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta)))
             stopped = follow(run, step.timeout_s,
                              lambda rank, _s, line: self._pending.append(prefix(rank) + neutralise(line)))
             results.append(finish_step(lesson, step, run, script, stopped))

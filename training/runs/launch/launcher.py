@@ -24,7 +24,8 @@ from typing import Any
 import psutil
 
 from mgtutor.training.foundation.i18n import N_, _, retold
-from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, said
+from mgtutor.training.foundation.said import Said, in_english, keep, say_kept
+from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, reason_said, said
 from mgtutor.training.runs.events.writer import EVENTS_ENV
 from mgtutor.training.runs.forensics.flight import flight_env
 from mgtutor.training.runs.net.multinode import (
@@ -99,7 +100,7 @@ class Plan:
     backend: str
     nproc: int
     gpus: list[dict[str, Any]]
-    gpu_note: str
+    gpu_note: Said  # the inventory's summary
     gpu_error: str | None = None
 
 
@@ -134,7 +135,7 @@ def plan(spec: LaunchSpec) -> Plan:
         problem = cpu_ranks_problem(nproc)
         if problem:
             raise LaunchError(problem)
-    return Plan(backend=backend, nproc=nproc, gpus=gpus, gpu_note=inv.summary, gpu_error=inv.error)
+    return Plan(backend=backend, nproc=nproc, gpus=gpus, gpu_note=inv.summary_said, gpu_error=inv.error)
 
 
 def usable_cores() -> int:
@@ -234,18 +235,22 @@ CPU_CHOSEN = N_("{nproc} CPU ranks on gloo (GPUs present, gloo chosen)")
 CPU_NO_GPU = N_("{nproc} CPU ranks on gloo — no NVIDIA GPU ({why})")
 
 
-def device_note(the_plan: Plan) -> str:
-    """One line for screens and logs saying where the ranks run (in English: meta.json keeps it)."""
+def device_note(the_plan: Plan) -> Said:
+    """One line for screens and logs saying where the ranks run: meta.json keeps it in English
+    (`device_note`) and as a message id with its arguments (`device_said`), said in the reader's language."""
     if the_plan.backend == "nccl":
         return the_plan.gpu_note
     if the_plan.gpus:
-        return CPU_CHOSEN.format(nproc=the_plan.nproc)
-    return CPU_NO_GPU.format(nproc=the_plan.nproc, why=the_plan.gpu_error)
+        return Said(CPU_CHOSEN, nproc=the_plan.nproc)
+    return Said(CPU_NO_GPU, nproc=the_plan.nproc, why=reason_said(the_plan.gpu_error))
 
 
-def said_device_note(note: str) -> str:
-    """A run's device note (meta.json's English) in the language in force."""
-    return retold(note, (CPU_NO_GPU, CPU_CHOSEN, NO_GPU_SUMMARY, GPU_SUMMARY), why=said)
+def said_device_note(meta: RunMeta) -> str:
+    """A run's device note in the language in force: from its message id, or (a record written before
+    the id was kept) read back from its English."""
+    if meta.device_said:
+        return say_kept(meta.device_said) or meta.device_note
+    return retold(meta.device_note, (CPU_NO_GPU, CPU_CHOSEN, NO_GPU_SUMMARY, GPU_SUMMARY), why=said)
 
 
 def launch(spec: LaunchSpec, root: Path | None = None) -> Run:
@@ -281,11 +286,12 @@ def _start(spec: LaunchSpec, record: RunRecord, the_plan: Plan, target: list[str
     env.update(hook_env(record, env, spec.instrument and not own_worker))  # stacks without ptrace rights; steps
     env.update(flight_env(record, env, the_plan.backend))  # NCCL's Flight Recorder (and gloo's) into <run>/fr/
     placed = node_meta(node, the_plan.nproc)
+    note = device_note(the_plan)
     record.write_meta(RunMeta.from_json({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
         "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
-        "device_note": device_note(the_plan), **placed,
+        "device_note": in_english(note), "device_said": keep(note), **placed,
         "env": recorded_env(env), "secret_digests": secret_digests(secret_values(env, target)),
         "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,

@@ -131,6 +131,7 @@ class RunMeta(JsonRecord):
     backend: str = ""
     devices: list[dict[str, Any]] = field(default_factory=list)
     device_note: str = ""
+    device_said: dict[str, Any] | None = None  # the note as a message id with its arguments (foundation/said.py)
     env: dict[str, str] = field(default_factory=dict)
     secret_digests: dict[str, Any] = field(default_factory=dict)  # keyed hashes of the secrets at launch (secrets.py)
     host: str = ""

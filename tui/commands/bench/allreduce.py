@@ -57,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
     meta = run.record.meta()
     if not args.json:
         print("# mgtutor bench allreduce: " + _("{ranks} rank(s), {backend} — {device}").format(
-            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta.device_note)))
+            ranks=meta.world_size, backend=meta.backend, device=said_device_note(meta)))
         if env_note():
             print(f"# {env_note()}")
         print(HEADER, flush=True)

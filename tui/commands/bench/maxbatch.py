@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     run = started(start, options)
     meta = run.record.meta()
     print("mgtutor: " + _("batch finder for {model} at {size}×{size} on {ranks} rank(s) — {device}").format(
-        model=options.model, size=options.image_size, ranks=meta.world_size, device=said_device_note(meta.device_note)),
+        model=options.model, size=options.image_size, ranks=meta.world_size, device=said_device_note(meta)),
         file=sys.stderr, flush=True)
     try:
         final = stream_run(run, out=sys.stderr if args.json else sys.stdout)

@@ -136,7 +136,7 @@ def show(record: RunRecord, as_json: bool) -> int:
         ranks, backend, note = len(result.ranks) or _("unknown"), result.backend or meta.backend, ""
     else:
         ranks, backend = meta.world_size, meta.backend
-        note = f" — {said_device_note(meta.device_note)}" if meta.device_note else ""
+        note = f" — {said_device_note(meta)}" if meta.device_note else ""
     say("  " + (_("ranks    {ranks} on {backend}") if backend else _("ranks    {ranks} on an unknown backend")).format(
         ranks=ranks, backend=backend) + note)
     for rank in result.ranks:
