@@ -286,12 +286,12 @@ def _start(spec: LaunchSpec, record: RunRecord, the_plan: Plan, target: list[str
     env.update(hook_env(record, env, spec.instrument and not own_worker))  # stacks without ptrace rights; steps
     env.update(flight_env(record, env, the_plan.backend))  # NCCL's Flight Recorder (and gloo's) into <run>/fr/
     placed = node_meta(node, the_plan.nproc)
-    note = device_note(the_plan)
+    ranks_note = device_note(the_plan)
     record.write_meta(RunMeta.from_json({
         "run_id": record.run_id, "label": spec.label, "target": target, "torchrun_argv": argv,
         "world_size": the_plan.nproc, "nproc_per_node": the_plan.nproc, "nnodes": 1, "node_rank": 0,
         "backend": the_plan.backend, "devices": the_plan.gpus if the_plan.backend == "nccl" else [],
-        "device_note": in_english(note), "device_said": keep(note), **placed,
+        "device_note": in_english(ranks_note), "device_said": keep(ranks_note), **placed,
         "env": recorded_env(env), "secret_digests": secret_digests(secret_values(env, target)),
         "host": socket.gethostname(), "cwd": spec.cwd or os.getcwd(),
         "started": time.time(), "ended": None, "status": RunStatus.RUNNING,
