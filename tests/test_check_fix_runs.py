@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,27 @@ def test_a_fixed_script_behaves_where_the_original_did_not(tmp_path, name):
 
 def _init_line(path: Path) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if "init_process_group" in line)
+
+
+def test_a_spawn_of_one_process_per_gpu_trains_on_a_cpu_once_fixed(tmp_path):
+    """mp.spawn(nprocs=torch.cuda.device_count()) starts nobody on a CPU and exits 0; fixed, it starts one
+    process (max(1, …)), the batch split divides by 1, and that process trains on gloo."""
+    import socket
+
+    target = tmp_path / "spawn_device_count.py"
+    shutil.copy(FIX / target.name, target)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = no_gpu_env() | {"CUDA_VISIBLE_DEVICES": "", "SPAWN_PORT": port}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, target.name], capture_output=True, text=True, timeout=240, env=env,
+                              cwd=tmp_path)
+
+    before = run()
+    assert before.returncode == 0 and "trained" not in before.stdout  # nothing was done, and nothing said so
+    assert mgtutor("check", "--fix", target.name, cwd=tmp_path).returncode == 0
+    after = run()
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert after.stdout.strip().splitlines() == ["rank 0 of 1 trained 3 steps of 32"]

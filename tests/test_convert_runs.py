@@ -69,3 +69,29 @@ def test_shuffled_shards_are_disjoint_too(tmp_path):
     shards = [json.loads(p.read_text()) for p in seen.glob("*.json")]
     assert len(shards) == 2 and not set(shards[0]) & set(shards[1]) and len(shards[0]) == len(shards[1]) == 128
     assert shards[0] != sorted(shards[0])  # the shuffle moved into the sampler still shuffles
+
+
+BENCH = Path(__file__).parent / "bench"
+SHAPES = Path(__file__).parent / "data" / "check" / "convert"
+
+
+@pytest.mark.parametrize("name", ["flat_enumerate.py", "accel_kwargs.py", "module_loaders.py"])
+def test_each_shape_trains_on_two_gloo_ranks_each_on_its_half_printing_and_saving_once(tmp_path, name):
+    """The shapes of issue 44 (a flat script with enumerate(loader) and DataParallel; a device branch with
+    **kwargs loaders and a callback that prints and saves; module-level loaders), converted and run under
+    torchrun on two CPU ranks; the probe on PYTHONPATH records what each rank did."""
+    sys.path.insert(0, str(BENCH))
+    import corpus_runs  # tests/bench/corpus_runs.py: the same launch and verdicts as the corpus benchmark
+
+    converted = tmp_path / name
+    made = subprocess.run(mgtutor_argv("convert", str(SHAPES / name), "-o", str(converted)), capture_output=True,
+                          text=True, timeout=60, env=cpu_env())
+    assert made.returncode in (0, 1), made.stderr
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    job = corpus_runs.launch(converted, corpus_runs.Run([]), probe)
+    assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
+    rank0, rank1 = corpus_runs.ranks(probe)
+    assert corpus_runs.shards([rank0, rank1])
+    assert rank0["prints"] > 0 and rank1["prints"] == 0
+    assert rank0["saves"] and not rank1["saves"]

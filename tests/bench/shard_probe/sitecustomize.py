@@ -1,0 +1,66 @@
+"""On PYTHONPATH with SHARD_PROBE_DIR set, this records what each process of a training job did, for the
+corpus benchmark (tests/bench/corpus_runs.py) and the convert tests: the rank and world size it joined
+with, the indices each DistributedSampler gave it (the whole epoch's list, read or not), how many lines
+it printed to stdout and which files it saved with torch.save. Each process keeps its record in
+$SHARD_PROBE_DIR/proc<pid>.json, rewritten at each event (a forked worker never runs atexit).
+Nothing changes for the script: every call is passed on.
+
+Python imports `sitecustomize` at start-up from the path; without SHARD_PROBE_DIR this does nothing.
+"""
+import builtins
+import json
+import os
+
+_OUT = os.environ.get("SHARD_PROBE_DIR")
+
+
+def _install() -> None:
+    import torch  # noqa: PLC0415 - only a probed job pays for it
+    import torch.distributed as dist
+    import torch.utils.data.distributed as distributed
+
+    record: dict = {}
+
+    def fresh() -> None:
+        record.clear()
+        record.update({"pid": os.getpid(), "rank": None, "world_size": None, "samplers": [], "prints": 0,
+                       "saves": []})
+
+    def save() -> None:
+        with open(os.path.join(_OUT, f"proc{os.getpid()}.json"), "w") as handle:
+            json.dump(record, handle)
+
+    fresh()
+    os.register_at_fork(after_in_child=fresh)
+    plain_print, plain_init, plain_iter, plain_save = (builtins.print, dist.init_process_group,
+                                                       distributed.DistributedSampler.__iter__, torch.save)
+
+    def counting_print(*args, **kwargs):
+        if kwargs.get("file") is None:
+            record["prints"] += 1
+            save()
+        return plain_print(*args, **kwargs)
+
+    def recording_init(*args, **kwargs):
+        result = plain_init(*args, **kwargs)
+        record["rank"], record["world_size"] = dist.get_rank(), dist.get_world_size()
+        save()
+        return result
+
+    def recording_iter(self):
+        indices = list(plain_iter(self))
+        record["samplers"].append({"size": len(self.dataset), "indices": indices})
+        save()
+        return iter(indices)
+
+    def recording_save(obj, f, *args, **kwargs):
+        record["saves"].append(os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "?"))
+        save()
+        return plain_save(obj, f, *args, **kwargs)
+
+    builtins.print, dist.init_process_group = counting_print, recording_init
+    distributed.DistributedSampler.__iter__, torch.save = recording_iter, recording_save
+
+
+if _OUT:
+    _install()
