@@ -147,3 +147,33 @@ def test_the_barrier_after_a_save_is_outside_a_branch_on_the_loss():
     # a branch every rank takes alike keeps its barrier
     assert (f'    if epoch % 2 == 0:\n        {guard}\n            torch.save(model.module.state_dict(), '
             '"every_other.pt")\n        if dist.is_initialized():\n            dist.barrier()\n') in after
+
+
+def test_a_backend_given_as_a_parameters_default_gets_its_fallback_there():
+    after = fixed("""
+        import torch
+        import torch.distributed as dist
+
+        def setup(rank, world_size, backend="nccl"):
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+            return torch.device("cuda:{}".format(rank))
+
+        def worker(rank):
+            device = setup(rank, 2)
+
+        torch.multiprocessing.spawn(worker, nprocs=2)
+        """, "nccl-no-fallback", "cuda-required")
+    assert 'def setup(rank, world_size, backend="nccl" if torch.cuda.is_available() else "gloo"):' in after
+    assert 'torch.device("cuda:{}".format(rank) if torch.cuda.is_available() else "cpu")' in after
+
+
+def test_a_backend_a_caller_passes_is_the_callers():
+    text = textwrap.dedent("""
+        import torch.distributed as dist
+
+        def setup(rank, world_size, backend="nccl"):
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+
+        setup(0, 1, backend="gloo")
+        """)
+    assert fix_source(text, "t.py", only={"nccl-no-fallback"}).after == text

@@ -11,6 +11,7 @@ import ast
 
 from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.edits import Edit, where
+from mgtutor.diagnostics.check.match import parameter_default
 from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, has_star_kwargs, keyword, walk_local,
 )
@@ -152,6 +153,7 @@ def nccl_or_gloo(node: ast.AST, m: ScriptModel) -> Edits:
     if not isinstance(node, ast.Call):
         return None
     backend = keyword(node, "backend") or (node.args[0] if node.args else None)
+    backend = parameter_default(m, backend) or backend  # `def setup(…, backend="nccl")`: the default
     if backend is None:
         return None
     edits: list[Edit] = []

@@ -205,7 +205,8 @@ def _site_edit(m: ScriptModel, site: ast.AST, label: str, names: Names) -> Edit 
     if label.startswith("torch.device") and isinstance(site, ast.Call) and len(site.args) == 2:
         code = f"{text(m, site.func)}({text(m, site.args[0])}, {names.index(site.args[1])})"
     parent = m.parent.get(site)
-    wrapped = f'{code} if {avail} else "cpu"' if label.startswith('f"') else f'{code} if {avail} else {torch}.device("cpu")'
+    wrapped = f'{code} if {avail} else "cpu"' if label.startswith(('f"', '"cuda')) \
+        else f'{code} if {avail} else {torch}.device("cpu")'
     if isinstance(parent, (ast.Attribute, ast.Subscript, ast.BinOp, ast.Compare)):
         wrapped = f"({wrapped})"
     return Edit("replace", at, wrapped)

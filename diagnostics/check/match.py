@@ -382,8 +382,29 @@ def spawn_master_port(m: ScriptModel) -> Hits:
 def nccl_without_fallback(m: ScriptModel) -> Hits:
     for call in m.calls_to(*INIT):
         backend = keyword(call, "backend") or (call.args[0] if call.args else None)
+        backend = parameter_default(m, backend) or backend
         if isinstance(constant(backend), str) and constant(backend).lower() == "nccl" and not _under_cuda_test(m, call):
             yield call, None
+
+
+def parameter_default(m: ScriptModel, name: ast.AST | None) -> ast.expr | None:
+    """`def setup(rank, backend="nccl"): init_process_group(backend=backend)`: the parameter's default, when
+    no call of the function in this file passes that parameter (then the default is what every run uses)."""
+    fn = m.enclosing(name, DEF_NODES) if isinstance(name, ast.Name) else None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    params = fn.args.posonlyargs + fn.args.args
+    defaults = dict(zip([a.arg for a in params][len(params) - len(fn.args.defaults):], fn.args.defaults))
+    default = defaults.get(name.id)  # type: ignore[union-attr]
+    if default is None or any(isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store)  # type: ignore[union-attr]
+                              for n in walk_local(fn)):
+        return None
+    index = [a.arg for a in params].index(name.id)  # type: ignore[union-attr]
+    for call in m.calls:
+        if last_name(call.func) == fn.name and (len(call.args) > index or keyword(call, name.id) is not None  # type: ignore[union-attr]
+                                                 or has_star_kwargs(call)):
+            return None
+    return default
 
 
 def _under_cuda_test(m: ScriptModel, node: ast.AST) -> bool:

@@ -45,6 +45,9 @@ def cuda_sites(m: ScriptModel) -> list[tuple[ast.AST, str]]:
     for node in m.nodes:
         if isinstance(node, ast.JoinedStr) and node.values and str(constant(node.values[0], "")).startswith("cuda:"):
             sites.append((node, 'f"cuda:{…}"'))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
+                and str(constant(node.func.value, "")).startswith("cuda:"):
+            sites.append((node, '"cuda:{}".format(…)'))
     sites = [(n, label) for n, label in sites if not _guarded(m, n) and not _handed_to_a_chooser(m, n)]
     sites += [(n, "device_count()") for n in _counts_of_gpus(m)]
     return sorted(sites, key=lambda s: (s[0].lineno, s[0].col_offset))  # type: ignore[attr-defined]

@@ -46,6 +46,7 @@ class Run:
     data: tuple[str, ...] = ()          # fake data sets to lay out: "MNIST", "FashionMNIST", "wikitext", "shakespeare"
     launcher: str = "torchrun"          # or "python": the script starts its own 2 processes
     skip: str = ""                      # why it is not run here
+    folders: tuple[str, ...] = ()       # output folders the script expects to find (its repository has them)
 
 
 # the single-GPU scripts, converted by `mgtutor convert`
@@ -53,7 +54,7 @@ CONVERT: dict[str, Run] = {
     "mnist_accel": Run(["--epochs", "1", "--save-model"], ("MNIST",)),
     "dcgan_flat": Run(["--dataset", "fake", "--niter", "1", "--workers", "0", "--batchSize", "32", "--ngf", "16",
                        "--ndf", "16"]),
-    "vae_kwargs": Run(["--epochs", "1"], ("MNIST",)),
+    "vae_kwargs": Run(["--epochs", "1"], ("MNIST",), folders=("results",)),
     "word_lm": Run(["--epochs", "1", "--emsize", "16", "--nhid", "16", "--bptt", "10", "--batch_size", "4"],
                    ("wikitext",)),
     "yunjey_cnn_flat": Run([], ("MNIST",)),
@@ -64,7 +65,7 @@ FIXED: dict[str, Run] = {
     "ddp_series_multigpu": Run(["1", "1", "--batch_size", "32"], launcher="python"),
     "ddp_series_multinode": Run(["1", "1", "--batch_size", "32"]),
     "ddp_example": Run([]),
-    "yangkky_spawn": Run(["-n", "1", "-g", "2", "-nr", "0", "--epochs", "1"], ("MNIST",), launcher="python"),
+    "yangkky_spawn": Run(skip="imports apex (NVIDIA's extension, not installed), though it uses torch's DDP"),
     "hongxin_mp": Run(["--ngpus_per_node", "2"], ("FashionMNIST",), launcher="python"),
     "seba_dist_tuto": Run([], ("MNIST",), launcher="python"),
     "nanogpt": Run(["--dataset=shakespeare", "--device=cpu", "--compile=False", "--dtype=float32", "--backend=gloo",
@@ -138,9 +139,16 @@ def shards(joined: list[dict]) -> bool:
     return not halves[0] & halves[1] and halves[0] | halves[1] == set(range(size))
 
 
-def run_convert(entry: dict, run: Run, tmp: Path) -> dict:
+def prepare(entry: dict, run: Run, tmp: Path) -> Path:
     script = copy_entry(entry, tmp)
     fake_data.lay_out(run.data, script.parent)
+    for folder in run.folders:
+        (script.parent / folder).mkdir()
+    return script
+
+
+def run_convert(entry: dict, run: Run, tmp: Path) -> dict:
+    script = prepare(entry, run, tmp)
     converted = script.with_name("ddp_" + script.name)
     made = mgtutor("convert", str(script), "-o", str(converted), cwd=script.parent)
     if made.returncode not in (0, 1):
@@ -159,8 +167,7 @@ def run_convert(entry: dict, run: Run, tmp: Path) -> dict:
 
 
 def run_fixed(entry: dict, run: Run, tmp: Path) -> dict:
-    script = copy_entry(entry, tmp)
-    fake_data.lay_out(run.data, script.parent)
+    script = prepare(entry, run, tmp)
     fixed = mgtutor("check", "--fix", str(script), cwd=script.parent)
     if fixed.returncode not in (0, 1):
         return {"fixed": False, "error": fixed.stderr.strip()[-300:]}

@@ -1,7 +1,7 @@
 """On PYTHONPATH with SHARD_PROBE_DIR set, this records what each process of a training job did, for the
 corpus benchmark (tests/bench/corpus_runs.py) and the convert tests: the rank and world size it joined
 with, the indices each DistributedSampler gave it (the whole epoch's list, read or not), how many lines
-it printed to stdout and which files it saved with torch.save. Each process keeps its record in
+it printed to stdout and which files it saved with torch.save or torchvision's save_image. Each process keeps its record in
 $SHARD_PROBE_DIR/proc<pid>.json, rewritten at each event (a forked worker never runs atexit).
 Nothing changes for the script: every call is passed on.
 
@@ -60,6 +60,18 @@ def _install() -> None:
 
     builtins.print, dist.init_process_group = counting_print, recording_init
     distributed.DistributedSampler.__iter__, torch.save = recording_iter, recording_save
+    try:
+        import torchvision.utils as vision_utils  # noqa: PLC0415
+    except ImportError:
+        return
+    plain_image = vision_utils.save_image
+
+    def recording_image(tensor, fp, *args, **kwargs):
+        record["saves"].append(os.fspath(fp) if isinstance(fp, (str, os.PathLike)) else "?")
+        save()
+        return plain_image(tensor, fp, *args, **kwargs)
+
+    vision_utils.save_image = recording_image
 
 
 if _OUT:
