@@ -124,6 +124,38 @@ def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp
     assert f"127.0.0.1:{port}" in diagnosed.stdout and "mp.spawn" in diagnosed.stdout
 
 
+def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stacks_then_by_diagnose(tmp_path):
+    with socket.socket() as holder:  # bound, never listening: every connection is refused and torch says nothing
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        script = script_with_port(tmp_path, port)
+        proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent,
+                                env=no_gpu_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        lines = lines_of(proc)
+        try:
+            seen, warning = until(lines, WARNING, 240)
+            assert warning is not None, "\n".join(seen[-40:])
+            assert proc.poll() is None
+            assert not any("- retrying (try=" in line for line in seen)  # nothing in the logs said it
+            more, _ = until(lines, "waits in init_process_group at train.py:", 60)  # the grandchildren's stacks
+            seen += more
+        finally:
+            proc.send_signal(signal.SIGINT)
+            rest, _ = until(lines, "run record:", 90)
+            proc.wait(timeout=60)
+    assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
+    assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
+    assert any("waits in init_process_group at train.py:" in line for line in seen), "\n".join(seen + rest)
+
+    record = next(line for line in seen + rest if line.startswith("run record:")).split(": ", 1)[1]
+    diagnosed = subprocess.run(mgtutor_argv("diagnose", record), capture_output=True, text=True, timeout=120,
+                               env=no_gpu_env())
+    first = re.search(r"1\. (\w+)", diagnosed.stdout)
+    assert first and first[1] == "rendezvous_unreachable", diagnosed.stdout + diagnosed.stderr
+    assert f"127.0.0.1:{port}" in diagnosed.stdout and "mp.spawn" in diagnosed.stdout
+
+
 def test_the_fix_it_gives_run_with_plain_python_trains(tmp_path):
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))

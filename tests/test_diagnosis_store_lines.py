@@ -1,11 +1,16 @@
 """The unreachable rendezvous store from the lines torch prints while it retries (a held-out log of a real
-torch 2.14 run), live and afterwards, with the script's lines that set the address: a store that answers
-after a retry is no warning, and a run that finished is not diagnosed with it."""
+torch 2.14 run), or from the stacks of a silent hang (a real capture: each rank waits for its mp.spawn
+children, which wait for the store), live and afterwards, with the script's lines that set the address: a
+store that answers after a retry is no warning, and a run that finished is not diagnosed with it."""
 from __future__ import annotations
 
+import shutil
+import socket
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_run
+from mgtutor.diagnostics.failures.hang import analyse_capture
+from mgtutor.diagnostics.failures.hang_watch import is_hang
 from mgtutor.diagnostics.failures.store_watch import READ_LIMIT, StoreWatch
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.records.types import RunMeta, RunResult
@@ -76,3 +81,52 @@ def test_a_run_that_finished_after_a_retry_is_not_diagnosed_with_it(tmp_path):
     record = spawn_run(tmp_path, status="finished")
     write_log(record, 0, RETRY.format(n=0))
     assert all(f.kind != "rendezvous_unreachable" for f in diagnose_run(record))
+
+
+CAPTURE = Path(__file__).parent / "data" / "hang" / "spawn-store-refused-auto"  # a real run's stall capture
+
+
+def refusing_port() -> socket.socket:
+    """A loopback port that refuses every connection: bound, never listening."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    return holder
+
+
+def test_a_rank_that_waits_for_its_mp_spawn_children_is_where_they_wait():
+    report = analyse_capture(CAPTURE, world_size=2)
+    assert is_hang(report)
+    for rank, where in report.where.items():
+        assert where.where.category == "init" and where.where.inner == "_create_c10d_store"
+        assert where.describe() == "waits in init_process_group at train.py:16 in setup"
+        assert f"rank {rank}, worker" in (CAPTURE / f"rank{rank}.txt").read_text().split(f"=== process {where.pid} ")[1]
+
+
+def test_a_silent_hang_at_a_store_that_refuses_is_named_live_and_by_diagnose(tmp_path):
+    with refusing_port() as holder:
+        port = holder.getsockname()[1]
+        record = spawn_run(tmp_path)
+        script = tmp_path / "train.py"
+        script.write_text(script.read_text().replace('"12355"', f'"{port}"'))
+        capture = record.path / "stacks" / CAPTURE.name
+        shutil.copytree(CAPTURE, capture)
+        report = analyse_capture(capture, world_size=2)
+        watch = StoreWatch(record)
+        watch.saw_hang(report)
+        [alert] = watch.poll(None, 0.0)
+    assert alert.ranks == (0, 1) and f"cannot reach the rendezvous store at 127.0.0.1:{port}" in alert.message
+    [finding] = [f for f in diagnose_run(record) if f.kind == "rendezvous_unreachable"]
+    assert finding.ranks == [0, 1] and f"127.0.0.1:{port}" in finding.summary and "mp.spawn" in finding.summary
+    assert finding.evidence[0]["text"] == "rank 0: waits in init_process_group at train.py:16 in setup"
+
+
+def test_a_hang_whose_store_accepts_connections_is_left_to_the_hang_report(tmp_path):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        record = spawn_run(tmp_path)
+        script = tmp_path / "train.py"
+        script.write_text(script.read_text().replace('"12355"', f'"{listener.getsockname()[1]}"'))
+        watch = StoreWatch(record)
+        watch.saw_hang(analyse_capture(CAPTURE, world_size=2))
+        assert watch.poll(None, 0.0) == []

@@ -401,7 +401,8 @@ def diagnose_run(record: Any) -> list[Finding]:
     result = record.result().to_json() if hasattr(record, "result") else {}
     findings = explain_cuda_missing(explain_oom(build_findings(scanner, result, events), scanner, record), record)
     findings = explain_init_skipped(findings, record)  # the script's own lines: the `if` that skipped its init
-    findings = explain_store_unreachable(findings, record)  # … and the address it set for the rendezvous
+    findings = explain_store_unreachable(findings, record, lambda fields, evidence: make_finding(
+        scanner.catalogue["rendezvous_unreachable"], [], None, fields, evidence))  # … and the rendezvous address
     return redact_findings(findings, run_redactor(record))
 
 

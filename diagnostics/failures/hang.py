@@ -28,7 +28,8 @@ from mgtutor.training.foundation.safe_io import entries, read_text_regular
 from mgtutor.training.foundation.said import in_english, kept_or_text, said_again
 from mgtutor.training.runs.forensics.stacks import load_index
 
-WAITING = ("collective", "backward", "gpu")  # "gpu": NCCL returned at once; the wait shows later
+WAITING = ("collective", "backward", "gpu")
+STUCK_IN_DIST = ("init", "collective", "backward")  # "gpu": NCCL returned at once; the wait shows later
 
 
 DOING = {"init": N_("waits in {op}"), "collective": N_("waits in {op}"), "backward": N_("waits in {op}"),
@@ -156,6 +157,8 @@ def rank_wheres(procs: list[ProcessDump]) -> RankWhere | None:
     if main.method == "none" or not main.threads:
         return RankWhere(main.rank, main.pid, Where("no stack", None, None), problem=main.problem)
     where = RankWhere(main.rank, main.pid, locate(main.main_thread()))
+    if _waits_for_spawned(main):  # mp.spawn's children are the ranks that work: the rank is where they are
+        where = _spawned_where(main.rank, procs) or where
     if where.where.category == "data":
         for worker in (p for p in procs if p.role == "worker"):
             thread = worker.main_thread()
@@ -163,6 +166,24 @@ def rank_wheres(procs: list[ProcessDump]) -> RankWhere | None:
                 where.worker, where.worker_pid = locate(thread), worker.pid
                 break
     return where
+
+
+def _waits_for_spawned(main: ProcessDump) -> bool:
+    thread = main.main_thread()
+    return thread is not None and any("/torch/multiprocessing/spawn.py" in f.file for f in thread.frames)
+
+
+def _spawned_where(rank: int, procs: list[ProcessDump]) -> RankWhere | None:
+    """The place of the rank's busiest mp.spawn child: one waiting in torch.distributed first, else one in
+    its own code (multiprocessing's resource tracker is no rank)."""
+    threads = [(p.pid, p.main_thread()) for p in procs if p.role == "worker"]
+    places = [(pid, locate(thread)) for pid, thread in threads if thread is not None
+              and not any("multiprocessing/resource_tracker.py" in f.file for f in thread.frames)]
+    for categories in (STUCK_IN_DIST, ("user code", "sleep", "data", "gpu")):
+        found = next(((pid, w) for pid, w in places if w.category in categories and w.frame is not None), None)
+        if found is not None:
+            return RankWhere(rank, found[0], found[1])
+    return None
 
 
 def analyse_capture(capture: Path, world_size: int, flight: dict[int, FlightRank] | None = None) -> HangReport:

@@ -177,7 +177,8 @@ class HangWatch:
         self.clock.observe(events)
 
     def poll(self, state: Any, now: float) -> list[Alert]:
-        return self.store.poll(state, now) + self._poll_stall(state, now)
+        stalled = self._poll_stall(state, now)  # first: a hang it confirms may show a store nobody answers
+        return self.store.poll(state, now) + stalled
 
     def _poll_stall(self, state: Any, now: float) -> list[Alert]:
         why = self.clock.check(state, now)
@@ -206,6 +207,7 @@ class HangWatch:
             self.clock.not_stuck(now)  # somebody moved or computes: a long step or a slow batch, not a hang
             return []
         self.reports.append(report)
+        self.store.saw_hang(report)
         self._held = HangAlert("hang", tuple(report.ranks), sentences(self._why + _("."), report.text()), report=report,
                                stop_run=self.stop_on_hang, why=self._why)
         return [self._held]

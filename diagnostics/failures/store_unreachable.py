@@ -9,6 +9,8 @@ process ever hosts a store there. The live warning (store_watch.py) and `mgtutor
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,14 @@ from mgtutor.diagnostics.check.run_facts import Assignment, env_settings, spawn_
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.run_script import place, ran_model, ran_script
 from mgtutor.training.foundation.i18n import _, ngettext, sentences
+from mgtutor.training.foundation.safe_io import read_text_regular, write_private_atomic
+from mgtutor.training.runs.forensics.stacks import list_captures
 from mgtutor.training.runs.records.record import RunStatus
 
 Finding = Any  # classify.Finding (classify calls this module)
 KIND = "rendezvous_unreachable"
 ADDRESS_VARS = ("MASTER_ADDR", "MASTER_PORT")
+STORE_FILE = "store.json"  # beside a hang capture's report.json
 
 
 @dataclass(frozen=True)
@@ -104,16 +109,56 @@ def fix_text(facts: StoreFacts) -> str | None:
         lines=", ".join(str(a.line) for a in facts.settings), script=name)
 
 
-def explain(findings: list[Finding], record: Any) -> list[Finding]:
-    """A rendezvous_unreachable finding of a run gets the script's own lines behind the address."""
+def keep_store(report: Any, address: Address) -> None:
+    """Beside a hang capture: the store its ranks could not reach (the live warning found nothing there), so
+    that `mgtutor diagnose` names it too: the logs of a store that refuses say nothing."""
+    if not report.capture:
+        return
+    kept = {"host": address.host, "port": address.port,
+            "ranks": {str(r): w.describe() for r, w in sorted(report.where.items())}}
+    try:
+        write_private_atomic(Path(report.capture) / STORE_FILE, json.dumps(kept, indent=2) + "\n")
+    except OSError:
+        return
+
+
+def kept_store(record: Any) -> tuple[Address, dict[int, str], str] | None:
+    """The store the newest hang capture kept (keep_store): its address, where each rank waited, the capture."""
+    try:
+        captures = list_captures(record)
+    except OSError:
+        return None
+    for capture in reversed(captures):
+        try:
+            kept = json.loads(read_text_regular(capture / STORE_FILE))
+            ranks = {int(r): str(text) for r, text in kept["ranks"].items()}
+            return Address(str(kept["host"]), str(kept["port"])), ranks, capture.name
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return None
+
+
+def explain(findings: list[Finding], record: Any, build: Callable[[dict[str, Any], list[dict[str, Any]]], Finding]
+            ) -> list[Finding]:
+    """A rendezvous_unreachable finding of a run gets the script's own lines behind the address; a run whose
+    hang capture kept an unreachable store (keep_store) gets the finding (`build(fields, evidence)`) first."""
     finding = next((f for f in findings if f.kind == KIND), None)
+    address = _address(finding) if finding is not None else None
+    kept = kept_store(record) if finding is None else None
+    if kept is not None:
+        address, ranks, capture = kept
+        evidence = [{"file": f"stacks/{capture}/rank{r}.txt", "line": 0, "text": f"rank {r}: {text}"}
+                    for r, text in sorted(ranks.items())]
+        who = (_("Rank {ranks}") if len(ranks) == 1 else _("Ranks {ranks}")).format(ranks=", ".join(map(str, ranks)))
+        finding = build({"who": who, "host": address.host, "port": address.port}, evidence)
+        finding.ranks = sorted(ranks)
+        findings = [finding, *findings]
     if finding is not None and _only_retries(finding) and _finished(record):
         return [f for f in findings if f is not finding]  # a store that answered after a retry or two
-    if finding is None or ran_script(record) is None:
+    if finding is None or address is None or ran_script(record) is None:
         return findings
-    host, port = _address(finding)
     facts = facts_of(record)
-    cause = cause_text(facts, host, port) if host else None
+    cause = cause_text(facts, address.host, address.port)
     if cause is not None:
         finding.summary = sentences(finding.summary, cause)
         finding.fix = fix_text(facts) or finding.fix
@@ -133,13 +178,13 @@ def _finished(record: Any) -> bool:
         return False
 
 
-def _address(finding: Finding) -> tuple[str, str]:
-    """The host and port the finding's evidence names."""
+def _address(finding: Finding) -> Address | None:
+    """The store the finding's evidence names."""
     for evidence in finding.evidence:
         found = address_in(str(evidence.get("text", "")))
         if found is not None:
-            return found.host, found.port
-    return "", ""
+            return found
+    return None
 
 
 @dataclass(frozen=True)
