@@ -206,11 +206,11 @@ def test_translated_table_headings_keep_their_columns():
     summary = SimpleNamespace(ranks=[row], complete=True, samples_per_s=1234.0)
     point = SimpleNamespace(world_size=2, strategy="ddp", samples_per_s=2000.0, speedup=1.9, efficiency=0.95,
                             step_s=0.01, data_wait_s=0.001, compute_s=0.009)
-    for language, outcome in (("en", "outcome"), ("zh", "结果")):
+    for language, outcome, ok in (("en", "outcome", "ok"), ("zh", "结果", "通过")):
         set_language(language)
         heading, rank_0, everyone = summary_table(summary).splitlines()
-        assert heading.endswith("  " + outcome) and rank_0.endswith("  ok")
-        assert cell_len(heading) - cell_len(outcome) == len(rank_0) - len("ok")  # the same columns
+        assert heading.endswith("  " + outcome) and rank_0.endswith("  " + ok)
+        assert cell_len(heading) - cell_len(outcome) == cell_len(rank_0) - cell_len(ok)  # the same columns
         assert cell_len(header()) == len(describe_point(point))
     assert everyone.startswith("全部   ") and "加速比" in header()
 

@@ -114,7 +114,7 @@ class FailureBanner(VerticalScroll):
         text.append(headline, "bold")
         self.lesson = None
         if finding:
-            text.append(f"\n{kind_title(finding.kind) or _('diagnosis')}: ", "bold")
+            text.append("\n" + (kind_title(finding.kind) or _("diagnosis")) + _(": "), "bold")
             text.append(finding.summary or "")
             if finding.fix:
                 text.append("\n" + _("fix: "), "bold")
