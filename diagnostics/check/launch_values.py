@@ -15,13 +15,14 @@ import ast
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mgtutor.diagnostics.check.run_facts import code_at
-from mgtutor.diagnostics.check.script import CheckError
 from mgtutor.diagnostics.check.script_model import ScriptModel, constant, keyword, last_name
-from mgtutor.diagnostics.check.script_options import ScriptOption, option_value, script_options
 from mgtutor.training.foundation.i18n import _
+
+if TYPE_CHECKING:
+    from mgtutor.diagnostics.check.script_options import ScriptOption
 
 UNKNOWN: Any = object()
 MAX_DEPTH = 6
@@ -205,6 +206,9 @@ def _last_store(state: _Evaluation, name: str, attribute: bool, before: int) -> 
 
 
 def _option(state: _Evaluation, dest: str) -> ScriptOption | None:
+    from mgtutor.diagnostics.check.script import CheckError  # check's rules load only when a script is read
+    from mgtutor.diagnostics.check.script_options import script_options
+
     try:
         options = script_options(state.path)
     except CheckError:
@@ -233,6 +237,8 @@ def _default(state: _Evaluation, option: ScriptOption) -> Any:
 
 
 def _passed(argv: list[str], option: ScriptOption, action: str | None) -> Any:
+    from mgtutor.diagnostics.check.script_options import option_value
+
     if action in ("store_true", "store_false"):
         return (action == "store_true") if any(arg in option.flags for arg in argv) else None
     text = option_value(argv, option)

@@ -13,11 +13,14 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from mgtutor.diagnostics.check.match import INIT, SPAWN
-from mgtutor.diagnostics.check.script import CheckError, decode_source, parse, read_script
 from mgtutor.diagnostics.check.script_model import ScriptModel, constant, keyword, last_name
-from mgtutor.diagnostics.check.script_options import ScriptOption, script_options
 from mgtutor.training.foundation.safe_io import read_regular
+
+if TYPE_CHECKING:
+    from mgtutor.diagnostics.check.script_options import ScriptOption
 
 MAX_CONFIGURATOR = 200_000  # bytes: a configurator is a page of code
 
@@ -53,6 +56,9 @@ class BackendSource:
 
 
 def script_model(path: Path) -> ScriptModel | None:
+    # check's rules (and LibCST with them) load only when a diagnosis reads a script: the classifier stays light
+    from mgtutor.diagnostics.check.script import CheckError, decode_source, parse, read_script
+
     try:
         text = decode_source(read_script(path), str(path))
         return ScriptModel(parse(text, str(path)), text, str(path))
@@ -126,6 +132,9 @@ def _option_of(model: ScriptModel, assignment: Assignment | None,
 
 
 def _option(model: ScriptModel, dest: str, path: Path | None) -> ScriptOption | None:
+    from mgtutor.diagnostics.check.script import CheckError
+    from mgtutor.diagnostics.check.script_options import script_options
+
     try:
         options = script_options(path or Path(model.filename))
     except CheckError:

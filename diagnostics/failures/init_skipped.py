@@ -15,7 +15,6 @@ from typing import Any
 
 from mgtutor.diagnostics.check.launch_values import UNKNOWN, Launch, Leaf, evaluate
 from mgtutor.diagnostics.check.run_facts import InitBranch, code_at, init_branches, init_calls
-from mgtutor.diagnostics.check.script import CheckError, check_file
 from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.diagnostics.failures.cuda_missing import frame_for
 from mgtutor.diagnostics.failures.run_script import place, ran_model, rerun_text
@@ -125,6 +124,8 @@ def _local_rank(flag: str, path: Path) -> str:
     text = _("torchrun passes no {flag}: it sets LOCAL_RANK in every rank's environment, so the option keeps its "
              "default -1. Read it there after parsing: `args.local_rank = int(os.environ.get(\"LOCAL_RANK\", "
              "args.local_rank))`.").format(flag=flag)
+    from mgtutor.diagnostics.check.script import CheckError, check_file  # the rules load only when asked
+
     try:
         fixable = any(f.rule == "local-rank-argument" and f.fix_safety for f in check_file(path))
     except (CheckError, OSError):
