@@ -287,3 +287,23 @@ def test_the_wrapped_models_state_dict_goes_through_module_on_save_and_load():
     assert "    model = model.to(device)\n    model = DDP(model)\n" in after
     assert ('        torch.save(model.module.state_dict(), "end.pt")\n    if dist.is_initialized():\n'
             '        dist.barrier()\n    model.module.load_state_dict(torch.load("end.pt"))\n') in after
+
+
+def test_a_model_built_on_either_branch_is_wrapped_after_the_branch():
+    source = textwrap.dedent('''\
+        import torch
+        from torch.utils.data import DataLoader
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if big:
+            model = torch.nn.Linear(8, 8).to(device)
+        elif wide:
+            model = torch.nn.Linear(8, 16).to(device)
+        else:
+            model = torch.nn.Linear(8, 4).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        hidden = model.init_hidden(4)
+        ''')
+    after = convert_source(source, "branches.py").after
+    assert "    model = torch.nn.Linear(8, 4).to(device)\nmodel = DDP(model)\noptimizer" in after
+    assert after.count("DDP(model)") == 1 and "model.module.init_hidden(4)" in after

@@ -145,6 +145,7 @@ def _models(m: ScriptModel, report: Conversion) -> list[Edit]:
             report.done.append(_("line {line}: {name} wrapped in DDP once it is set up on its device").format(
                 line=wrap.anchor.lineno, name=wrap.target))
         edits += convert_model.module_edits(m, wrap, wrap.anchor.end_lineno or wrap.anchor.lineno)
+        edits += convert_model.rewrap_edits(m, wrap)
     if not wraps and not wrapped:
         report.not_converted.append((1, _("no `model = model.to(device)` line found: wrap the model in DDP by hand, "
                                           "after moving it to its device")))

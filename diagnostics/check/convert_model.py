@@ -118,12 +118,33 @@ def models(m: ScriptModel, device: tuple[str, ast.AST, int] | None = None) -> li
         if target is None or target in found or _in_loop(m, node):
             continue
         if target in optimized or "model" in target.lower():
-            found[target] = Wrap(target, _set_up_until(m, node, target), m.enclosing(node, DEF_NODES))  # type: ignore[arg-type]
+            built = _every_branch(m, node, target)  # type: ignore[arg-type]
+            found[target] = Wrap(target, _set_up_until(m, built, target), m.enclosing(node, DEF_NODES))
     for target in sorted(optimized - set(found)) if device is not None else []:
         built = _built_unmoved(m, target, device)  # type: ignore[arg-type]
         if built is not None:
             found[target] = Wrap(target, _set_up_until(m, built, target), device[1], move_to=device[0])  # type: ignore[index]
     return sorted(found.values(), key=lambda w: w.anchor.lineno)
+
+
+def _every_branch(m: ScriptModel, stmt: ast.stmt, target: str) -> ast.stmt:
+    """`if transformer: model = A().to(d) else: model = B().to(d)`: the `if`, so the wrap after it covers
+    whichever model was built."""
+    parent = m.parent.get(stmt)
+    while isinstance(parent, ast.If) and parent.orelse:
+        other = parent.orelse if _under_block(m, stmt, parent.body) else parent.body
+        if not any(isinstance(n, ast.Assign) and any(text(m, t) == target for t in n.targets)
+                   for s in other for n in ast.walk(s)):
+            break
+        stmt, parent = parent, m.parent.get(parent)
+    return stmt
+
+
+def _under_block(m: ScriptModel, node: ast.AST, block: list[ast.stmt]) -> bool:
+    current: ast.AST | None = node
+    while current is not None and current not in block:
+        current = m.parent.get(current)
+    return current is not None
 
 
 def _built_unmoved(m: ScriptModel, target: str, device: tuple[str, ast.AST, int]) -> ast.stmt | None:
@@ -192,18 +213,25 @@ def module_edits(m: ScriptModel, wrap: Wrap, wrap_line: int) -> list[Edit]:
             continue
         if node.attr in MODULE_API:
             continue
-        scope = m.enclosing(node, DEF_NODES)
-        if scope is wrap.scope and (node.lineno <= wrap_line or _rebound_before(m, wrap, node)):
+        if _before_wrap(m, wrap, node, wrap_line):
             continue
         edits.append(Edit("replace", where(node, m.lines), f"{wrap.target}.module.{node.attr}"))
+    for call in m.calls_to("torch.save", bare=False):  # `torch.save(model, f)`: the user's model, not the wrapper
+        saved = call.args[0] if call.args else None
+        if saved is not None and text(m, saved) == wrap.target and not _before_wrap(m, wrap, saved, wrap_line):
+            edits.append(Edit("replace", where(saved, m.lines), f"{wrap.target}.module"))
     return edits
 
 
-def _rebound_before(m: ScriptModel, wrap: Wrap, use: ast.AST) -> bool:
-    """`model = torch.load(f)` after the wrap: from there on the name is a plain model again."""
-    for n in m.nodes:
-        if isinstance(n, ast.Assign) and m.enclosing(n, DEF_NODES) is wrap.scope \
-                and wrap.anchor.lineno < n.lineno < use.lineno and any(text(m, t) == wrap.target for t in n.targets) \
-                and not (isinstance(n.value, ast.Call) and m.resolve(n.value.func) in (*DATAPARALLEL, *DDP)):
-            return True
-    return False
+def _before_wrap(m: ScriptModel, wrap: Wrap, node: ast.AST, wrap_line: int) -> bool:
+    return m.enclosing(node, DEF_NODES) is wrap.scope and getattr(node, "lineno", 0) <= wrap_line
+
+
+def rewrap_edits(m: ScriptModel, wrap: Wrap) -> list[Edit]:
+    """`model = torch.load(f)` after the wrap (word_language_model reloads its best model): wrapped again
+    right there, so the name is a DDP model wherever the code reads it and `.module` stays right."""
+    end = wrap.anchor.end_lineno or wrap.anchor.lineno
+    again = [n for n in m.nodes if isinstance(n, ast.Assign) and m.enclosing(n, DEF_NODES) is wrap.scope
+             and n.lineno > end and any(text(m, t) == wrap.target for t in n.targets)
+             and not (isinstance(n.value, ast.Call) and m.resolve(n.value.func) in (*DATAPARALLEL, *DDP))]
+    return [Edit("after", where(n, m.lines), f"{wrap.target} = DDP({wrap.target})") for n in again]

@@ -67,9 +67,20 @@ def _counts_of_gpus(m: ScriptModel) -> list[ast.Call]:
         divides = isinstance(parent, ast.BinOp) and parent.right is call and \
             isinstance(parent.op, (ast.Div, ast.FloorDiv, ast.Mod))
         spawned = isinstance(parent, ast.keyword) and parent.arg == "nprocs"
-        if divides or spawned or isinstance(parent, ast.Assign) and parent.value is call and _used_as_count(m, parent):
+        if (divides or spawned or isinstance(parent, ast.Assign) and parent.value is call and _used_as_count(m, parent)) \
+                and not _in_cuda_branch(m, call):
             found.append(call)
     return found
+
+
+def _in_cuda_branch(m: ScriptModel, node: ast.AST) -> bool:
+    """`if device.type == "cuda": n = torch.accelerator.device_count()`: a CPU run never gets there."""
+    current = m.parent.get(node)
+    while current is not None and not isinstance(current, DEF_NODES):
+        if isinstance(current, (ast.If, ast.IfExp, ast.While)) and _mentions_cuda(current.test):
+            return True
+        current = m.parent.get(current)
+    return _under_cuda_test(m, node)
 
 
 def _used_as_count(m: ScriptModel, assign: ast.Assign) -> bool:
