@@ -110,11 +110,12 @@ def add_output(parser: Parser, help: str, metavar: str = "FILE", force_help: str
 
 
 def refuse_existing(output: str | None, force: bool) -> None:
-    """CliError when `-o FILE` names a regular file (or a symlink) that is there and `--force` is not given."""
+    """CliError when `-o FILE` names a regular file (or a symlink to one, or a dangling one) that is there and
+    `--force` is not given. A device or FIFO (/dev/null, a link to it) is where output is meant to go."""
     if output is None or output in STDOUT_NAMES or force:
         return
     path = Path(output).expanduser()
-    if path.is_symlink() or path.is_file():
+    if path.is_file() or (path.is_symlink() and not path.exists()):
         there = (_("{file} is a symlink already: give another -o FILE, or --force to replace it")
                  if path.is_symlink()
                  else _("{file} is there already: give another -o FILE, or --force to replace it"))
