@@ -307,3 +307,17 @@ def test_a_model_built_on_either_branch_is_wrapped_after_the_branch():
     after = convert_source(source, "branches.py").after
     assert "    model = torch.nn.Linear(8, 4).to(device)\nmodel = DDP(model)\noptimizer" in after
     assert after.count("DDP(model)") == 1 and "model.module.init_hidden(4)" in after
+
+
+def test_a_folder_every_rank_makes_may_already_be_there():
+    source = textwrap.dedent('''\
+        import os
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if not os.path.exists("samples"):
+            os.makedirs("samples")
+        model = torch.nn.Linear(4, 1).to(device)
+        ''')
+    after = convert_source(source, "folders.py").after
+    assert '    os.makedirs("samples", exist_ok=True)\n' in after  # both ranks can pass the exists() test

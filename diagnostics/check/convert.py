@@ -26,7 +26,9 @@ from mgtutor.diagnostics.check.edits import Edit, TooDeep, apply_edits, where
 from mgtutor.diagnostics.check.fix import fix_source, too_deep
 from mgtutor.diagnostics.check.fixes import alone_on_its_statement, module_name, rank_zero_test, statement_of, text
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, INIT, SPAWN
-from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, identifier_parts, last_name
+from mgtutor.diagnostics.check.script_model import (
+    DEF_NODES, ScriptModel, has_star_kwargs, identifier_parts, keyword, last_name,
+)
 from mgtutor.diagnostics.check.script import CheckError, parse
 from mgtutor.training.foundation.i18n import N_, _
 
@@ -91,6 +93,7 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     sampler_edits = _samplers(m, loader, report)
     edits += _setup_calls(m, [loader] if loader is not None and sampler_edits else [], report)
     edits += _models(m, report) + sampler_edits + convert_setup.ending_edits(m, names["dist"])
+    edits += _folders_made_by_every_rank(m, report)
     edits += [Edit("import", code=code) for code in (
         "from datetime import timedelta", "from torch.nn.parallel import DistributedDataParallel as DDP",
         "from torch.utils.data.distributed import DistributedSampler")]
@@ -167,6 +170,18 @@ def _samplers(m: ScriptModel, training: ast.Call | None, report: Conversion) -> 
     else:
         report.done.append(_("line {line}: the DataLoader reads this rank's shard (DistributedSampler, shuffle "
                              "moved into it)").format(line=training.lineno))
+    return edits
+
+
+def _folders_made_by_every_rank(m: ScriptModel, report: Conversion) -> list[Edit]:
+    """`if not os.path.exists(d): os.makedirs(d)`: two ranks both see it missing and the second one's
+    makedirs raises FileExistsError; exist_ok=True says what the test meant."""
+    edits = []
+    for call in m.calls_to("os.makedirs", bare=False):
+        if keyword(call, "exist_ok") is None and len(call.args) < 3 and not has_star_kwargs(call):
+            edits.append(Edit("keyword", where(call, m.lines), "True", "exist_ok"))
+            report.done.append(_("line {line}: the folder may already be there (exist_ok=True): every rank "
+                                 "makes it").format(line=call.lineno))
     return edits
 
 

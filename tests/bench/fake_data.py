@@ -3,7 +3,7 @@ nothing is downloaded, and what the pixels or words are does not matter to wheth
 
     lay_out(("MNIST", "wikitext"), script_folder)
 
-MNIST and FashionMNIST: torchvision's raw idx files (512 training, 256 test images), under data/, ../data and
+MNIST and FashionMNIST: torchvision's raw idx files (600 training, 256 test images: full batches of 100 per rank), under data/, ../data and
 ../../data of the script's folder (the roots the corpus scripts use). wikitext: data/wikitext-2/{train,valid,
 test}.txt. shakespeare: nanoGPT's data/shakespeare/{train,val}.bin (uint16 token ids).
 """
@@ -17,7 +17,7 @@ import numpy as np
 ROOTS = ("data", "../data", "../../data")
 
 
-def write_idx(folder: Path, train: int = 512, test: int = 256, seed: int = 0) -> None:
+def write_idx(folder: Path, train: int = 600, test: int = 256, seed: int = 0) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     for prefix, n in (("train", train), ("t10k", test)):
