@@ -21,14 +21,17 @@ def mgtutor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300, env=no_gpu_env(), cwd=cwd)
 
 
-def failed_diagnosis(work: Path) -> tuple[str, str]:
+def failed_diagnosis(tmp_path: Path, folder: str) -> tuple[Path, str, str]:
+    """A copy of the folder, run on 2 ranks: its train.py, and the diagnosis line and fix of its failure."""
+    work = tmp_path / folder
+    shutil.copytree(DATA / folder, work)
     failed = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=work)
     assert failed.returncode != 0
     lines = (failed.stdout + failed.stderr).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("diagnosis: "))
     assert lines[at].startswith("diagnosis: process_group_not_initialized")
     assert "Launch with torchrun" not in lines[at + 1]  # the advice for a plain `python train.py`
-    return lines[at], lines[at + 1]
+    return work / "train.py", lines[at], lines[at + 1]
 
 
 def line_of(path: Path, text: str) -> int:
@@ -36,10 +39,7 @@ def line_of(path: Path, text: str) -> int:
 
 
 def test_a_flag_that_was_not_passed_is_named_and_passing_it_trains(tmp_path):
-    work = tmp_path / "init_flag"
-    shutil.copytree(DATA / "init_flag", work)
-    summary, fix = failed_diagnosis(work)
-    script = work / "train.py"
+    script, summary, fix = failed_diagnosis(tmp_path, "init_flag")
     assert f"skipped init_process_group (train.py:{line_of(script, 'dist.init_process_group(')})" in summary
     assert f"`args.distributed` (train.py:{line_of(script, 'if args.distributed:')}) is true" in summary
     assert "--distributed was not passed (its default is False)" in summary
@@ -47,21 +47,18 @@ def test_a_flag_that_was_not_passed_is_named_and_passing_it_trains(tmp_path):
 
     command = re.search(r"Pass --distributed: `mgtutor run (--nproc 2 -- train.py --distributed)`", fix)
     assert command, fix
-    trained = mgtutor("run", *command[1].split(), cwd=work)
+    trained = mgtutor("run", *command[1].split(), cwd=script.parent)
     assert trained.returncode == 0, trained.stdout[-3000:]
     assert "trained 5 steps" in trained.stdout
 
 
 def test_a_local_rank_argument_torchrun_never_passes_is_named_and_check_fix_makes_it_train(tmp_path):
-    work = tmp_path / "local_rank_init"
-    shutil.copytree(DATA / "local_rank_init", work)
-    summary, fix = failed_diagnosis(work)
-    script = work / "train.py"
+    script, summary, fix = failed_diagnosis(tmp_path, "local_rank_init")
     assert f"`args.local_rank != -1` (train.py:{line_of(script, 'if args.local_rank')}) is true" in summary
     assert "--local_rank was not passed (its default is -1)" in summary
     assert "torchrun passes no --local_rank" in fix and f"`mgtutor check --fix {script}` writes it" in fix
 
-    assert mgtutor("check", "--fix", "train.py", cwd=work).returncode in (0, 1)
-    trained = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=work)
+    assert mgtutor("check", "--fix", "train.py", cwd=script.parent).returncode in (0, 1)
+    trained = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=script.parent)
     assert trained.returncode == 0, trained.stdout[-3000:]
     assert "trained 5 steps" in trained.stdout

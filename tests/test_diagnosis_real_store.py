@@ -93,35 +93,47 @@ def line_of(path: Path, text: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
+def follow_until_warned(script: Path, *more: str) -> tuple[list[str], str, str]:
+    """`mgtutor run` of the script until its warning (then each of `more`) is printed, while the ranks still wait;
+    then Ctrl+C. (every line seen, the warning, the run record's path)"""
+    proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent, env=no_gpu_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = lines_of(proc)
+    try:
+        seen, warning = until(lines, WARNING, 240)
+        assert warning is not None, "\n".join(seen[-40:])
+        assert proc.poll() is None  # named while the ranks still wait (torch's own timeout is 30 min)
+        for needle in more:
+            seen += until(lines, needle, 60)[0]
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl+C: mgtutor stops every rank
+        rest, _ = until(lines, "run record:", 90)
+        proc.wait(timeout=60)
+    record = next(line for line in seen + rest if line.startswith("run record:")).split(": ", 1)[1]
+    return seen, warning, record
+
+
+def diagnosed_first(record: str) -> str:
+    """`mgtutor diagnose` of the run record: its output, once it is checked to name the unreachable store first."""
+    diagnosed = subprocess.run(mgtutor_argv("diagnose", record), capture_output=True, text=True, timeout=120,
+                               env=no_gpu_env())
+    first = re.search(r"1\. (\w+)", diagnosed.stdout)
+    assert first and first[1] == "rendezvous_unreachable", diagnosed.stdout + diagnosed.stderr
+    return diagnosed.stdout
+
+
 def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp_path):
     with store_that_drops() as port:
         script = script_with_port(tmp_path, port)
-        proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent,
-                                env=no_gpu_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-        lines = lines_of(proc)
-        try:
-            seen, warning = until(lines, WARNING, 240)
-            assert warning is not None, "\n".join(seen[-40:])
-            assert proc.poll() is None  # named while the ranks still retry (torch's own timeout is 30 min)
-            assert any("- retrying (try=" in line for line in seen)
-        finally:
-            proc.send_signal(signal.SIGINT)  # Ctrl+C: mgtutor stops every rank
-            rest, _ = until(lines, "run record:", 90)
-            proc.wait(timeout=60)
+        seen, warning, record = follow_until_warned(script)
+    assert any("- retrying (try=" in line for line in seen)
     assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
     assert f"train.py:{line_of(script, 'MASTER_ADDR')}" in warning and f"train.py:{line_of(script, 'MASTER_PORT')}" \
         in warning
     assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
     assert "every rank's children join it as clients" in warning and "`python train.py`" in warning
-
-    record = next(line for line in seen + rest if line.startswith("run record:")).split(": ", 1)[1]
-    diagnosed = subprocess.run(mgtutor_argv("diagnose", record), capture_output=True, text=True, timeout=120,
-                               env=no_gpu_env())
-    assert "No known failure found" not in diagnosed.stdout
-    first = re.search(r"1\. (\w+)", diagnosed.stdout)
-    assert first and first[1] == "rendezvous_unreachable", diagnosed.stdout + diagnosed.stderr
-    assert f"127.0.0.1:{port}" in diagnosed.stdout and "mp.spawn" in diagnosed.stdout
+    diagnosed = diagnosed_first(record)
+    assert f"127.0.0.1:{port}" in diagnosed and "mp.spawn" in diagnosed
 
 
 def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stacks_then_by_diagnose(tmp_path):
@@ -129,31 +141,13 @@ def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stack
         holder.bind(("127.0.0.1", 0))
         port = holder.getsockname()[1]
         script = script_with_port(tmp_path, port)
-        proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent,
-                                env=no_gpu_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
-        lines = lines_of(proc)
-        try:
-            seen, warning = until(lines, WARNING, 240)
-            assert warning is not None, "\n".join(seen[-40:])
-            assert proc.poll() is None
-            assert not any("- retrying (try=" in line for line in seen)  # nothing in the logs said it
-            more, _ = until(lines, "waits in init_process_group at train.py:", 60)  # the grandchildren's stacks
-            seen += more
-        finally:
-            proc.send_signal(signal.SIGINT)
-            rest, _ = until(lines, "run record:", 90)
-            proc.wait(timeout=60)
+        seen, warning, record = follow_until_warned(script, "waits in init_process_group at train.py:")
+    assert not any("- retrying (try=" in line for line in seen)  # nothing in the logs said it
     assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
     assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
-    assert any("waits in init_process_group at train.py:" in line for line in seen), "\n".join(seen + rest)
-
-    record = next(line for line in seen + rest if line.startswith("run record:")).split(": ", 1)[1]
-    diagnosed = subprocess.run(mgtutor_argv("diagnose", record), capture_output=True, text=True, timeout=120,
-                               env=no_gpu_env())
-    first = re.search(r"1\. (\w+)", diagnosed.stdout)
-    assert first and first[1] == "rendezvous_unreachable", diagnosed.stdout + diagnosed.stderr
-    assert f"127.0.0.1:{port}" in diagnosed.stdout and "mp.spawn" in diagnosed.stdout
+    assert any("waits in init_process_group at train.py:" in line for line in seen), "\n".join(seen)  # the children
+    diagnosed = diagnosed_first(record)
+    assert f"127.0.0.1:{port}" in diagnosed and "mp.spawn" in diagnosed
 
 
 def test_the_fix_it_gives_run_with_plain_python_trains(tmp_path):
