@@ -33,7 +33,8 @@ def training_loader(m: ScriptModel) -> ast.Call | None:
         return named[0]
     rest = [c for c in loaders if not any(p in _loader_name(m, c) for p in EVAL_PARTS)]
     shuffling = [c for c in rest if constant(keyword(c, "shuffle")) is not False]
-    return (shuffling or rest or loaders or [None])[0]
+    chosen = shuffling or rest or loaders
+    return chosen[0] if chosen else None
 
 
 def _star_kwargs(call: ast.Call) -> list[ast.keyword]:

@@ -85,7 +85,8 @@ def _sets_up(m: ScriptModel, stmt: ast.stmt, target: str) -> bool:
     for mention in _mentions(m, stmt, target):
         parent = m.parent.get(mention)
         call = m.parent.get(parent) if isinstance(parent, ast.Attribute) else None
-        method = isinstance(call, ast.Call) and call.func is parent and parent.attr not in ("state_dict", "forward")
+        method = isinstance(call, ast.Call) and isinstance(parent, ast.Attribute) and call.func is parent \
+            and parent.attr not in ("state_dict", "forward")
         printed = isinstance(parent, ast.Call) and last_name(parent.func) == "print"
         stored = isinstance(parent, ast.Assign) and mention in parent.targets
         if not (method or printed or stored):
@@ -120,10 +121,11 @@ def models(m: ScriptModel, device: tuple[str, ast.AST, int] | None = None) -> li
         if target in optimized or "model" in target.lower():
             built = _every_branch(m, node, target)  # type: ignore[arg-type]
             found[target] = Wrap(target, _set_up_until(m, built, target), m.enclosing(node, DEF_NODES))
+            continue
     for target in sorted(optimized - set(found)) if device is not None else []:
-        built = _built_unmoved(m, target, device)  # type: ignore[arg-type]
-        if built is not None:
-            found[target] = Wrap(target, _set_up_until(m, built, target), device[1], move_to=device[0])  # type: ignore[index]
+        unmoved = _built_unmoved(m, target, device)  # type: ignore[arg-type]
+        if unmoved is not None:
+            found[target] = Wrap(target, _set_up_until(m, unmoved, target), device[1], move_to=device[0])  # type: ignore[index]
     return sorted(found.values(), key=lambda w: w.anchor.lineno)
 
 
@@ -198,8 +200,8 @@ def data_parallel_edits(m: ScriptModel, wraps: list[Wrap]) -> tuple[list[Edit], 
 
 def _removable(m: ScriptModel, stmt: ast.stmt) -> bool:
     holder = m.parent.get(stmt)
-    block = next((getattr(holder, f) for f in ("body", "orelse", "finalbody")
-                  if isinstance(getattr(holder, f, None), list) and stmt in getattr(holder, f)), [])
+    block: list[ast.stmt] = next((getattr(holder, f) for f in ("body", "orelse", "finalbody")
+                                  if isinstance(getattr(holder, f, None), list) and stmt in getattr(holder, f)), [])
     return len(block) > 1
 
 

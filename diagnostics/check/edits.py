@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from mgtutor.diagnostics.check.source_chunks import statement_chunks
+
 
 @dataclass(frozen=True)
 class Where:
@@ -86,7 +88,7 @@ WHOLE_MODULE_UP_TO = 100_000
 
 def _apply_in_chunks(source: str, edits: list[Edit]) -> str:
     lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source)
-    chunks = _chunks(ast.parse(source), len(lines))
+    chunks = statement_chunks(ast.parse(source), len(lines))
     for removed in sorted({e.at.line for e in edits if e.kind == "remove" and e.at is not None}, reverse=True):
         index = next((i for i, (a, b) in enumerate(chunks) if a <= removed <= b), len(chunks) - 1)
         if index + 1 < len(chunks):  # what is above a removed statement goes above the next one
@@ -109,36 +111,6 @@ def _apply_in_chunks(source: str, edits: list[Edit]) -> str:
             text = _apply_to_module(text, moved)
         out.append(text)
     return "".join(out)
-
-
-def _chunks(tree: ast.Module, line_count: int) -> list[tuple[int, int]]:
-    """(first line, last line) of each top-level statement with the comments and blank lines above it;
-    statements that share a line go together; the first chunk is the head (docstring, imports and the
-    first other statement), the last takes the lines after the last statement."""
-    spans: list[list[int]] = []
-    head_length = _head_length(tree)
-    for index, stmt in enumerate(tree.body):
-        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        end = stmt.end_lineno or stmt.lineno
-        head = not spans or index <= head_length or start <= spans[-1][1]
-        if head and spans:
-            spans[-1][1] = max(spans[-1][1], end)
-        else:
-            spans.append([(spans[-1][1] + 1) if spans else 1, end])
-    if not spans:
-        return [(1, line_count)]
-    spans[0][0] = 1
-    spans[-1][1] = max(spans[-1][1], line_count)
-    return [(a, b) for a, b in spans]
-
-
-def _head_length(tree: ast.Module) -> int:
-    """The index of the first statement that is neither the docstring nor an import."""
-    for index, stmt in enumerate(tree.body):
-        docstring = index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-        if not docstring and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            return index
-    return len(tree.body)
 
 
 def _apply(module: cst.Module, edits: list[Edit]) -> cst.Module:

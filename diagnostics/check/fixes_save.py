@@ -75,7 +75,8 @@ def same_on_every_rank(m: ScriptModel, test: ast.AST) -> bool:
     rank test, and not a value assigned inside a loop (a loss, an accuracy, a best score)."""
     if m.is_rank_test(test):
         return False
-    counters = {n.target.id for n in _enclosing_loops(m, test) if isinstance(getattr(n, "target", None), ast.Name)}
+    counters = {n.target.id for n in _enclosing_loops(m, test)
+                if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name)}
     changing = _assigned_in_loops(m)
     for n in ast.walk(test):
         if isinstance(n, ast.Call) and last_name(n.func) not in ("len", "int", "float", "str", "bool", "getattr",
@@ -92,7 +93,8 @@ def same_on_every_rank(m: ScriptModel, test: ast.AST) -> bool:
 
 
 def _enclosing_loops(m: ScriptModel, node: ast.AST) -> list[ast.AST]:
-    loops, current = [], m.parent.get(node)
+    loops: list[ast.AST] = []
+    current = m.parent.get(node)
     while current is not None and not isinstance(current, DEF_NODES):
         if isinstance(current, LOOP_NODES):
             loops.append(current)
@@ -102,12 +104,12 @@ def _enclosing_loops(m: ScriptModel, node: ast.AST) -> list[ast.AST]:
 
 def _assigned_in_loops(m: ScriptModel) -> set[str]:
     def compute() -> set[str]:
-        names = set()
+        names: set[str] = set()
         for loop in (n for n in m.nodes if isinstance(n, LOOP_NODES)):
             for inner in ast.walk(loop):
                 targets = inner.targets if isinstance(inner, ast.Assign) else \
                     [inner.target] if isinstance(inner, (ast.AugAssign, ast.AnnAssign)) else []
-                names |= {dotted(t) for t in targets if dotted(t)}  # type: ignore[misc]
+                names |= {name for t in targets for name in [dotted(t)] if name}
         return names
     return m.remember("assigned_in_loops", compute)
 

@@ -229,7 +229,7 @@ class ScriptModel:
         """The source text of a node, as ast.get_source_segment gives it, without splitting the whole
         source again for every node (that made a 1.9 MB script take minutes)."""
         try:
-            first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined, operator]
+            first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined]
             start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
         except AttributeError:
             return ""
