@@ -130,3 +130,14 @@ def test_a_hang_whose_store_accepts_connections_is_left_to_the_hang_report(tmp_p
         watch = StoreWatch(record)
         watch.saw_hang(analyse_capture(CAPTURE, world_size=2))
         assert watch.poll(None, 0.0) == []
+
+
+def test_a_progress_bar_that_never_ends_its_line_is_not_kept_whole(tmp_path):
+    record = spawn_run(tmp_path)
+    watch = StoreWatch(record)
+    for _ in range(4):
+        write_log(record, 0, "\rstep 1/100 connect" * 10_000)
+        assert watch.poll(None, 0.0) == []
+    assert max(len(kept) for kept in watch._partial.values()) <= 4096
+    write_log(record, 0, "\n" + RETRY.format(n=2))
+    assert [a.ranks for a in watch.poll(None, 1.0)] == [(0,)]

@@ -29,6 +29,7 @@ from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.training.runs.records.record import RunRecord
 
 TRIES = 2  # a store that refused this many tries is no race with a rank 0 still starting
+PARTIAL_MAX = 4096  # of a line not finished yet (a progress bar redraws with \r, never \n): torch's are shorter
 READ_LIMIT = 1 << 18  # bytes of a log's newest growth read per poll: a chatty rank is skipped over, not queued
 KIND = "rendezvous_unreachable"
 STORE_PHASE = ("_create_c10d_store", "_env_rendezvous_handler", "_tcp_rendezvous_handler", "rendezvous")
@@ -70,8 +71,11 @@ class StoreWatch:
         skipped = start > self._offsets.get(path, 0)
         self._offsets[path] = start + len(data)
         data = (b"" if skipped else self._partial.pop(path, b"")) + data
+        if b"connect" not in data:  # the common case, a run that talks: keep the unfinished line, split nothing
+            self._partial[path] = data[data.rfind(b"\n") + 1:][-PARTIAL_MAX:]
+            return []
         lines = data.split(b"\n")
-        self._partial[path] = lines.pop()
+        self._partial[path] = lines.pop()[-PARTIAL_MAX:]
         if skipped and lines:
             lines.pop(0)  # the tail of a line whose head was skipped
         return [line.decode("utf-8", "replace") for line in lines if b"connect" in line]
