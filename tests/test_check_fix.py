@@ -271,6 +271,20 @@ CASES = {
             for x, y in loader:
                 step(x, y)
         ''')),
+    "local-rank-device": ({"rank-as-device"}, d('''
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(dist.get_rank())  # one GPU per rank
+        '''), d('''
+        import os
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # one GPU per rank
+        ''')),
     "destroy-if-initialized": ({"destroy-hides-error"}, d('''
         import torch.distributed as dist
 

@@ -391,10 +391,11 @@ def test_fix_exits_one_when_an_error_is_left(tmp_path):
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent("""
         import torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(torch.nn.Linear(2, 2))
         dist.init_process_group("gloo")
-        torch.cuda.set_device(dist.get_rank())
         """))
-    assert cli_main(["check", str(path), "--fix"]) == 1  # rank-as-device is an error, fixed by hand
+    assert cli_main(["check", str(path), "--fix"]) == 1  # group-used-before-init is an error, fixed by hand
 
 
 def test_cuda_fallback_computes_the_device_once():

@@ -20,7 +20,7 @@ from mgtutor.diagnostics.check.fixes import (
     Edits, cuda_available, inside, module_name, scope_names, statement_of, text,
 )
 from mgtutor.diagnostics.check.match_cuda import cuda_sites
-from mgtutor.diagnostics.check.match_identity import global_rank_names
+from mgtutor.diagnostics.check.match_identity import _device_uses, _unwrap_int, global_rank_names
 from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, last_name
 
 CURRENT = ""   # the group of sites that use the current GPU (`.cuda()`), not an index
@@ -210,3 +210,22 @@ def _site_edit(m: ScriptModel, site: ast.AST, label: str, names: Names) -> Edit 
     if isinstance(parent, (ast.Attribute, ast.Subscript, ast.BinOp, ast.Compare)):
         wrapped = f"({wrapped})"
     return Edit("replace", at, wrapped)
+
+
+def local_rank_device(node: ast.AST, m: ScriptModel) -> Edits:
+    """The rewrite for `rank-as-device`: the GPU index becomes the local rank (a `local_rank` in scope, else
+    LOCAL_RANK from the environment). On one node the two are the same number, so nothing changes where the
+    script already ran; on the second node each rank gets a GPU that exists. Not under mp.spawn (no LOCAL_RANK
+    there: the spawn index is the local rank, and which one the script means is for the user)."""
+    if call_facts.spawn_targets(m):
+        return None
+    index = next((_unwrap_int(i) for use, i, _label in _device_uses(m) if use is node), None)
+    if index is None:
+        return None
+    edits: list[Edit] = []
+    local = next((n for n in sorted(scope_names(m, node)) if n.split(".")[-1] == "local_rank"), None)
+    try:
+        local = local or f'int({module_name(m, "os", edits)}.environ["LOCAL_RANK"])'
+    except LookupError:
+        return None
+    return [*edits, Edit("replace", where(index, m.lines), local)]

@@ -277,7 +277,8 @@ RULES: tuple[Rule, ...] = (
          N_("index the GPU by the local rank (LOCAL_RANK), keep the global rank for data and rank-0 work"),
          "rank = dist.get_rank()\nmodel = DDP(model.to(rank), device_ids=[rank])",
          'local_rank = int(os.environ["LOCAL_RANK"])\nmodel = DDP(model.to(local_rank), device_ids=[local_rank])',
-         "04-ddp-torchrun", ("device",), identity.rank_as_device, confidence="high"),
+         "04-ddp-torchrun", ("device",), identity.rank_as_device, confidence="high",
+         rewrite=fixes_cuda.local_rank_device),
     Rule("no-local-rank", "error",
          N_("the model goes to the current GPU and DDP gets no device_ids on a path that never reads LOCAL_RANK"),
          N_("Without set_device(local_rank) the current GPU of every process is GPU 0: .cuda() puts every rank's "
