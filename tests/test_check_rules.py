@@ -288,3 +288,28 @@ def test_init_timeout_fix_for_a_call_without_arguments() -> None:
     source = "import torch.distributed as dist\ndist.init_process_group()\n"
     (finding,) = [f for f in check_source(source) if f.rule == "init-no-timeout"]
     assert finding.fix_after == "dist.init_process_group(timeout=datetime.timedelta(minutes=5))"
+
+
+def test_a_callback_runs_where_the_call_that_gets_it_runs():
+    """`train(model, on_epoch_end=report)` on every rank: report's print and save run on every rank too
+    (convert's output is checked for them); a callback handed to a library stays unknown."""
+    text = """
+        import torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def report(epoch):
+            print(f"epoch {epoch}")
+            torch.save({"epoch": epoch}, "last.pt")
+
+        def train(model, on_epoch_end):
+            for epoch in range(2):
+                on_epoch_end(epoch)
+
+        dist.init_process_group("gloo")
+        model = DDP(torch.nn.Linear(2, 2))
+        train(model, on_epoch_end=report)
+        """
+    found = rules_in(text)
+    assert "unguarded-print" in found and "unguarded-checkpoint" in found
+    library = text.replace("train(model, on_epoch_end=report)", "trainer.fit(model, callbacks=[report])")
+    assert "unguarded-print" not in rules_in(library)
