@@ -78,7 +78,8 @@ def test_distributed_scripts_tear_down_cleanly(lesson):
         if not inits:
             continue
         guarded = [n for n in ast.walk(tree) if isinstance(n, ast.Try)
-                   and any(dist_call(s, "destroy_process_group") for s in n.finalbody)]
+                   and any(dist_call(s, "destroy_process_group") or isinstance(s, ast.If)  # `if dist.is_initialized():`
+                           and any(dist_call(b, "destroy_process_group") for b in s.body) for s in n.finalbody)]
         assert len(guarded) == 1, f"{script.name}: destroy_process_group belongs in one finally"
         assert dist_call(guarded[0].body[-1], "barrier"), f"{script.name}: the try must end with a barrier"
 

@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from mgtutor.diagnostics.check import convert_data, convert_model, convert_setup
 from mgtutor.diagnostics.check.edits import Edit, TooDeep, apply_edits, where
 from mgtutor.diagnostics.check.fix import fix_source, too_deep
-from mgtutor.diagnostics.check.fixes import alone_on_its_statement, module_name, rank_zero_test, statement_of, text
+from mgtutor.diagnostics.check import call_facts
+from mgtutor.diagnostics.check.fixes import (
+    alone_on_its_statement, module_name, only_statement_of_a_helper, rank_zero_test, statement_of, text,
+)
 from mgtutor.diagnostics.check.match import DATALOADER, DDP, INIT, SPAWN
 from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, ScriptModel, has_star_kwargs, identifier_parts, keyword, last_name,
@@ -197,8 +200,9 @@ def _outputs_on_rank_zero(source: str, filename: str) -> tuple[str, list[int]]:
             continue
         fn = m.enclosing(call, DEF_NODES)
         stmt = alone_on_its_statement(m, call)
-        if stmt is None or getattr(fn, "name", "") == "ddp_setup":
-            continue
+        if stmt is None or getattr(fn, "name", "") == "ddp_setup" or only_statement_of_a_helper(m, stmt) \
+                or call_facts.tagged_output(m, call.args):
+            continue  # a helper that only reports: its callers decide; a line tagged with its process: per rank
         try:
             edits.append(Edit("wrap", where(stmt, m.lines), rank_zero_test(m, call, edits)))
         except LookupError:

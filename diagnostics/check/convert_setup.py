@@ -33,11 +33,15 @@ def main_block(m: ScriptModel) -> ast.If | None:
 
 
 def setup_anchor(m: ScriptModel) -> ast.stmt:
-    """Where the `ddp_setup` function goes: before the script's first statement that is not its
-    docstring or an import (so a flat script can call it from its first lines)."""
+    """Where the `ddp_setup` function goes: before the script's first statement that runs code (a def, a
+    block, a call), after its docstring, imports and plain constants, so a flat script can call it from
+    its first lines."""
     for index, node in enumerate(m.tree.body):
         docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        if not docstring and not isinstance(node, (ast.Import, ast.ImportFrom)):
+        constants = isinstance(node, (ast.Assign, ast.AnnAssign)) and not any(
+            isinstance(n, (ast.Call, ast.Name, ast.Attribute, ast.Lambda)) for n in ast.walk(node.value or node)
+            if n not in getattr(node, "targets", [getattr(node, "target", None)]))
+        if not docstring and not constants and not isinstance(node, (ast.Import, ast.ImportFrom)):
             return node
     raise LookupError("no statement to place ddp_setup before")
 
@@ -111,6 +115,13 @@ def _assigned_on_every_branch(m: ScriptModel, stmt: ast.stmt, target: str) -> bo
                                 else _assigned_on_every_branch(m, stmt.orelse[0], target))
 
 
+def _cuda_if_available(value: ast.AST) -> bool:
+    """`torch.device("cuda:0" if torch.cuda.is_available() else "cpu")`: what ddp_setup() chooses anyway
+    (with this rank's GPU, not GPU 0), so the call needs no argument."""
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    return names <= {"torch"} and any(isinstance(n, ast.Attribute) and n.attr == "is_available" for n in ast.walk(value))
+
+
 def device_edits(m: ScriptModel) -> tuple[list[Edit], ast.AST | None, int | None]:
     """The edits that make the device this rank's, the scope they run in and the line; ([], None, None)
     when the script has no device variable."""
@@ -121,7 +132,8 @@ def device_edits(m: ScriptModel) -> tuple[list[Edit], ast.AST | None, int | None
     target = text(m, node.targets[0])
     top = top_statement(m, node, scope)
     if top is node:
-        return [Edit("replace", where(node.value, m.lines), f"ddp_setup({text(m, node.value)})")], scope, node.lineno
+        wish = "" if _cuda_if_available(node.value) else text(m, node.value)
+        return [Edit("replace", where(node.value, m.lines), f"ddp_setup({wish})")], scope, node.lineno
     chosen = target if _assigned_on_every_branch(m, top, target) else ""
     return [Edit("after", where(top, m.lines), f"{target} = ddp_setup({chosen})")], scope, node.lineno
 

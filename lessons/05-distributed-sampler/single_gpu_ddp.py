@@ -15,16 +15,20 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 
-def ddp_setup():
-    """Join the process group torchrun describes in the environment: NCCL with one GPU per rank when
-    this machine has a GPU for each of its ranks, gloo on the CPU otherwise."""
+def ddp_setup(device=None):
+    """Join the process group torchrun describes in the environment, once: NCCL with this rank's GPU
+    when the script asks for CUDA (or for no device in particular) and this machine has a GPU for each
+    of its ranks, gloo on the CPU otherwise. Returns this rank's device."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    if torch.cuda.is_available() and ranks_here <= torch.cuda.device_count():
-        torch.cuda.set_device(local_rank)
-        dist.init_process_group("nccl", timeout=timedelta(minutes=10))
+    if not dist.is_initialized():
+        wants_gpu = device is None or torch.device(device).type == "cuda"
+        on_gpu = wants_gpu and torch.cuda.is_available() and ranks_here <= torch.cuda.device_count()
+        if on_gpu:
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl" if on_gpu else "gloo", timeout=timedelta(minutes=10))
+    if torch.cuda.is_available() and dist.get_backend() == "nccl":
         return torch.device("cuda", local_rank)
-    dist.init_process_group("gloo", timeout=timedelta(minutes=10))
     return torch.device("cpu")
 
 
@@ -78,4 +82,5 @@ if __name__ == "__main__":
         main()
         dist.barrier()
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
