@@ -78,7 +78,7 @@ def test_the_script_gets_dollar_signs_as_given(write_script):
 def test_bad_input_gets_one_line_and_no_traceback(tmp_path):
     cases = [
         (["run", "--nproc", "0", "--", "x.py"], "at least 1"),
-        (["run", "--backend", "mpi", "--", "x.py"], "unknown backend"),
+        (["run", "--backend", "mpi", "--", "x.py"], "--backend must be one of auto, nccl, gloo"),
         (["run", "--backend", "nccl", "--", "x.py"], "--backend gloo"),
         (["run", "--", str(tmp_path / "nope.py")], "no such script"),
         (["run"], "nothing to run"),
