@@ -73,9 +73,14 @@ class Cli:
             self.proc.wait()
 
     def record(self) -> Path:
-        lines = [line for line in self.out if line.startswith("run record: ")]
+        """The run's folder, from the line that names it (English, or Chinese under --lang zh)."""
+        prefixes = ("run record: ", "运行记录：")
+        lines = [line for line in self.out if line.startswith(prefixes)]
         assert len(lines) == 1, "".join(self.out[-5:])
-        return Path(lines[0].strip().removeprefix("run record: "))
+        path = lines[0].strip()
+        for prefix in prefixes:
+            path = path.removeprefix(prefix)
+        return Path(path)
 
 
 def gloo_flight_recorder() -> bool:

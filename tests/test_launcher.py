@@ -159,11 +159,11 @@ def test_a_stop_is_the_end_of_the_run_only_once_its_report_is_in_the_result(tmp_
     wait_for(lambda: record.meta().torchrun_pid, 60, what="the supervisor's torchrun")
     held, go_on = threading.Event(), threading.Event()
 
-    def last_look_held(run_id, root_pid=None):
+    def last_look_held(run_id, root_pid=None, record=None):
         if root_pid is None:  # Run.stop's look for survivors: the supervisor is gone, the report unwritten
             held.set()
             go_on.wait(60)
-        return run_processes(run_id, root_pid)
+        return run_processes(run_id, root_pid, record)
 
     monkeypatch.setattr(launcher, "run_processes", last_look_held)
     stopper = threading.Thread(target=run.stop, kwargs={"grace": 5})

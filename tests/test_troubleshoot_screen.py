@@ -50,7 +50,7 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
         assert screen.findings[0].kind == "port_in_use"
         assert app.active_runs and not any(run.running() for run in app.active_runs.values())
         assert screen.query_one("#ts-log").line_count > 0
-        await read_with_keys(pilot, screen, ["down"] * 3 + ["pagedown", "pagedown", "end"],
+        await read_with_keys(pilot, screen, ["down"] * 40 + ["end"],
                              "Fix: " + screen.findings[0].fix)
 
 

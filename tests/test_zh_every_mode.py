@@ -249,7 +249,7 @@ async def test_diagnostics_every_tab(in_chinese):
         await pilot.press("b")
         await wait_for_app(pilot, lambda: screen.bench_report is not None, 240, what="the bench")
         await settle(pilot)
-        assert "异址 busbw" in no_english(screen)
+        assert "非原地 busbw" in no_english(screen)
         screen.query_one("#probe-args", Input).value = "--nproc 2 --backend gloo --timeout 30"
         screen.set_focus(None)
         await pilot.press("p")
