@@ -24,6 +24,7 @@ def no_nvml(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
 
 
+@pytest.mark.integration
 async def test_troubleshoot_shows_the_diff_and_writes_it_after_yes(tmp_path):
     script = tmp_path / "demo.py"
     script.write_text(SCRIPT.read_text())
@@ -56,6 +57,7 @@ async def test_troubleshoot_shows_the_diff_and_writes_it_after_yes(tmp_path):
         await wait_for_app(pilot, lambda: "cuda-required" not in {f.rule for f in screen.script_findings})
 
 
+@pytest.mark.integration
 async def test_monitor_check_panel_offers_the_same_diff(tmp_path):
     script = tmp_path / "demo.py"
     script.write_text(SCRIPT.read_text())

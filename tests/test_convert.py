@@ -246,6 +246,7 @@ def test_check_flags_what_an_earlier_convert_got_wrong():
             ("sampler-no-set-epoch", 6), ("destroy-hides-error", 24)} <= found
 
 
+@pytest.mark.integration
 def test_cli_shows_a_diff_writes_a_new_file_and_never_overwrites(tmp_path, capsys):
     script = tmp_path / "train.py"
     script.write_text(SHAPE.read_text())

@@ -5,8 +5,10 @@ import io
 import tracemalloc
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tests.conftest import examples
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_lines
@@ -35,6 +37,7 @@ def test_ten_megabyte_line_with_escapes_is_read(tmp_path: Path) -> None:
     assert findings[0].kind == "cuda_oom" and findings[0].evidence[0]["line"] == 2
 
 
+@pytest.mark.integration
 def test_a_log_far_larger_than_the_memory_bound_is_read_within_it(tmp_path: Path) -> None:
     """85 MB, under a 32 MiB bound: the whole file never sits in memory (the 200 MB case and its time
     are a benchmark: tests/bench/diagnose_big_log.py)."""

@@ -66,6 +66,7 @@ def train(batch: int, steps: int = 10) -> int:
     return taken
 
 
+@pytest.mark.integration
 def test_the_trial_ends_the_script_after_its_kth_step_with_the_peak_and_the_budget() -> None:
     emitted = Emitted()
     fake = FakeCudaMemory({"fixed": 100 * MIB, "per_sample": MIB, "capacity": {"*": 200 * MIB}}, rank=0)
@@ -100,6 +101,7 @@ def test_over_the_fakes_capacity_the_backward_raises_pytorchs_oom_and_the_rank_l
     assert kind == "error" and error["error"] == "cuda_oom" and error["batch"] == 16 and error["phase"] == "fit_trial"
 
 
+@pytest.mark.integration
 def test_without_the_fake_a_cpu_rank_reports_no_device_memory() -> None:
     emitted = Emitted()
     meter, _trial, exits = armed(emitted, 2, None)

@@ -38,6 +38,7 @@ def oom_record(nproc: int = 1) -> RunRecord:
     return record
 
 
+@pytest.mark.integration
 async def test_the_monitors_oom_banner_sends_the_run_to_troubleshoots_batch_search(monkeypatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")  # no GPU: the search says so, and starts nothing
     record = oom_record()

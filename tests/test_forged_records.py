@@ -182,6 +182,7 @@ def test_a_gpu_name_in_mathtext_is_drawn_as_text_in_the_report(tmp_path: Path) -
     assert 'id="chart-gpu_util"' in html and "\\frac{a}{" in html
 
 
+@pytest.mark.integration
 async def test_the_runs_screen_lists_every_forged_record_with_its_reason_and_opens_the_unreadable_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     good = good_run("good")

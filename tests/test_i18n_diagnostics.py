@@ -280,6 +280,7 @@ def test_the_k8s_walkthrough_reads_in_chinese_and_the_manifest_does_not_change()
     assert manifest_yaml(job) == english
 
 
+@pytest.mark.integration
 def test_convert_says_what_it_did_in_chinese_and_its_json_stays_english(capsys):
     script = str(DATA / "check" / "convert" / "single_gpu_shape.py")
     english = cli(capsys, "convert", script, "--json")

@@ -42,6 +42,7 @@ def footer_uncut(screen) -> dict[str, str]:
     return keys
 
 
+@pytest.mark.integration
 async def test_the_app_starts_in_chinese_and_every_footer_key_fits(in_chinese):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -69,6 +70,7 @@ async def test_the_app_starts_in_chinese_and_every_footer_key_fits(in_chinese):
         assert "mgtutor 按键：运行记录" in text and "任何地方" in text and "在首页切换语言" in text
 
 
+@pytest.mark.integration
 async def test_z_on_home_switches_every_mode_and_keeps_the_choice(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()

@@ -48,6 +48,7 @@ async def test_footer_fits_80_columns_with_help_quit_and_the_screens_keys(mode_k
         assert max(keys.values()) <= 80, (screen.title, keys)
 
 
+@pytest.mark.integration
 async def test_help_lists_the_current_screens_keys_and_the_global_ones(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()

@@ -2,6 +2,7 @@
 field (a Select's list opens with space), Escape leaves a field, and then the mode keys work."""
 from __future__ import annotations
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Select
 
@@ -49,6 +50,7 @@ async def test_space_opens_a_list_where_enter_picks_without_launching():
         assert not app.submitted and app.query_one("#f-backend", Select).value == "nccl"
 
 
+@pytest.mark.integration
 async def test_escape_leaves_a_field_and_the_mode_keys_work_again(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()

@@ -88,6 +88,7 @@ async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch):
         assert "Hint 1/3" in text_of(screen, "#lesson-exercise")  # the hint shown before stays shown
 
 
+@pytest.mark.integration
 async def test_lessons_mode_shows_the_path_text_and_code():
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -104,6 +105,7 @@ async def test_lessons_mode_shows_the_path_text_and_code():
         assert "no exercise" in text_of(screen, "#lesson-exercise")
 
 
+@pytest.mark.integration
 async def test_open_lesson_from_another_mode_and_from_lessons():
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -118,6 +120,7 @@ async def test_open_lesson_from_another_mode_and_from_lessons():
         assert app.screen.query_one("#lesson-list").index == 4
 
 
+@pytest.mark.integration
 async def test_at_80x24_next_lesson_has_its_own_run_log_and_says_each_key_once():
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -73,6 +73,7 @@ def test_only_a_script_of_the_users_own_is_checked(tmp_path):
     assert script_of(LaunchSpec(target=["/abs/train.py"], cwd=str(tmp_path))) == "/abs/train.py"
 
 
+@pytest.mark.integration
 async def test_unreadable_script_gets_a_message_not_a_crash():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

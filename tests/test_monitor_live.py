@@ -120,6 +120,7 @@ async def test_stop_asks_then_leaves_no_process(write_script):
         assert "stopped" in screen.query_one("#run-state").plain
 
 
+@pytest.mark.integration
 async def test_form_rejects_bad_values_without_launching(monkeypatch):
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -37,6 +37,7 @@ def node_run(tmp_path: Path, **extra) -> RunRecord:
     return RunRecord(path)
 
 
+@pytest.mark.integration
 async def test_node_line_shows_this_nodes_part_of_the_job(tmp_path):
     record = node_run(tmp_path)
     app = make_app()

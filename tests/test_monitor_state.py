@@ -150,6 +150,7 @@ def test_form_builds_the_trainer_command_and_catches_bad_values():
     assert command == "mgtutor run -- 'my train.py' --lr 0.1"
 
 
+@pytest.mark.integration
 async def test_search_and_follow_keys_on_a_replayed_run(tmp_path):
     """/ finds a line in the visible tab and stops following; p toggles following back on."""
     from textual.widgets import Input

@@ -97,6 +97,7 @@ def test_the_html_has_every_part_of_the_run(hung_record):
     assert "<script" not in html
 
 
+@pytest.mark.integration
 def test_secrets_never_appear_and_hosts_go_on_request(hung_record):
     report = build(hung_record, doctor="saved")
     html, markdown = to_html(report), to_markdown(report)
@@ -134,6 +135,7 @@ def test_long_logs_shrink_until_the_body_fits_githubs_limit(hung_record):
         assert name in body
 
 
+@pytest.mark.integration
 def test_the_file_is_written_for_its_owner_only(hung_record, tmp_path):
     path = write_report(hung_record, tmp_path / "out" / "r.html", doctor="none")
     assert path.read_text().startswith("<!DOCTYPE html>")
@@ -161,6 +163,7 @@ def test_a_log_cannot_close_its_code_fence():
     assert fence("a ```` b") == "`````"
 
 
+@pytest.mark.integration
 def test_a_day_of_samples_keeps_the_file_small(hung_record):
     rows = [{"t": 1767225600.0 + i, "host": {"cpu_pct": 50.0},
              "gpus": [{"index": g, "name": "NVIDIA H200", "util_pct": i % 100, "mem_used_mib": 4000,

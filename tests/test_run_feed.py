@@ -86,6 +86,7 @@ def test_the_feed_builds_the_detectors_the_hang_watch_and_the_recorder_from_its_
     assert isinstance(hang, HangWatch) and hang.clock.quiet_s == 7.5 and hang.stop_on_hang
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("codes", [(0, 0), (0, 1)])
 def test_the_feed_records_and_shows_the_meters_and_diagnoses_a_failed_run_only(codes):
     record = two_ranks()
@@ -209,6 +210,7 @@ def trial(batch: int, fits: bool) -> bytes:
                               fixed_bytes=1, per_sample_bytes=1, budget_bytes=1, margin_pct=10.0, seconds=1.0),
      (0, 0), "the batch finder chose batch 56 after 1 trial(s)"),
 ], ids=["failed", "finished", "finder-failed", "finder-answered"])
+@pytest.mark.integration
 async def test_the_charts_of_an_ended_run_say_what_happened_never_that_they_wait(events, codes, said):
     record = two_ranks("charts")
     append(record.events_path, encode("start", 0, pid=1) + events)

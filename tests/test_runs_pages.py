@@ -4,6 +4,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Static
 
 from mgtutor.training.runs.records.record import runs_root
@@ -23,6 +24,7 @@ def make_runs(count: int) -> list[str]:
     return ids
 
 
+@pytest.mark.integration
 async def test_three_hundred_runs_are_shown_a_page_at_a_time_and_the_screen_says_so(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     ids = make_runs(PAGE + 100)

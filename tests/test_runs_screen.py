@@ -33,6 +33,7 @@ async def open_in_monitor(pilot, run_id: str) -> MonitorScreen:
     return pilot.app.screen
 
 
+@pytest.mark.integration
 async def test_a_past_run_opens_from_its_files():
     runs_root().mkdir(parents=True)
     shutil.copytree(FIXTURE, runs_root() / FIXTURE.name)

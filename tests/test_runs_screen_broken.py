@@ -50,6 +50,7 @@ def _row(table: DataTable, run_id: str) -> list[str]:
     return [str(cell) for cell in table.get_row(run_id)]
 
 
+@pytest.mark.integration
 async def test_every_broken_record_is_a_row_and_opens_without_a_crash(broken_runs: dict[str, RunRecord]) -> None:
     with without_dac_override():
         assert modes_apply(str(broken_runs["locked"].path))

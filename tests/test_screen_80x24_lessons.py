@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from textual.css.query import NoMatches
 from textual.widgets import Static, TabbedContent
 from textual.widgets._markdown import MarkdownParagraph
@@ -31,6 +32,7 @@ def drawn_lines(widget: Static) -> str:
     return "\n".join(strip.text for strip in widget.render_lines(widget.region.reset_offset))
 
 
+@pytest.mark.integration
 async def test_the_footer_and_help_say_how_to_switch_tabs_and_the_keys_do(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
@@ -54,6 +56,7 @@ async def test_the_footer_and_help_say_how_to_switch_tabs_and_the_keys_do(monkey
         assert "[ Previous tab" in said
 
 
+@pytest.mark.integration
 async def test_code_and_exercise_code_wrap_in_the_pane_at_80_columns(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     lesson = get_lesson("05-distributed-sampler")
@@ -114,6 +117,7 @@ class HeaderAndText:
             await pilot.pause(0.05)
 
 
+@pytest.mark.integration
 async def test_after_a_restart_the_header_never_shows_another_lessons_title_over_the_text(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     Progress().set_current("05-distributed-sampler")
@@ -135,6 +139,7 @@ def saved_check(lesson_id: str, passed: list[bool]) -> None:
                                                  "checks": checks}])
 
 
+@pytest.mark.integration
 async def test_the_first_hint_is_the_one_for_the_check_that_failed(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     lesson = get_lesson("05-distributed-sampler")

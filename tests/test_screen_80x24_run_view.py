@@ -39,6 +39,7 @@ async def open_from_runs(pilot, run_id: str) -> MonitorScreen:
     return screen
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("height", [24, 40])
 async def test_the_diagnosis_box_of_a_past_run_shows_the_whole_fix(height, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
@@ -76,6 +77,7 @@ async def test_a_diagnosis_longer_than_half_the_screen_scrolls_to_its_last_word_
         assert "the very last words" in " ".join(in_view(app.screen, banner).split())
 
 
+@pytest.mark.integration
 async def test_a_hung_run_that_was_stopped_shows_its_hang_when_reopened_from_runs(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     record = RunRecord(stopped_world_size_run())

@@ -107,6 +107,7 @@ CPU_RUN = ["--strategy", "single", "--model", "tinycnn", "--batch-size", "8", "-
            "--steps", "4", "--log-every", "2"]
 
 
+@pytest.mark.integration
 def test_a_failed_compile_falls_back_to_the_eager_step_with_its_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from mgtutor.training.worker import train

@@ -59,6 +59,7 @@ def test_the_four_script_symptoms_are_offered() -> None:
     assert wanted["No speed-up"] == "no-speedup" and wanted["Hangs after a while"] == "hang"
 
 
+@pytest.mark.integration
 async def test_same_data_shows_the_missing_sampler_in_the_users_script(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

@@ -16,6 +16,7 @@ def _static_text(screen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
 
+@pytest.mark.integration
 async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
@@ -54,6 +55,7 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
                              "Fix: " + screen.findings[0].fix)
 
 
+@pytest.mark.integration
 async def test_last_run_diagnosis_is_in_view_at_80x24(monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 

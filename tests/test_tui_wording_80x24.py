@@ -3,6 +3,7 @@ the pane, the note after `g` on a lesson with an exercise says the exercise rema
 overlay keeps each key's words in their column, and `mgtutor demo` keeps its columns apart."""
 from __future__ import annotations
 
+import pytest
 from rich.cells import cell_len
 from textual.widgets import RichLog, Static
 
@@ -26,6 +27,7 @@ async def open_lessons(pilot) -> LessonsScreen:
     return screen
 
 
+@pytest.mark.integration
 async def test_the_run_tab_wraps_inside_its_pane_at_80x24(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
@@ -47,6 +49,7 @@ def result(lesson_id: str, status: str) -> StepResult:
     return StepResult(lesson_id, "run", "Run it", "script.py", status)
 
 
+@pytest.mark.integration
 async def test_after_g_a_lesson_with_an_exercise_says_the_exercise_remains(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()
@@ -71,6 +74,7 @@ async def test_after_g_a_lesson_with_an_exercise_says_the_exercise_remains(monke
         assert "all checks passed" in status and screen.progress.done(ddp.id)
 
 
+@pytest.mark.integration
 async def test_the_help_overlay_keeps_each_keys_words_in_their_column(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = MgTutorApp()

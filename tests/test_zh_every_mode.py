@@ -51,6 +51,7 @@ async def settle(pilot) -> None:
     await pilot.pause()
 
 
+@pytest.mark.integration
 @pytest.mark.sweep
 @pytest.mark.parametrize("keys", ["hl", "mt", "r"])
 async def test_home_and_the_help_of_every_mode(in_chinese, keys):
@@ -88,6 +89,7 @@ def test_every_lessons_own_words(in_chinese):
     assert {lesson: lines for lesson, lines in left.items() if lines} == {}
 
 
+@pytest.mark.integration
 @pytest.mark.sweep
 @pytest.mark.parametrize("first", [0, 14])  # the first lesson and two with an exercise, hints and GPU steps
 async def test_lessons_every_tab_but_the_code(in_chinese, first):
@@ -137,6 +139,7 @@ async def test_a_lesson_run_and_its_checks(in_chinese):
             no_english(screen)
 
 
+@pytest.mark.integration
 async def test_the_monitor_form_and_a_live_run(in_chinese):
     from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
 
@@ -187,6 +190,7 @@ async def test_a_failed_run_in_the_monitor(in_chinese):
             assert "rank 1" in banner
 
 
+@pytest.mark.integration
 @pytest.mark.sweep
 @pytest.mark.parametrize("half", [0, 1])
 async def test_troubleshoot_every_symptom(in_chinese, half):
@@ -345,6 +349,7 @@ def test_the_run_layer_says_its_records_in_chinese(in_chinese, tmp_path):
     assert lines[-2].startswith("torchrun 报告 rank 1 失败 (退出码 1)"), lines[-2]
 
 
+@pytest.mark.integration
 async def test_troubleshoot_a_script_its_findings_and_the_fixes_as_a_diff(in_chinese, tmp_path):
     from mgtutor.tui.screens.confirm import ConfirmScreen
     from mgtutor.tui.screens.patch import PatchScreen
@@ -410,6 +415,7 @@ async def test_runs_with_broken_records(in_chinese):
         assert "类型不对：started 是 'yesterday'" in no_english(app.screen, allow=("'yesterday', target 是",))
 
 
+@pytest.mark.integration
 async def test_the_monitor_hang_panel(in_chinese):
     import asyncio
 
@@ -433,6 +439,7 @@ async def test_the_monitor_hang_panel(in_chinese):
         assert "卡住" in panel.title and "rank 1:" in text
 
 
+@pytest.mark.integration
 async def test_the_monitor_check_panel(in_chinese):
     from mgtutor.diagnostics.check.script import check_file
     from mgtutor.tui.widgets.check_panel import CheckPanel
@@ -450,6 +457,7 @@ async def test_the_monitor_check_panel(in_chinese):
         assert "条建议" in panel.title and "[安全修复：F 查看]" in str(app.screen.query_one("#check-findings").render())
 
 
+@pytest.mark.integration
 async def test_the_monitor_alerts(in_chinese):
     import time
 

@@ -68,6 +68,7 @@ async def scrolled_rows(pilot, scroller: Widget) -> list[str]:
 QUARTERS = [range(0, 4), range(4, 8), range(8, 12), range(12, 16)]
 
 
+@pytest.mark.integration
 @pytest.mark.sweep
 @pytest.mark.parametrize("lessons", QUARTERS, ids=["1-4", "5-8", "9-12", "13-16"])
 async def test_every_lessons_text_at_80x24_breaks_as_chinese(in_chinese, lessons):
@@ -89,6 +90,7 @@ async def test_every_lessons_text_at_80x24_breaks_as_chinese(in_chinese, lessons
         assert {lesson: said for lesson, said in found.items() if not no_faults(said)} == {}
 
 
+@pytest.mark.integration
 async def test_a_hang_report_at_80x24_breaks_as_chinese(in_chinese):
     from mgtutor.diagnostics.failures.hang import analyse_capture
     from mgtutor.tui.widgets.hang_panel import HangPanel

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from textual.widgets import Static
 
 from mgtutor.lessons.checks import evaluate
@@ -91,6 +92,7 @@ def test_a_kept_said_of_another_shape_is_shown_as_it_can_be_never_raised():
     assert isinstance(say_kept(deep), str)
 
 
+@pytest.mark.integration
 async def test_the_checks_tab_follows_a_language_switch(monkeypatch):
     """Checked in Chinese, then `z` on Home: the Lessons screen's Checks tab reads in English."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

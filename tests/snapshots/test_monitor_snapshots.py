@@ -6,6 +6,7 @@ import pytest
 from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
 
 
+@pytest.mark.integration
 @pytest.mark.sweep
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 def test_monitor_mid_run(snap_compare, size, monkeypatch):

@@ -38,6 +38,7 @@ async def lessons_run_tab(pilot) -> None:
     await pilot.pause(0.3)
 
 
+@pytest.mark.integration
 def test_lessons_run_tab_at_80x24(snap_compare, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     assert snap_compare(MgTutorApp(), run_before=lessons_run_tab, terminal_size=(80, 24))

@@ -73,6 +73,7 @@ def test_diagnostics_in_chinese_at_80x24(snap_compare, monkeypatch, utc):
     assert snap_compare(FixtureDiagnosticsApp(), press=["d"], run_before=wait_settled, terminal_size=(80, 24))
 
 
+@pytest.mark.integration
 def test_monitor_live_run_in_chinese_at_80x24(snap_compare, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     set_language("zh")
@@ -114,6 +115,7 @@ async def show_failed_run(pilot) -> None:
     await pilot.pause()
 
 
+@pytest.mark.integration
 def test_monitor_failed_run_in_chinese_at_80x24(snap_compare, monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     set_language("zh")
