@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mgtutor.diagnostics.failures.hang_watch import HangWatch, diagnose_with_hangs
+from mgtutor.diagnostics.failures.hang.watch import HangWatch, diagnose_with_hangs
 from mgtutor.diagnostics.meters import Sampler
 from mgtutor.training.runs.follow.detectors import Detector
 from mgtutor.training.runs.follow.feed import FeedParts, Meters, RunFeed

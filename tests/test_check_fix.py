@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check.fix import fix_file, fix_source
+from mgtutor.diagnostics.check.fix.apply import fix_file, fix_source
 from mgtutor.diagnostics.check.rules import RULES
 from mgtutor.diagnostics.check.script import check_source
 from mgtutor.tui.cli import main as cli_main

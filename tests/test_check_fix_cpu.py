@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from mgtutor.diagnostics.check.fix import fix_source
+from mgtutor.diagnostics.check.fix.apply import fix_source
 
 
 def fixed(text: str, *rules: str) -> str:

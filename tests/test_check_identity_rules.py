@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check.fix import fix_source
+from mgtutor.diagnostics.check.fix.apply import fix_source
 from mgtutor.diagnostics.check.folder import check_script
 from mgtutor.diagnostics.check.script import check_source
 from mgtutor.tui.cli import main as cli_main

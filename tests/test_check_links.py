@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check import edits
-from mgtutor.diagnostics.check.fix import fix_source
+from mgtutor.diagnostics.check.fix import edits
+from mgtutor.diagnostics.check.fix.apply import fix_source
 from mgtutor.tui.cli import main as cli_main
 
 FIXTURES = Path(__file__).parent / "data" / "check"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check.fix import fix_file
+from mgtutor.diagnostics.check.fix.apply import fix_file
 from mgtutor.diagnostics.check.script import check_file
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.confirm import ConfirmScreen

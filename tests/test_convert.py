@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check.convert import convert_source
+from mgtutor.diagnostics.check.convert.to_ddp import convert_source
 from mgtutor.diagnostics.check.script import CheckError, check_source
 from mgtutor.tui.cli import main as cli_main
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.check.convert import convert_source
-from mgtutor.diagnostics.check.fix import unified_diff
+from mgtutor.diagnostics.check.convert.to_ddp import convert_source
+from mgtutor.diagnostics.check.fix.apply import unified_diff
 
 LESSONS = Path(__file__).parent.parent / "lessons"
 

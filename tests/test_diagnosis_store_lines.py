@@ -9,8 +9,8 @@ import socket
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_run
-from mgtutor.diagnostics.failures.hang import analyse_capture
-from mgtutor.diagnostics.failures.hang_watch import is_hang
+from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
+from mgtutor.diagnostics.failures.hang.watch import is_hang
 from mgtutor.diagnostics.failures.store_watch import READ_LIMIT, StoreWatch
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.records.types import RunMeta, RunResult

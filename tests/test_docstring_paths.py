@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 OURS = ("tui", "lessons", "diagnostics", "training", "tests", "docs")
-# a path (`training/runs/follow/session.py`) or a bare file name (`match_cuda.py`)
+# a path (`training/runs/follow/session.py`) or a bare file name (`match/cuda.py`)
 NAMED = re.compile(r"(?<![\w.-])((?:[\w.-]+/)*[\w-]+\.py)\b")
 
 

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import examples
 
-from mgtutor.diagnostics.failures import blockscan
+from mgtutor.diagnostics.failures.logs import blockscan
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import build_findings
-from mgtutor.diagnostics.failures.logparse import lines_of, raw_lines
-from mgtutor.diagnostics.failures.prefilter import Prefilter, trie_regex, trigger_of
-from mgtutor.diagnostics.failures.scan import Scanner
+from mgtutor.diagnostics.failures.logs.logparse import lines_of, raw_lines
+from mgtutor.diagnostics.failures.logs.prefilter import Prefilter, trie_regex, trigger_of
+from mgtutor.diagnostics.failures.logs.scan import Scanner
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import diagnose_run
-from mgtutor.diagnostics.failures.cuda_missing import user_frame
+from mgtutor.diagnostics.failures.from_script.cuda_missing import user_frame
 from mgtutor.training.runs.records.types import RunMeta
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.cli import main as cli_main

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_lines
-from mgtutor.diagnostics.failures.hang_stacks import is_user_file, parse_dump
-from mgtutor.diagnostics.failures.logparse import read_text
-from mgtutor.diagnostics.failures.scan import Scanner
+from mgtutor.diagnostics.failures.hang.stack_dumps import is_user_file, parse_dump
+from mgtutor.diagnostics.failures.logs.logparse import read_text
+from mgtutor.diagnostics.failures.logs.scan import Scanner
 
 LOGS = Path(__file__).parent / "data" / "logs"
 # torch 2.14, Python 3.11, torchrun with 2 gloo ranks and PYTHONFAULTHANDLER=1: rank 1 reads address 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_lines
-from mgtutor.diagnostics.failures.logparse import read_text
+from mgtutor.diagnostics.failures.logs.logparse import read_text
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

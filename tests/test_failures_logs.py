@@ -8,7 +8,7 @@ import pytest
 
 from mgtutor.diagnostics.failures.catalogue import KINDS, load_catalogue
 from mgtutor.diagnostics.failures.classify import diagnose_files
-from mgtutor.diagnostics.failures.logparse import read_text
+from mgtutor.diagnostics.failures.logs.logparse import read_text
 
 LOGS = Path(__file__).parent / "data" / "logs"
 LESSONS = {"01-check-gpus", "02-single-gpu-baseline", "03-dataparallel", "04-ddp-torchrun", "05-distributed-sampler",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.conftest import examples
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_lines
-from mgtutor.diagnostics.failures.logparse import read_log
+from mgtutor.diagnostics.failures.logs.logparse import read_log
 
 OOM = b"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity\n"
 pieces = st.sampled_from([OOM, b"\xff\xfe\x80", b"\x1b[31m", b"\x1b]0;title\x07", b"\r", b"\n", b"[rank", b"]:",

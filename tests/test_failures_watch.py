@@ -57,6 +57,19 @@ def test_straggler_and_lag_from_step_events(tmp_path: Path) -> None:
     assert not any(a.kind == "rendezvous_late" for a in alerts)  # events show every rank joined
 
 
+def test_a_stragglers_evidence_is_said_in_chinese_from_its_message_id(tmp_path: Path) -> None:
+    from mgtutor.training.foundation.i18n import in_language
+
+    events = [{"rank": r, "t": time.time(), "type": "step", "step": s, "loss": 1.0 + r,
+               "data_wait_s": 0.3 if r == 1 else 0.001} for s in range(1, 6) for r in (0, 1)]
+    record = _record(tmp_path, events, world=2)
+    with in_language("zh"):
+        alerts = RunSession(record, detectors=[RunWatch(record)], alive=lambda: True).poll().alerts or []
+    said = next(a.message for a in alerts if a.kind == "straggler")
+    assert said.startswith("rank 1 ") and "0.300" in said and "0.001" in said
+    assert "spends" not in said and "the other ranks" not in said, said
+
+
 def test_silent_run_is_flagged_with_last_lines(tmp_path: Path) -> None:
     record = _record(tmp_path, [], started=time.time() - 500)
     record.rank_log(0, "stdout").write_text("step 1\nstep 2\nentering all_reduce\n")

@@ -19,7 +19,7 @@ from mgtutor.diagnostics.check.script_options import (
     with_option,
 )
 from mgtutor.diagnostics.failures.classify import diagnose_run
-from mgtutor.diagnostics.failures.oom_batch import measured_batch, step_points
+from mgtutor.diagnostics.failures.oom.batch import measured_batch, step_points
 from mgtutor.training.runs.events.reader import parse_event
 from mgtutor.training.runs.records.record import RankExit, RunRecord
 

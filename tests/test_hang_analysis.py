@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
-from mgtutor.diagnostics.failures.hang import analyse_capture, explain
-from mgtutor.diagnostics.failures.hang_stacks import is_user_file, locate, parse_dump, parse_rank_file
+from mgtutor.diagnostics.failures.hang.analyse import analyse_capture, explain
+from mgtutor.diagnostics.failures.hang.stack_dumps import is_user_file, locate, parse_dump, parse_rank_file
 
 DATA = Path(__file__).parent / "data" / "hang"
 METHODS = ["auto", "signal"]

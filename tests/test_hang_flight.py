@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import no_gpu_env
-from mgtutor.diagnostics.failures.hang import analyse_capture
-from mgtutor.diagnostics.failures.hang_fr import first_divergence, flight_lines, pending, read_dumps
+from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
+from mgtutor.diagnostics.failures.hang.flight_recorder import first_divergence, flight_lines, pending, read_dumps
 from mgtutor.training.runs.forensics.flight import flight_env, request_dump
 from mgtutor.training.runs.records.record import RunRecord
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.widgets import Collapsible, Static
 
-from mgtutor.diagnostics.failures.hang import analyse_capture
+from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
 from mgtutor.tui.widgets.hang_panel import HangPanel, title_of, where_text
 
 DATA = Path(__file__).parent / "data" / "hang" / "slow-loader-auto"

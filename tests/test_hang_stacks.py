@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.failures.hang_stacks import parse_rank_file
+from mgtutor.diagnostics.failures.hang.stack_dumps import parse_rank_file
 from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.forensics.stacks import PYSPY_ENV, _pyspy, capture_stacks, list_captures, pyspy_path

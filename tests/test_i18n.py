@@ -177,7 +177,7 @@ def test_a_gpu_skip_says_nvidia_gpu_in_every_language(language):
 def test_the_hang_report_reads_in_chinese_and_is_kept_in_english():
     """The report a reader sees follows the language; what is saved with the stacks (to_dict) and
     printed by --json stays the English contract."""
-    from mgtutor.diagnostics.failures.hang import analyse_capture
+    from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
 
     capture = REPO / "tests/data/hang/slow-loader-auto"
     english = analyse_capture(capture, world_size=2)

@@ -26,9 +26,9 @@ from mgtutor.diagnostics.doctor.saved import load
 from mgtutor.diagnostics.doctor.topology import read_topology
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.demos import SCENARIOS
-from mgtutor.diagnostics.failures.hang import analyse_capture
-from mgtutor.diagnostics.failures.hang_fr import read_dumps
-from mgtutor.diagnostics.failures.oom_explain import memory_lines
+from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
+from mgtutor.diagnostics.failures.hang.flight_recorder import read_dumps
+from mgtutor.diagnostics.failures.oom.explain import memory_lines
 from mgtutor.training.foundation.i18n import _, set_language
 from mgtutor.tui.cli import main
 from tests.english_left import english_left

@@ -143,7 +143,8 @@ async def test_diagnostics_in_chinese_then_english_without_running_the_doctor_ag
 
 async def test_textuals_own_words_are_chinese_the_palette_its_commands_a_menus_escape_and_the_icon(in_chinese):
     """ctrl+p (or the header's ⭘) opens Textual's command palette: its search line and its commands are
-    said in the language in force; so are a Select's "Dismiss menu" in the footer and the ⭘'s tooltip."""
+    said in the language in force, and so is its "No matches found"; so are a Select's "Dismiss menu" in the
+    footer and the ⭘'s tooltip."""
     import re
 
     from textual.command import CommandPalette
@@ -162,6 +163,9 @@ async def test_textuals_own_words_are_chinese_the_palette_its_commands_a_menus_e
         listed = "\n".join(str(option.prompt) for option in palette.query_one("CommandList")._options)
         assert "主题" in listed and "截图" in listed and "退出" in listed, listed
         assert not re.search(r"\b(Theme|Screenshot|Quit the application|Change the current theme)\b", listed)
+        await pilot.press(*"zzqx")  # a search that matches nothing: the palette says so, in Chinese
+        await wait_for_app(pilot, lambda: "未找到匹配的命令" in options_of(palette), what="no matches, said")
+        assert "No matches" not in options_of(palette)
         await pilot.press("escape")
     menu = MenuApp()
     async with menu.run_test(size=(80, 24)) as pilot:
@@ -170,6 +174,10 @@ async def test_textuals_own_words_are_chinese_the_palette_its_commands_a_menus_e
         await pilot.pause()
         keys = [key.description for key in menu.screen.query(FooterKey)]
         assert "关闭菜单" in keys and "Dismiss menu" not in keys, keys
+
+
+def options_of(palette) -> str:
+    return "\n".join(str(option.prompt) for option in palette.query_one("CommandList")._options)
 
 
 class MenuApp(App[None]):

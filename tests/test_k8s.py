@@ -229,7 +229,7 @@ def test_the_rank_prefix_torchrun_writes_is_the_one_diagnose_reads() -> None:
     must give the line to that rank."""
     from string import Template
 
-    from mgtutor.diagnostics.failures.logparse import split_prefix
+    from mgtutor.diagnostics.failures.logs.logparse import split_prefix
 
     [template] = [item["value"] for item in load(manifest_yaml(job("trainjob", 2, 8)))["spec"]["trainer"]["env"]
                   if item["name"] == "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]

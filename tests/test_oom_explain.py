@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mgtutor.diagnostics.failures.classify import diagnose_files, diagnose_run
-from mgtutor.diagnostics.failures.oom_explain import GIB, parse_oom
+from mgtutor.diagnostics.failures.oom.explain import GIB, parse_oom
 from mgtutor.training.runs.records.record import RankExit, RunRecord
 
 LOGS = Path(__file__).parent / "data" / "logs"

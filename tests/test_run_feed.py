@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.failures.hang_watch import HangWatch
+from mgtutor.diagnostics.failures.hang.watch import HangWatch
 from mgtutor.diagnostics.feed import open_feed
 from mgtutor.training.runs.events.writer import encode
 from mgtutor.training.runs.follow.detectors import RunWatch

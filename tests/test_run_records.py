@@ -94,6 +94,23 @@ def test_an_unreadable_meta_is_reported_not_read_as_empty(tmp_path: Path) -> Non
     assert meta.problem == "meta.json has a wrong type: world_size is 'two'"  # said, not silently zero
 
 
+def test_a_records_problem_is_english_as_kept_and_said_in_chinese_from_its_message_ids(tmp_path: Path) -> None:
+    """No English sentence is parsed back: the problem keeps its message ids, and the reader's language says them,
+    the list's separator included."""
+    from mgtutor.training.foundation.i18n import in_language
+    from mgtutor.training.runs.records.record import said_problem
+
+    record = RunRecord.create("broken", tmp_path)
+    (record.path / "meta.json").write_text('{"world_size": "two", "started": "yesterday"}')
+    with in_language("zh"):
+        problem = record.meta().problem
+        assert problem == "meta.json has a wrong type: world_size is 'two', started is 'yesterday'"
+        assert said_problem(problem) == "meta.json 有问题：类型不对：world_size 是 'two'，started 是 'yesterday'"
+    (record.path / "meta.json").unlink()
+    with in_language("zh"):
+        assert said_problem(record.meta().problem) == "缺少 meta.json"
+
+
 def test_a_result_round_trips_with_its_stop_report() -> None:
     data = {"run_id": "r", "status": "stopped", "backend": "gloo", "world_size": 1, "nnodes": 1, "node_rank": 0,
             "ranks": [{"rank": 0, "exit_code": None, "signal": "SIGTERM", "pid": 5, "ended": 2.0,

@@ -10,7 +10,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 from mgtutor.diagnostics.failures.classify import Finding
-from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
+from mgtutor.diagnostics.failures.hang.watch import diagnose_with_hangs
 from mgtutor.training.runs.follow.runstate import RunState
 from mgtutor.training.runs.records.record import RunRecord, runs_root
 from mgtutor.tui.app import MgTutorApp

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mgtutor.diagnostics.failures.hang_watch import take_report
+from mgtutor.diagnostics.failures.hang.watch import take_report
 from mgtutor.training.runs.forensics import stacks
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.tui.commands.runs.stacks import stacks_main

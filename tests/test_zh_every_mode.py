@@ -412,14 +412,14 @@ async def test_runs_with_broken_records(in_chinese):
         table = app.screen.query_one("#runs-table")
         await wait_for_app(pilot, lambda: table.row_count == 2, 30, what="the runs table")
         # the record's own field names and values are quoted as they are
-        assert "类型不对：started 是 'yesterday'" in no_english(app.screen, allow=("'yesterday', target 是",))
+        assert "类型不对：started 是 'yesterday'" in no_english(app.screen, allow=("'yesterday'，target 是",))
 
 
 @pytest.mark.integration
 async def test_the_monitor_hang_panel(in_chinese):
     import asyncio
 
-    from mgtutor.diagnostics.failures.hang import analyse_capture
+    from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
     from mgtutor.tui.widgets.hang_panel import HangPanel
     from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
     from tests.test_hang_panel import DATA as HANG

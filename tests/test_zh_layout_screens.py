@@ -92,7 +92,7 @@ async def test_every_lessons_text_at_80x24_breaks_as_chinese(in_chinese, lessons
 
 @pytest.mark.integration
 async def test_a_hang_report_at_80x24_breaks_as_chinese(in_chinese):
-    from mgtutor.diagnostics.failures.hang import analyse_capture
+    from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
     from mgtutor.tui.widgets.hang_panel import HangPanel
     from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
     from tests.test_hang_panel import DATA as HANG

@@ -1,5 +1,6 @@
 """What Textual and Rich do in English that Chinese needs done otherwise: where a line may break, and
-Textual's own words (the command palette that ctrl+p and the header's ⭘ open, a Select's "Dismiss menu").
+Textual's own words (the command palette that ctrl+p and the header's ⭘ open, its "No matches found", a
+Select's "Dismiss menu").
 
 Rich and Textual break lines at spaces only and fold a run without spaces at any cell, so a Chinese
 paragraph (one such run) gets lines that start with "，" and identifiers cut in two ("NC|CL_DEBUG").
@@ -13,9 +14,12 @@ from typing import Any
 
 import rich.text
 import textual.content
+from rich.align import Align
+from rich.text import Text
 from textual.app import App, SystemCommand
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.screen import Screen
+from textual.widgets.option_list import Option
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.training.foundation.linebreak import break_offsets
@@ -53,6 +57,24 @@ TEXTUAL_WORDS = {
 }
 SEARCH_COMMANDS = N_("Search for commands...")
 SEARCH_THEMES = N_("Search for themes...")
+NO_MATCHES = N_("No matches found")
+
+
+class PaletteInLanguage(CommandPalette):
+    """Textual's command palette, its "No matches found" said in the language in force. Textual writes
+    those words inside `_start_no_matches_countdown`; this is that method with them translated (the test
+    of the palette in Chinese fails if a Textual release moves them)."""
+
+    def _start_no_matches_countdown(self, search_value: str) -> None:
+        self._stop_no_matches_countdown()
+
+        def show_no_matches() -> None:
+            if search_value:  # an empty search lists what can be discovered: nothing to say
+                self.query_one(CommandList).add_option(
+                    Option(Align.center(Text(_(NO_MATCHES), style="not bold")), disabled=True, id=self._NO_MATCHES))
+            self._list_visible = bool(search_value)
+
+        self._no_matches_timer = self.set_timer(self._NO_MATCHES_COUNTDOWN, show_no_matches)
 
 
 class SaysTextualWords(App[Any]):
@@ -65,9 +87,9 @@ class SaysTextualWords(App[Any]):
 
     def action_command_palette(self) -> None:
         if self.use_command_palette and not CommandPalette.is_open(self):
-            self.push_screen(CommandPalette(id="--command-palette", placeholder=_(SEARCH_COMMANDS)))
+            self.push_screen(PaletteInLanguage(id="--command-palette", placeholder=_(SEARCH_COMMANDS)))
 
     def search_themes(self) -> None:
         from textual.theme import ThemeProvider
 
-        self.push_screen(CommandPalette(providers=[ThemeProvider], placeholder=_(SEARCH_THEMES)))
+        self.push_screen(PaletteInLanguage(providers=[ThemeProvider], placeholder=_(SEARCH_THEMES)))

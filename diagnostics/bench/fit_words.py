@@ -6,7 +6,7 @@ import shlex
 
 from mgtutor.diagnostics.bench.maxbatch import LABEL_CELLS, padded
 from mgtutor.diagnostics.bench.scriptfit import FitAnswer, FitCommand, FitTrial
-from mgtutor.diagnostics.failures.oom_explain import gib
+from mgtutor.diagnostics.failures.oom.explain import gib
 from mgtutor.training.foundation.i18n import N_, _
 
 

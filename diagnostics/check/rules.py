@@ -1,6 +1,6 @@
 """The rules of `mgtutor check`, as data: what each finds, why it matters, the fix as a small
 before/after snippet, and the lesson that teaches it. The evidence each looks for is a small
-function in match.py, match_ranks.py or match_speed.py.
+function in match/core.py, match/ranks.py or match/speed.py.
 
 Severities: `error` — the job trains wrong, crashes or hangs; `warning` — very likely a bug or a
 deprecated API; `advice` — it works, but slower or harder to run than it needs to be.
@@ -19,14 +19,13 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from mgtutor.diagnostics.check import fixes, fixes_amp, fixes_cuda, fixes_epoch, fixes_save, match
-from mgtutor.diagnostics.check import match_cuda as cuda
-from mgtutor.diagnostics.check import match_data as data
-from mgtutor.diagnostics.check import match_identity as identity
-from mgtutor.diagnostics.check import match_lifecycle as lifecycle
-from mgtutor.diagnostics.check import match_paths as paths
-from mgtutor.diagnostics.check import match_ranks as ranks
-from mgtutor.diagnostics.check import match_speed as speed
+from mgtutor.diagnostics.check.fix import amp as fixes_amp
+from mgtutor.diagnostics.check.fix import cuda as fixes_cuda
+from mgtutor.diagnostics.check.fix import epoch as fixes_epoch
+from mgtutor.diagnostics.check.fix import rewrites as fixes
+from mgtutor.diagnostics.check.fix import save as fixes_save
+from mgtutor.diagnostics.check.match import core as match
+from mgtutor.diagnostics.check.match import cuda, data, identity, lifecycle, paths, ranks, speed
 from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.training.foundation.i18n import N_
 
@@ -49,7 +48,7 @@ class Rule:
     confidence: str = "medium"
     # (before, after) written from the user's own code at the finding, instead of the generic pair
     fix_for: Callable[[ast.AST, ScriptModel], tuple[str, str] | None] | None = None
-    # the edits `check --fix` writes for a finding (fixes.py); "safe" keeps what the script does on
+    # the edits `check --fix` writes for a finding (fix/rewrites.py); "safe" keeps what the script does on
     # the machines it already ran on, "unsafe" may change it (applied only with --unsafe-fixes)
     rewrite: Callable[[ast.AST, ScriptModel], fixes.Edits] | None = None
     safety: str = "safe"

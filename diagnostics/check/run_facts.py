@@ -15,7 +15,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from mgtutor.diagnostics.check.match import INIT, SPAWN
+from mgtutor.diagnostics.check.match.core import INIT, SPAWN
 from mgtutor.diagnostics.check.script_model import ScriptModel, constant, keyword, last_name
 from mgtutor.training.foundation.safe_io import read_regular
 

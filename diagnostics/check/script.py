@@ -1,7 +1,7 @@
 """`mgtutor check`: find the classic multi-GPU mistakes in a training script by reading it.
 
 The script is parsed with Python's `ast`, never imported or run. The rules live in rules.py
-(data) and match.py (the evidence each looks for). Public API:
+(data) and match/core.py (the evidence each looks for). Public API:
 
     check_file(path) -> list[CheckFinding]          raises CheckError for unreadable input; follows the
                                                     calls into modules it imports from its own folder

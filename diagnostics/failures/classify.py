@@ -22,14 +22,14 @@ from mgtutor.training.runs.forensics.compile_crash import compiling_ranks
 from mgtutor.training.runs.events.types import Event
 from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 from mgtutor.diagnostics.failures.catalogue import KindSpec, load_catalogue
-from mgtutor.diagnostics.failures.blockscan import scan_file
-from mgtutor.diagnostics.failures.cuda_missing import explain as explain_cuda_missing
-from mgtutor.diagnostics.failures.init_skipped import explain as explain_init_skipped
-from mgtutor.diagnostics.failures.store_unreachable import explain as explain_store_unreachable
+from mgtutor.diagnostics.failures.logs.blockscan import scan_file
+from mgtutor.diagnostics.failures.from_script.cuda_missing import explain as explain_cuda_missing
+from mgtutor.diagnostics.failures.from_script.init_skipped import explain as explain_init_skipped
+from mgtutor.diagnostics.failures.from_script.store_unreachable import explain as explain_store_unreachable
 from mgtutor.diagnostics.failures.fatal_error import CrashSite, crash_site, fix_text, summary_text
-from mgtutor.diagnostics.failures.logparse import LogLine
-from mgtutor.diagnostics.failures.oom_explain import explain_hits
-from mgtutor.diagnostics.failures.scan import Hit, Scanner
+from mgtutor.diagnostics.failures.logs.logparse import LogLine
+from mgtutor.diagnostics.failures.oom.explain import explain_hits
+from mgtutor.diagnostics.failures.logs.scan import Hit, Scanner
 
 MAX_EVIDENCE = 4
 ROOT_BONUS = 25  # a cause on the rank that failed first outranks the same weight elsewhere
@@ -49,7 +49,7 @@ class Finding:
     order: int = 0  # position of the first evidence: earlier wins among equal scores
     hit_ranks: frozenset[int] = frozenset()  # ranks whose own log lines proved it
     script_frame: dict[str, Any] | None = None  # the user's own line it failed at (cuda_missing.py)
-    numbers: dict[str, Any] | None = None  # measured values behind the summary (cuda_oom: oom_explain.py)
+    numbers: dict[str, Any] | None = None  # measured values behind the summary (cuda_oom: oom/explain.py)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "rank": self.rank, "summary": self.summary, "fix": self.fix,

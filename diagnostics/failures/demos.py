@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding
-from mgtutor.diagnostics.failures.hang_watch import HangAlert, HangWatch, diagnose_with_hangs
+from mgtutor.diagnostics.failures.hang.watch import HangAlert, HangWatch, diagnose_with_hangs
 from mgtutor.diagnostics.meters import Sampler
 from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records.record import RunResult

@@ -15,7 +15,7 @@ faulthandler writes this when a process dies of SIGSEGV, SIGABRT, SIGBUS, SIGFPE
 under `mgtutor run` have it on (the stack hook), any Python with PYTHONFAULTHANDLER=1 or -X
 faulthandler. The crash itself happened in native code (C++, CUDA, a compiler), which has no Python
 traceback; the innermost Python frame of the thread that crashed is the closest line to it. The
-Scanner keeps each rank's first dump (its lines, bounded) and hang_stacks.parse_dump reads it.
+Scanner keeps each rank's first dump (its lines, bounded) and hang/stack_dumps.py's parse_dump reads it.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgtutor.diagnostics.failures.hang_stacks import Frame, is_user_file, parse_dump
-from mgtutor.diagnostics.failures.logparse import LogLine
+from mgtutor.diagnostics.failures.hang.stack_dumps import Frame, is_user_file, parse_dump
+from mgtutor.diagnostics.failures.logs.logparse import LogLine
 from mgtutor.training.foundation.i18n import _, sentences
 
 FATAL_TRIGGERS = ("fatal python error",)  # lowercase: the block prefilter hands these lines over

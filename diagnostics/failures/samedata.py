@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from mgtutor.diagnostics.failures.logparse import LogLine
+from mgtutor.diagnostics.failures.logs.logparse import LogLine
 from mgtutor.training.foundation.i18n import _
 
 # a data line names its data with one of these (lowercase; the block prefilter looks for them too)

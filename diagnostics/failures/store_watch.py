@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mgtutor.diagnostics.failures.hang import HangReport
-from mgtutor.diagnostics.failures.store_unreachable import Address, StoreFacts, address_in, facts_of, keep_store, \
+from mgtutor.diagnostics.failures.hang.analyse import HangReport
+from mgtutor.diagnostics.failures.from_script.store_unreachable import Address, StoreFacts, address_in, facts_of, keep_store, \
     live_text
 from mgtutor.training.foundation.safe_io import open_regular
 from mgtutor.training.runs.events.types import Event

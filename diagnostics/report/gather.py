@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgtutor.diagnostics.failures.classify import Finding
-from mgtutor.diagnostics.failures.hang_fr import FlightRank, read_dumps
-from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs, latest_report
+from mgtutor.diagnostics.failures.hang.flight_recorder import FlightRank, read_dumps
+from mgtutor.diagnostics.failures.hang.watch import diagnose_with_hangs, latest_report
 from mgtutor.diagnostics.report.logs import LogTail, first_nccl_warn, rank_tails
 from mgtutor.diagnostics.report.redact import Redactor
 from mgtutor.training.runs.events.reader import EventReader

@@ -71,6 +71,13 @@ def _say(msgid: str, args: Mapping[str, Any]) -> str:
     return msgid
 
 
+def english(msgid: str, **args: Any) -> Said:
+    """A Said whose text is its English: what a record keeps, `--json` prints and code compares; the reader
+    sees it in their language through `said_again`. Nothing has to be parsed back out of the English."""
+    with in_language("en"):
+        return Said(msgid, **args)
+
+
 def keep(value: str | None) -> Any:
     """What a record keeps of some words: a Said as its message id and arguments, other text as it is."""
     return value.to_json() if isinstance(value, Said) else value

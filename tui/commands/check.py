@@ -180,7 +180,7 @@ def precheck(target: list[str], out: TextIO | None = None) -> None:
 
 
 def fix_main(args: argparse.Namespace) -> int:
-    from mgtutor.diagnostics.check.fix import fix_file
+    from mgtutor.diagnostics.check.fix.apply import fix_file
     from mgtutor.diagnostics.check.folder import check_folder
     from mgtutor.diagnostics.check.project import Project
     from mgtutor.diagnostics.check.script import CheckError
@@ -241,7 +241,7 @@ def printable_diff(diff: str) -> str:
 
 def patch_lines(finding: Any) -> list[str]:
     """The patch `mgtutor check --fix` would write at the user's line a CUDA failure names."""
-    from mgtutor.diagnostics.check.fix import device_patch
+    from mgtutor.diagnostics.check.fix.apply import device_patch
 
     frame = finding.script_frame
     report = device_patch(frame["file"]) if frame else None

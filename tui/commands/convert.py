@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mgtutor.diagnostics.check.convert import convert_source
-    from mgtutor.diagnostics.check.fix import unified_diff, write_text
+    from mgtutor.diagnostics.check.convert.to_ddp import convert_source
+    from mgtutor.diagnostics.check.fix.apply import unified_diff, write_text
     from mgtutor.diagnostics.check.script import CheckError, decode_source, read_script
 
     path = Path(args.script)

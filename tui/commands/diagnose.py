@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
-from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
+from mgtutor.diagnostics.failures.hang.watch import diagnose_with_hangs
 from mgtutor.diagnostics.failures.kind_titles import kind_title
 from mgtutor.training.runs.records.record import RunRecord, find_run_why, list_runs, runs_root, runs_root_problem
 from mgtutor.training.foundation.safe_io import path_kind

@@ -12,8 +12,8 @@ from typing import TextIO
 from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.failures.classify import Finding
 from mgtutor.diagnostics.failures.kind_titles import kind_title
-from mgtutor.diagnostics.failures.oom_explain import memory_lines
-from mgtutor.diagnostics.failures.hang_watch import HangAlert
+from mgtutor.diagnostics.failures.oom.explain import memory_lines
+from mgtutor.diagnostics.failures.hang.watch import HangAlert
 from mgtutor.diagnostics.feed import open_feed
 from mgtutor.tui.commands.check import patch_lines
 from mgtutor.training.runs.launch.control import Interrupted, deferred, follow_signals

@@ -12,8 +12,8 @@ from typing import Any
 from textual import work
 
 from mgtutor.training.foundation.i18n import _, current_language
-from mgtutor.diagnostics.failures.hang import HangReport
-from mgtutor.diagnostics.failures.hang_watch import HangAlert, latest_report, take_report
+from mgtutor.diagnostics.failures.hang.analyse import HangReport
+from mgtutor.diagnostics.failures.hang.watch import HangAlert, latest_report, take_report
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.tui.messages import AttachRun
 from mgtutor.tui.widgets.hang_panel import HangPanel

@@ -13,9 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from mgtutor.training.foundation.i18n import N_, _
-from mgtutor.diagnostics.check.fix import FixReport, fix_file, write_text
+from mgtutor.diagnostics.check.fix.apply import FixReport, fix_file, write_text
 from mgtutor.diagnostics.check.script import CheckError
-from mgtutor.diagnostics.failures.logparse import clean
+from mgtutor.diagnostics.failures.logs.logparse import clean
 from mgtutor.tui.screens.confirm import ConfirmScreen
 
 LINE_STYLE = {"+": "green", "-": "red", "@": "cyan"}

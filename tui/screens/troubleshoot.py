@@ -21,9 +21,9 @@ from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckError, CheckFinding, check_file, findings_for_symptom
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from mgtutor.diagnostics.failures.classify import Finding, diagnose_files
-from mgtutor.diagnostics.failures.hang_watch import diagnose_with_hangs
+from mgtutor.diagnostics.failures.hang.watch import diagnose_with_hangs
 from mgtutor.diagnostics.failures.kind_titles import kind_title
-from mgtutor.diagnostics.failures.logparse import clean
+from mgtutor.diagnostics.failures.logs.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records.record import RunRecord, find_run, list_runs
 from mgtutor.tui.messages import RunStarted

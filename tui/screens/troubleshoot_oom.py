@@ -20,9 +20,9 @@ from mgtutor.diagnostics.bench.fit_words import answer_lines, trial_line
 from mgtutor.diagnostics.bench.maxbatch import FinderOptions, run_finder
 from mgtutor.diagnostics.bench.scriptfit import FitSearch, FitTrial, command_for
 from mgtutor.diagnostics.bench.scripttrial import TrialPlan, fit_script
-from mgtutor.diagnostics.failures.logparse import clean
-from mgtutor.diagnostics.failures.oom_explain import memory_lines
-from mgtutor.diagnostics.failures.oom_rerun import rerun_with_memory
+from mgtutor.diagnostics.failures.logs.logparse import clean
+from mgtutor.diagnostics.failures.oom.explain import memory_lines
+from mgtutor.diagnostics.failures.oom.rerun import rerun_with_memory
 from mgtutor.training.runs.nvml import inventory
 from mgtutor.training.runs.records.record import list_runs
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS

@@ -1,6 +1,6 @@
 """The hang report in the Monitor: what kind of hang, where each rank waits, each rank's stack folded.
 
-Hidden until the run's hang detector (diagnostics/failures/hang_watch.py) reports; then one title
+Hidden until the run's hang detector (diagnostics/failures/hang/watch.py) reports; then one title
 line (at 80×24 it never hides the logs) that opens to the per-rank "where" lines, the fix, and one
 folded stack per rank. The report comes as `HangReport.to_dict()`; the stack texts are read by the
 caller's worker, never here.

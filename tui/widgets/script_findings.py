@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.check.script import CheckFinding
-from mgtutor.diagnostics.failures.logparse import clean
+from mgtutor.diagnostics.failures.logs.logparse import clean
 
 _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "advice": "cyan"}
 SEVERITY_WORDS = {"error": N_("error"), "warning": N_("warning"), "advice": N_("advice")}

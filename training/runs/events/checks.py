@@ -13,7 +13,8 @@ from typing import Any
 
 from mgtutor.training.runs.events.reader import read_events
 from mgtutor.training.runs.events.types import EpochEvent, Event, StepEvent
-from mgtutor.training.foundation.i18n import N_, retold
+from mgtutor.training.foundation.i18n import N_
+from mgtutor.training.foundation.said import Said, english, said_again
 
 Check = tuple[str, "int | None", dict[str, Any], list[tuple[int, str]]]
 STRAGGLER_FACTOR = 3.0
@@ -38,7 +39,7 @@ def nan_loss(events: Sequence[Event]) -> list[Check]:
     for event in events:
         if isinstance(event, (StepEvent, EpochEvent)) and event.loss is not None and _finite(event.loss) is None:
             step = event.step if isinstance(event, StepEvent) else event.steps
-            fields = {"value": str(event.loss), "step_text": AT_STEP.format(step=step) if step is not None else ""}
+            fields = {"value": str(event.loss), "step_text": english(AT_STEP, step=step) if step is not None else ""}
             return [("nan_loss", event.rank, fields, [(event.line, event.text())])]
     return []
 
@@ -57,11 +58,11 @@ def same_data(events: Sequence[Event], min_steps: int = 2) -> list[Check]:
     first = by_step[shared[0]]
     lines = [(v[1].line, v[1].text()) for v in list(first.values())[:2]]
     steps = ", ".join(str(s) for s in shared[:3])
-    return [("no_distributed_sampler", None, {"how_text": SAME_LOSS.format(steps=steps)},
+    return [("no_distributed_sampler", None, {"how_text": english(SAME_LOSS, steps=steps)},
              sorted(lines))]
 
 
-# English in a finding's evidence (a record); said again with `retold` (said_fields, the live alert).
+# A finding's evidence: English Saids (the record's words), said again in the reader's language by said_fields.
 AT_STEP = N_(" at step {step}")
 SAME_LOSS = N_(" (every rank logged exactly the same loss at steps {steps})")
 STRAGGLER_EVIDENCE = N_("it spends {mine} s per step before reaching the gradient all-reduce, the other ranks {others} s")
@@ -81,7 +82,7 @@ def stragglers(events: Sequence[Event]) -> list[Check]:
         others = statistics.median(m for r, m in means.items() if r != rank)
         if mean > max(STRAGGLER_FACTOR * others, others + STRAGGLER_MIN_EXTRA_S):
             other_rank = next(r for r in waits if r != rank)
-            text = STRAGGLER_EVIDENCE.format(mine=f"{mean:.3f}", others=f"{others:.3f}")
+            text = english(STRAGGLER_EVIDENCE, mine=f"{mean:.3f}", others=f"{others:.3f}")
             found.append(("straggler", rank, {"evidence_text": text},
                           [(waits[rank][-1][1].line, waits[rank][-1][1].text()),
                            (waits[other_rank][-1][1].line, waits[other_rank][-1][1].text())]))
@@ -90,9 +91,7 @@ def stragglers(events: Sequence[Event]) -> list[Check]:
 
 def said_fields(fields: dict[str, str]) -> dict[str, str]:
     """A check's English fields in the language in force, for the catalogue's sentence they fill in."""
-    templates = {"step_text": (AT_STEP,), "how_text": (SAME_LOSS,), "evidence_text": (STRAGGLER_EVIDENCE,)}
-    return {name: retold(value, templates[name]) if name in templates and value else value
-            for name, value in fields.items()}
+    return {name: said_again(value) if isinstance(value, Said) else value for name, value in fields.items()}
 
 
 def check_all(events: Sequence[Event]) -> list[Check]:

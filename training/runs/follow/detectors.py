@@ -28,8 +28,9 @@ from typing import Any, Protocol
 import psutil
 
 from mgtutor.training.runs.events.types import Event, EventType, StepEvent
-from mgtutor.training.runs.events.checks import STRAGGLER_EVIDENCE, stragglers
-from mgtutor.training.foundation.i18n import _, ngettext, retold
+from mgtutor.training.runs.events.checks import stragglers
+from mgtutor.training.foundation.i18n import _, ngettext
+from mgtutor.training.foundation.said import said_again
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.follow.runstate import RunState
 from mgtutor.training.foundation.safe_io import open_regular
@@ -135,7 +136,7 @@ class RunWatch:
     def _stragglers(self) -> list[Alert]:
         recent = [item for items in self._steps.values() for item in items]
         alerts = [Alert("straggler", (rank,), _("rank {rank} is a straggler: {evidence}").format(
-                      rank=rank, evidence=retold(fields["evidence_text"], (STRAGGLER_EVIDENCE,))))
+                      rank=rank, evidence=said_again(fields["evidence_text"])))
                   for _kind, rank, fields, _lines in stragglers(recent) if rank is not None]
         last = {rank: items[-1].step for rank, items in self._steps.items() if items}
         if len(last) >= 2:

@@ -3,7 +3,7 @@ dump asked for from outside while the ranks hang.
 
     env.update(flight_env(record))         # at launch (ProcessGroupNCCL reads these when it is created)
     asked = request_dump(record, {0: pid0, 1: pid1})   # at a stall: writes to each rank's dump pipe
-    fr_dir(record) / "rank_0"              # a pickle, read by diagnostics/failures/hang_fr.py
+    fr_dir(record) / "rank_0"              # a pickle, read by diagnostics/failures/hang/flight_recorder.py
 
 Variable names, checked against PyTorch's source (2.4 to 2.14): the ring buffer is
 TORCH_NCCL_TRACE_BUFFER_SIZE (newer builds also read TORCH_FR_BUFFER_SIZE); the dump file prefix is

@@ -28,11 +28,11 @@ from typing import Any
 import platformdirs
 import psutil
 
-from mgtutor.training.foundation.i18n import N_, _, retold
+from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.said import Said, english, said_again
 from mgtutor.training.foundation.json_decode import DecodeError, parse
 from mgtutor.training.runs.net.multinode import hosted_ranks
 from mgtutor.training.runs.records.types import (
-    FIELD_IS,
     MAX_LOCAL_RANKS,
     FirstFailure,
     RankExit,
@@ -94,7 +94,7 @@ def read_json(path: Path) -> Any | None:
     return read_json_why(path)[0]
 
 
-# Why a record file could not be read: English (compared, printed by --json), said with `said_problem`.
+# Why a record file could not be read: English Saids (compared, printed by --json), said with `said_problem`.
 MISSING = N_("{name} is missing")
 UNREADABLE = N_("{name} is unreadable ({why})")
 NOT_JSON = N_("{name} is truncated or not JSON ({size} bytes)")
@@ -102,16 +102,11 @@ NO_OBJECT = N_("{name} holds no JSON object")
 TOO_LARGE = N_("{name} is larger than {mib} MiB")
 NOT_READ = N_("{name} cannot be read: {why}")
 HAS_A = N_("{name} has a {problem}")
-WRONG_TYPE = N_("wrong type: {fields}")
 
 
 def said_problem(problem: str) -> str:
-    """A record's problem (or any other note: left as it is) in the language in force."""
-    def fields(text: str) -> str:
-        return ", ".join(retold(field, (FIELD_IS,)) for field in text.split(", "))
-
-    return retold(problem, (MISSING, UNREADABLE, NOT_JSON, NO_OBJECT, TOO_LARGE, NOT_READ, HAS_A),
-                  problem=lambda inner: retold(inner, (WRONG_TYPE,), fields=fields))
+    """A record's problem in the language in force (any other note is left as it is)."""
+    return said_again(problem) if isinstance(problem, Said) else problem
 
 
 def read_json_why(path: Path) -> tuple[Any, str | None]:
@@ -120,20 +115,20 @@ def read_json_why(path: Path) -> tuple[Any, str | None]:
     try:
         raw = read_regular(path, limit=MAX_RECORD_BYTES + 1)
     except FileNotFoundError:
-        return None, MISSING.format(name=path.name)
+        return None, english(MISSING, name=path.name)
     except OSError as exc:
-        return None, UNREADABLE.format(name=path.name, why=exc.strerror or exc)
+        return None, english(UNREADABLE, name=path.name, why=exc.strerror or exc)
     if len(raw) > MAX_RECORD_BYTES:
-        return None, TOO_LARGE.format(name=path.name, mib=MAX_RECORD_BYTES >> 20)
+        return None, english(TOO_LARGE, name=path.name, mib=MAX_RECORD_BYTES >> 20)
     text = raw.decode("utf-8", "replace")
     try:
         data = parse(text)
     except DecodeError as exc:
         if exc.why.startswith("not JSON"):
-            return None, NOT_JSON.format(name=path.name, size=len(text))
-        return None, NOT_READ.format(name=path.name, why=exc.why)
+            return None, english(NOT_JSON, name=path.name, size=len(text))
+        return None, english(NOT_READ, name=path.name, why=exc.why)
     if not isinstance(data, dict):
-        return None, NO_OBJECT.format(name=path.name)
+        return None, english(NO_OBJECT, name=path.name)
     return data, None
 
 
@@ -195,7 +190,7 @@ class RunRecord:
         data, problem = read_json_why(self.path / "meta.json")
         meta = RunMeta.from_json(data)
         if meta.problem:
-            meta.problem = HAS_A.format(name="meta.json", problem=meta.problem)
+            meta.problem = english(HAS_A, name="meta.json", problem=meta.problem)
         meta.problem = problem or meta.problem
         return meta
 
@@ -231,7 +226,7 @@ class RunRecord:
             return None, None
         result = RunResult.from_json(data)
         if result.problem:
-            result.problem = HAS_A.format(name="result.json", problem=result.problem)
+            result.problem = english(HAS_A, name="result.json", problem=result.problem)
         return result, result.problem
 
     def unreadable(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 from mgtutor.training.foundation.i18n import N_
 from mgtutor.training.foundation.json_decode import Bounds, decode_lenient, shown
+from mgtutor.training.foundation.said import Said, english
 
 T = TypeVar("T")
 
@@ -41,7 +42,18 @@ class RunStatus(str, Enum):
             return default
 
 
-FIELD_IS = N_("{key} is {value}")  # a field of the wrong type, in a record's `problem`
+# A record's `problem` when fields have the wrong type: English Saids, said again in the reader's language.
+FIELD_IS = N_("{key} is {value}")
+WRONG_TYPE = N_("wrong type: {fields}")
+IN_A_LIST = N_("{first}, {rest}")
+
+
+def listed(items: list[Said]) -> Said:
+    """Several Saids as one, the separator said in the reader's language too."""
+    said = items[-1]
+    for item in reversed(items[:-1]):
+        said = english(IN_A_LIST, first=item, rest=said)
+    return said
 
 # What a record's numbers may be: a hand-written or hostile record must not make a reader build a
 # billion ranks, signal a pid no kernel has, or format a time past the year 2286.
@@ -66,8 +78,8 @@ def _from_json(cls: type[T], data: Any) -> T:
     (where the class has it) says which."""
     obj, wrong = decode_lenient(cls, data if isinstance(data, dict) else {}, skip=("problem",))
     if wrong and "problem" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
-        said = ", ".join(FIELD_IS.format(key=w.field, value=shown(w.value)) for w in wrong)
-        object.__setattr__(obj, "problem", "wrong type: " + said)  # said with records.WRONG_TYPE
+        fields = listed([english(FIELD_IS, key=w.field, value=shown(w.value)) for w in wrong])
+        object.__setattr__(obj, "problem", english(WRONG_TYPE, fields=fields))
     return obj
 
 

@@ -9,7 +9,8 @@ import time
 
 from mgtutor.training.foundation.i18n import N_, _, cell_width, ljust_cells, rjust_cells
 from mgtutor.training.runs.launch.launcher import said_device_note
-from mgtutor.training.runs.records.record import RunRecord, RunStatus, list_runs, runs_root, runs_root_problem
+from mgtutor.training.runs.records.record import (RunRecord, RunStatus, list_runs, runs_root, runs_root_problem,
+                                                  said_problem)
 from mgtutor.training.foundation.secrets import SecretRedactor, secret_values
 from mgtutor.training.foundation.terminal import neutralise
 from mgtutor.tui.commands.runs.control import (
@@ -127,9 +128,9 @@ def show(record: RunRecord, as_json: bool) -> int:
     unreadable = record.unreadable() or (meta.problem is not None and not meta.problem.startswith("meta.json has"))
     if meta.problem:
         say("  " + (_("meta     {problem}: what follows comes from the other files") if unreadable
-                    else _("meta     {problem}: those fields are left out")).format(problem=meta.problem))
+                    else _("meta     {problem}: those fields are left out")).format(problem=said_problem(meta.problem)))
     if result.problem:
-        say("  " + _("result   {problem}: those fields are left out").format(problem=result.problem))
+        say("  " + _("result   {problem}: those fields are left out").format(problem=said_problem(result.problem)))
     unknown = _("unknown (meta.json is unreadable)") if unreadable else _("unknown")
     say("  " + _("command  {command}").format(command=" ".join(clean.argv([str(a) for a in meta.target])) or unknown))
     if unreadable or not meta.world_size:

@@ -15,7 +15,7 @@ import time
 
 from mgtutor.training.runs.launch.control import stop_run
 from mgtutor.training.runs.launch.launcher import Run
-from mgtutor.training.runs.records.record import RunRecord, RunStatus, find_run_why
+from mgtutor.training.runs.records.record import RunRecord, RunStatus, find_run_why, said_problem
 from mgtutor.training.runs.follow.heartbeats import live_watchers
 from mgtutor.tui.commands.run import (
     LIVE,
@@ -100,7 +100,7 @@ def attach_main(args: argparse.Namespace) -> int:
         print("mgtutor: " + _("run {id} has ended ({status}); its logs: {command}").format(
             id=record.run_id, status=status_word(status), command=f"mgtutor runs show {record.run_id}"), file=sys.stderr, flush=True)
         if meta.problem:  # nothing to follow, and no numbers to make a result line of
-            print(f"mgtutor: {meta.problem}; " + _("what the record still holds: {command}").format(
+            print(f"mgtutor: {said_problem(meta.problem)}; " + _("what the record still holds: {command}").format(
                 command=f"mgtutor runs show {record.run_id}"), file=sys.stderr)
             return 1
     try:

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import TextIO
 
-from mgtutor.diagnostics.failures.hang_watch import latest_report, take_report
+from mgtutor.diagnostics.failures.hang.watch import latest_report, take_report
 from mgtutor.training.runs.records.record import RunStatus, find_run_why
 from mgtutor.training.foundation.i18n import _
 from mgtutor.tui.errors import CliError

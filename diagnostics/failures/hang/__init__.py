@@ -1,0 +1,1 @@
+"""Hangs: the ranks' stacks and Flight Recorder dumps read, compared and watched live."""
