@@ -57,3 +57,19 @@ def test_a_log_far_larger_than_the_memory_bound_is_read_within_it(tmp_path: Path
         tracemalloc.stop()
     assert findings[0].kind == "cuda_oom"
     assert peak < 32 << 20, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_no_catalogue_pattern_can_be_made_to_read_a_line_over_and_over():
+    """A run of `.` or `\\S` that does not end its pattern is bounded: unbounded, a line that repeats the
+    pattern's start (`keys: /cpu//cpu/…`, `No space left on device …` 400 times) made the scan read the
+    rest of the line again at each repeat, up to 500 times slower per byte than training noise
+    (tests/bench/diagnose_crafted_lines.py measures it; docs/benchmarks.md has the numbers)."""
+    import re
+
+    from mgtutor.diagnostics.failures.catalogue import load_catalogue
+
+    run = re.compile(r"(?<!\\)(?:\.|\\S)(?:[*+]|\{\d*,\})\??")
+    unbounded = [(spec.kind, p.regex.pattern) for spec in load_catalogue().values() for p in spec.patterns
+                 for found in run.finditer(p.regex.pattern)
+                 if p.regex.pattern[found.end():].strip(")$")]
+    assert unbounded == []
