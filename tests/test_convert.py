@@ -17,6 +17,7 @@ SHAPE = FIXTURES / "single_gpu_shape.py"
 FLAT = FIXTURES / "flat_enumerate.py"                # flat, enumerate(loader), DataParallel
 ACCEL = FIXTURES / "accel_kwargs.py"                 # device branch, **kwargs loaders, a callback
 LOADERS = FIXTURES / "module_loaders.py"             # module-level loaders, data sets built in the call
+STEPPED = FIXTURES / "stepped_rows.py"               # no DataLoader: a tensor stepped through by row index
 
 
 def test_the_tutorial_shaped_script_gets_every_ddp_part():
@@ -107,6 +108,26 @@ def test_data_that_is_not_a_dataloader_is_listed():
     assert report.not_converted == [(1, "no DataLoader: every rank trains on the same data; give each rank its own "
                                         "shard by hand (a DistributedSampler, or slices by rank)")]
     assert "model = DDP(model)" in report.after
+
+
+def test_a_tensor_the_training_loop_steps_through_is_cut_into_equal_shares_once_the_group_exists():
+    """No DataLoader, but a loop over `range(0, rows.size(0), batch)` that trains (PyTorch's word language
+    model has this shape): each rank takes the same number of rows, so each takes as many steps."""
+    report = convert_source(STEPPED.read_text(), "stepped_rows.py")
+    after = report.after
+    assert ("    rows = make_rows(101)\n"
+            "    rows_per_rank = len(rows) // dist.get_world_size()  # the same for every rank: as many steps each\n"
+            "    rows = rows[dist.get_rank() * rows_per_rank:(dist.get_rank() + 1) * rows_per_rank]\n") in after
+    assert after.index("device = ddp_setup()") < after.index("rows_per_rank = ")
+    assert report.not_converted == []
+    assert "line 15: each rank takes an equal share of the rows of rows" in "\n".join(report.done)
+
+
+def test_a_loop_that_only_evaluates_by_index_is_not_a_training_tensor():
+    source = STEPPED.read_text().replace("            loss.backward()\n", "")
+    report = convert_source(source, "stepped_rows.py")
+    assert "rows_per_rank" not in report.after
+    assert [why for _, why in report.not_converted if why.startswith("no DataLoader")]
 
 
 def test_a_loader_of_kwargs_gets_its_sampler_with_the_shuffle_the_kwargs_ask_for():
@@ -205,7 +226,7 @@ def test_the_group_is_destroyed_only_when_it_was_made():
                           "        if dist.is_initialized():\n            dist.destroy_process_group()\n")
 
 
-@pytest.mark.parametrize("fixture", [SHAPE, FLAT, ACCEL, LOADERS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("fixture", [SHAPE, FLAT, ACCEL, LOADERS, STEPPED], ids=lambda p: p.stem)
 def test_converted_scripts_pass_their_own_check(fixture):
     after = convert_source(fixture.read_text(), fixture.name).after
     assert [(f.rule, f.line) for f in check_source(after, fixture.name) if f.severity != "advice"] == []

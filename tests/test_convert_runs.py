@@ -75,7 +75,7 @@ BENCH = Path(__file__).parent / "bench"
 SHAPES = Path(__file__).parent / "data" / "check" / "convert"
 
 
-@pytest.mark.parametrize("name", ["flat_enumerate.py", "accel_kwargs.py", "module_loaders.py"])
+@pytest.mark.parametrize("name", ["flat_enumerate.py", "accel_kwargs.py", "module_loaders.py", "stepped_rows.py"])
 def test_each_shape_trains_on_two_gloo_ranks_each_on_its_half_printing_and_saving_once(tmp_path, name):
     """The shapes of issue 44 (a flat script with enumerate(loader) and DataParallel; a device branch with
     **kwargs loaders and a callback that prints and saves; module-level loaders), converted and run under

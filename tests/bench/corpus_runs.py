@@ -5,7 +5,8 @@
 
 `convert` (the single-GPU scripts): each is converted to a new file and started with torchrun on 2 CPU ranks
 (gloo, CUDA_VISIBLE_DEVICES empty). It trains when the job exits 0; shards when the two ranks' DistributedSamplers
-hand out disjoint halves of the training set; prints once when only rank 0 printed; saves once when only rank
+hand out disjoint halves of the training set (a script with no sampler: when the two ranks' DDP model trained on
+as many batches and none the same); prints once when only rank 0 printed; saves once when only rank
 0 called torch.save or save_image ("-": no rank printed in this short run). Its output's own `check` must have no
 error.
 
@@ -134,9 +135,13 @@ def ranks(probe: Path) -> list[dict]:
 
 
 def shards(joined: list[dict]) -> bool:
-    """Each of the two ranks read its own half of the training set (the largest sampled)."""
-    if len(joined) != 2 or not all(r["samplers"] for r in joined):
+    """Each of the two ranks read its own half of the training set (the largest sampled); with no sampler, the
+    two ranks trained on as many batches, none of them the same (the digests of the DDP model's inputs)."""
+    if len(joined) != 2:
         return False
+    if not all(r["samplers"] for r in joined):
+        seen = [r.get("inputs", []) for r in joined]
+        return bool(seen[0]) and len(seen[0]) == len(seen[1]) and not set(seen[0]) & set(seen[1])
     size = max(s["size"] for r in joined for s in r["samplers"])
     halves = [set(next(s["indices"] for s in r["samplers"] if s["size"] == size)) for r in joined]
     return not halves[0] & halves[1] and halves[0] | halves[1] == set(range(size))

@@ -5,6 +5,11 @@ cannot go together). A loader built from `**kwargs` keeps them, less `shuffle`, 
 sampler (`**{**kwargs, "shuffle": False}`, `kwargs.get("shuffle", False)`): nothing the script passes
 is lost, and the dict itself is not changed. A data set built inside the DataLoader call is named
 first, so the loader and its sampler read the same one.
+
+A script with no DataLoader that steps through a tensor by row index in its training loop
+(`for i in range(0, data.size(0) - 1, bptt)`, PyTorch's word language model) gets each rank an equal
+share of that tensor's rows, cut where the tensor is made: equal, so every rank takes as many steps
+(one more on one rank would leave the others waiting in its last all-reduce).
 """
 from __future__ import annotations
 
@@ -35,6 +40,59 @@ def training_loader(m: ScriptModel) -> ast.Call | None:
     shuffling = [c for c in rest if constant(keyword(c, "shuffle")) is not False]
     chosen = shuffling or rest or loaders
     return chosen[0] if chosen else None
+
+
+def stepped_tensor(m: ScriptModel) -> tuple[str, ast.Assign] | None:
+    """The tensor a training loop (one that calls backward) steps through by row index, and the
+    assignment that makes it (at module level, or in the loop's function): None when there is none."""
+    for loop in (node for node in ast.walk(m.tree) if isinstance(node, ast.For)):
+        steps = loop.iter.args[0] if _called(loop.iter, "enumerate") and loop.iter.args else loop.iter
+        if not _called(steps, "range") or not any(_called(n, "backward") for n in ast.walk(loop)):
+            continue
+        for name in filter(None, map(_rows_of, ast.walk(steps))):
+            made = _made_at(m, loop, name)
+            if made is not None:
+                return name, made
+    return None
+
+
+def _called(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == name or
+                                           isinstance(node.func, ast.Attribute) and node.func.attr == name)
+
+
+def _rows_of(node: ast.AST) -> str | None:
+    """`x` of `x.size(0)`, `x.shape[0]` or `len(x)`."""
+    if _called(node, "len") and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+        return node.args[0].id
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and \
+            constant(node.args[0] if node.args else None) == 0 and isinstance(node.func.value, ast.Name):
+        return node.func.value.id
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and \
+            constant(node.slice) == 0 and isinstance(node.value.value, ast.Name):
+        return node.value.value.id
+    return None
+
+
+def _made_at(m: ScriptModel, loop: ast.For, name: str) -> ast.Assign | None:
+    """Where `name` is made before the loop: in the loop's function, else at module level (any line, when
+    the loop is in a function that runs later)."""
+    function = m.enclosing(loop, (ast.FunctionDef, ast.AsyncFunctionDef))
+    made = [s for s in function.body if _assigns(s, name) and s.lineno < loop.lineno] if function else []
+    made = made or [s for s in m.tree.body if _assigns(s, name) and (function is not None or s.lineno < loop.lineno)]
+    return made[-1] if made else None
+
+
+def _assigns(statement: ast.stmt, name: str) -> bool:
+    return isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+        isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == name
+
+
+def row_share_edits(m: ScriptModel, name: str, made: ast.Assign, dist: str) -> list[Edit]:
+    share = next(n for n in ("rows_per_rank", "rows_of_each_rank", "rank_rows") if n not in scope_names(m, made))
+    return [Edit("after", where(made, m.lines),
+                 f"{share} = len({name}) // {dist}.get_world_size()  # the same for every rank: as many steps each\n"
+                 f"{name} = {name}[{dist}.get_rank() * {share}:({dist}.get_rank() + 1) * {share}]")]
 
 
 def _star_kwargs(call: ast.Call) -> list[ast.keyword]:

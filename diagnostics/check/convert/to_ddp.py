@@ -95,8 +95,10 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
         raise CheckError(_("{file}: the names os, torch or dist mean something else in this script; convert "
                            "cannot add the process group").format(file=filename)) from None
     loader = convert_data.training_loader(m)
-    sampler_edits = _samplers(m, loader, report)
-    edits += _setup_calls(m, [loader] if loader is not None and sampler_edits else [], report)
+    stepped = convert_data.stepped_tensor(m) if loader is None else None
+    sampler_edits = _samplers(m, loader, report) if stepped is None else _row_shares(m, stepped, names["dist"], report)
+    needs_group = [loader] if loader is not None and sampler_edits else [stepped[1].value] if stepped else []
+    edits += _setup_calls(m, needs_group, report)
     edits += _models(m, report) + sampler_edits + convert_setup.ending_edits(m, names["dist"])
     edits += _folders_made_by_every_rank(m, report)
     edits += [Edit("import", code=code) for code in (
@@ -158,6 +160,13 @@ def _models(m: ScriptModel, report: Conversion) -> list[Edit]:
         report.not_converted.append((1, _("no `model = model.to(device)` line found: wrap the model in DDP by hand, "
                                           "after moving it to its device")))
     return edits
+
+
+def _row_shares(m: ScriptModel, stepped: tuple[str, ast.Assign], dist: str, report: Conversion) -> list[Edit]:
+    name, made = stepped
+    report.done.append(_("line {line}: each rank takes an equal share of the rows of {name} (no DataLoader: the "
+                         "training loop steps through it by index)").format(line=made.lineno, name=name))
+    return convert_data.row_share_edits(m, name, made, dist)
 
 
 def _samplers(m: ScriptModel, training: ast.Call | None, report: Conversion) -> list[Edit]:

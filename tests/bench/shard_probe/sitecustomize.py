@@ -1,6 +1,7 @@
 """On PYTHONPATH with SHARD_PROBE_DIR set, this records what each process of a training job did, for the
 corpus benchmark (tests/bench/corpus_runs.py) and the convert tests: the rank and world size it joined
-with, the indices each DistributedSampler gave it (the whole epoch's list, read or not), how many lines
+with, the indices each DistributedSampler gave it (the whole epoch's list, read or not), a digest of the
+first tensor of each forward of a DDP model while it trains (a script with no sampler), how many lines
 it printed to stdout and which files it saved with torch.save or torchvision's save_image. Each process keeps its record in
 $SHARD_PROBE_DIR/proc<pid>.json, rewritten at each event (a forked worker never runs atexit).
 Nothing changes for the script: every call is passed on.
@@ -8,6 +9,7 @@ Nothing changes for the script: every call is passed on.
 Python imports `sitecustomize` at start-up from the path; without SHARD_PROBE_DIR this does nothing.
 """
 import builtins
+import hashlib
 import json
 import os
 
@@ -24,7 +26,7 @@ def _install() -> None:
     def fresh() -> None:
         record.clear()
         record.update({"pid": os.getpid(), "rank": None, "world_size": None, "samplers": [], "prints": 0,
-                       "saves": []})
+                       "saves": [], "inputs": []})
 
     def save() -> None:
         with open(os.path.join(_OUT, f"proc{os.getpid()}.json"), "w") as handle:
@@ -58,6 +60,18 @@ def _install() -> None:
         save()
         return plain_save(obj, f, *args, **kwargs)
 
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+
+    plain_forward = DistributedDataParallel.forward
+
+    def recording_forward(self, *inputs, **kwargs):
+        first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
+        if self.training and torch.is_grad_enabled() and first is not None and len(record["inputs"]) < 100_000:
+            record["inputs"].append(hashlib.sha1(first.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16])
+            save()
+        return plain_forward(self, *inputs, **kwargs)
+
+    DistributedDataParallel.forward = recording_forward
     builtins.print, dist.init_process_group = counting_print, recording_init
     distributed.DistributedSampler.__iter__, torch.save = recording_iter, recording_save
     try:
