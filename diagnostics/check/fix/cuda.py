@@ -7,8 +7,9 @@ branch, so on a GPU machine nothing changes and on a CPU one the script runs (on
 - The GPU index is the local rank: a site indexed by the global rank (RANK, `dist.get_rank()`) gets
   LOCAL_RANK instead, the same number on one node, so the rank-as-device bug is not copied into the patch
   (not under mp.spawn, whose index is the local one already and which sets no LOCAL_RANK).
-- `torch.cuda.device_count()` used as a number of processes or a divisor becomes `max(1, …)`: on a CPU,
-  `mp.spawn(nprocs=device_count())` starts one process instead of none, and nothing divides by zero.
+- `torch.cuda.device_count()` used as the number of processes to spawn becomes `… or 2`: on a CPU,
+  `mp.spawn(nprocs=device_count())` starts two gloo processes (as `mgtutor run` does there) instead of none,
+  so the script still runs as a distributed job. Used as a divisor it becomes `max(1, …)`: nothing divides by zero.
 """
 from __future__ import annotations
 
@@ -176,10 +177,22 @@ def _device_name_edit(m: ScriptModel, site: ast.AST, label: str, shared: dict[in
     return Edit("replace", where(site, m.lines), f"{text(m, site.func.value)}.to({', '.join([name, *rest])})")
 
 
+def _spawn_count(m: ScriptModel, site: ast.AST) -> bool:
+    """`nprocs=device_count()`, or `n = device_count()` with `nprocs=n` in the same function."""
+    parent = m.parent.get(site)
+    if isinstance(parent, ast.keyword):
+        return parent.arg == "nprocs"
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    scope = m.enclosing(site, DEF_NODES) or m.tree
+    return any(isinstance(kw, ast.keyword) and kw.arg == "nprocs" and isinstance(kw.value, ast.Name) and
+               kw.value.id == parent.targets[0].id for kw in ast.walk(scope))
+
+
 def _site_edit(m: ScriptModel, site: ast.AST, label: str, names: Names) -> Edit | None:
     at, code, torch, avail = where(site, m.lines), text(m, site), names.torch, names.avail
     if label == "device_count()":
-        return Edit("replace", at, f"max(1, {code})")
+        return Edit("replace", at, f"{code} or 2" if _spawn_count(m, site) else f"max(1, {code})")
     if label == "torch.cuda.set_device":
         stmt = statement_of(m, site)
         if not (isinstance(stmt, ast.Expr) and stmt.value is site and isinstance(site, ast.Call)):
