@@ -54,10 +54,13 @@ def _hypothesis_profile(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under nohup every child inherits SIGHUP ignored, and a shell's background job SIGINT; mgtutor keeps
-    an ignored signal ignored, so the tests of a closed terminal or Ctrl+C would test how pytest was started."""
+    """Under nohup every child inherits SIGHUP ignored, and a shell's background job SIGINT and SIGQUIT; mgtutor
+    keeps an ignored signal ignored, so the tests of a closed terminal, Ctrl+C or Ctrl+\\ would test how pytest
+    was started."""
     _hypothesis_profile(config)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -101,8 +101,9 @@ def _init_line(path: Path) -> int:
 
 
 def test_a_spawn_of_one_process_per_gpu_trains_on_a_cpu_once_fixed(tmp_path):
-    """mp.spawn(nprocs=torch.cuda.device_count()) starts nobody on a CPU and exits 0; fixed, it starts one
-    process (max(1, …)), the batch split divides by 1, and that process trains on gloo."""
+    """mp.spawn(nprocs=torch.cuda.device_count()) starts nobody on a CPU and exits 0; fixed, it starts two
+    processes (`device_count() or 2`, as `mgtutor run` does on a CPU), the batch is split in two, and both
+    train on gloo."""
     import socket
 
     target = tmp_path / "spawn_device_count.py"
@@ -121,4 +122,5 @@ def test_a_spawn_of_one_process_per_gpu_trains_on_a_cpu_once_fixed(tmp_path):
     assert mgtutor("check", "--fix", target.name, cwd=tmp_path).returncode == 0
     after = run()
     assert after.returncode == 0, after.stderr[-2000:]
-    assert after.stdout.strip().splitlines() == ["rank 0 of 1 trained 3 steps of 32"]
+    assert sorted(after.stdout.strip().splitlines()) == ["rank 0 of 2 trained 3 steps of 16",
+                                                         "rank 1 of 2 trained 3 steps of 16"]
