@@ -46,7 +46,9 @@ def stepped_tensor(m: ScriptModel) -> tuple[str, ast.Assign] | None:
     """The tensor a training loop (one that calls backward) steps through by row index, and the
     assignment that makes it (at module level, or in the loop's function): None when there is none."""
     for loop in (node for node in ast.walk(m.tree) if isinstance(node, ast.For)):
-        steps = loop.iter.args[0] if _called(loop.iter, "enumerate") and loop.iter.args else loop.iter
+        steps = loop.iter
+        if isinstance(steps, ast.Call) and _called(steps, "enumerate") and steps.args:
+            steps = steps.args[0]
         if not _called(steps, "range") or not any(_called(n, "backward") for n in ast.walk(loop)):
             continue
         for name in filter(None, map(_rows_of, ast.walk(steps))):
@@ -63,7 +65,7 @@ def _called(node: ast.AST, name: str) -> bool:
 
 def _rows_of(node: ast.AST) -> str | None:
     """`x` of `x.size(0)`, `x.shape[0]` or `len(x)`."""
-    if _called(node, "len") and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+    if isinstance(node, ast.Call) and _called(node, "len") and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
         return node.args[0].id
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and \
             constant(node.args[0] if node.args else None) == 0 and isinstance(node.func.value, ast.Name):
@@ -78,14 +80,15 @@ def _made_at(m: ScriptModel, loop: ast.For, name: str) -> ast.Assign | None:
     """Where `name` is made before the loop: in the loop's function, else at module level (any line, when
     the loop is in a function that runs later)."""
     function = m.enclosing(loop, (ast.FunctionDef, ast.AsyncFunctionDef))
-    made = [s for s in function.body if _assigns(s, name) and s.lineno < loop.lineno] if function else []
-    made = made or [s for s in m.tree.body if _assigns(s, name) and (function is not None or s.lineno < loop.lineno)]
+    inside = function.body if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    made = [s for s in _assignments(inside, name) if s.lineno < loop.lineno]
+    made = made or [s for s in _assignments(m.tree.body, name) if function is not None or s.lineno < loop.lineno]
     return made[-1] if made else None
 
 
-def _assigns(statement: ast.stmt, name: str) -> bool:
-    return isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
-        isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == name
+def _assignments(body: list[ast.stmt], name: str) -> list[ast.Assign]:
+    return [s for s in body if isinstance(s, ast.Assign) and len(s.targets) == 1 and
+            isinstance(s.targets[0], ast.Name) and s.targets[0].id == name]
 
 
 def row_share_edits(m: ScriptModel, name: str, made: ast.Assign, dist: str) -> list[Edit]:

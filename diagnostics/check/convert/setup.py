@@ -139,7 +139,7 @@ def device_edits(m: ScriptModel) -> tuple[list[Edit], ast.AST | None, int | None
 
 
 def early_users(m: ScriptModel, setup_scope: ast.AST | None, setup_line: int | None,
-                samplers: list[ast.Call]) -> ast.stmt | None:
+                samplers: list[ast.AST]) -> ast.stmt | None:
     """The first module-level statement that needs the group (a loader given a sampler, a DDP wrap)
     and runs before the setup does; None when the setup comes first."""
     needs = [c for c in samplers] + list(m.calls_to(*DDP))

@@ -97,7 +97,7 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     loader = convert_data.training_loader(m)
     stepped = convert_data.stepped_tensor(m) if loader is None else None
     sampler_edits = _samplers(m, loader, report) if stepped is None else _row_shares(m, stepped, names["dist"], report)
-    needs_group = [loader] if loader is not None and sampler_edits else [stepped[1].value] if stepped else []
+    needs_group: list[ast.AST] = [loader] if loader is not None and sampler_edits else [stepped[1].value] if stepped else []
     edits += _setup_calls(m, needs_group, report)
     edits += _models(m, report) + sampler_edits + convert_setup.ending_edits(m, names["dist"])
     edits += _folders_made_by_every_rank(m, report)
@@ -121,7 +121,7 @@ def convert_source(source: str, filename: str = "<script>") -> Conversion:
     return report
 
 
-def _setup_calls(m: ScriptModel, sharded: list[ast.Call], report: Conversion) -> list[Edit]:
+def _setup_calls(m: ScriptModel, sharded: list[ast.AST], report: Conversion) -> list[Edit]:
     """ddp_setup() where the script sets its device, and before anything at import time that needs it."""
     edits, scope, line = convert_setup.device_edits(m)
     if line is not None:
