@@ -18,7 +18,7 @@ import ast
 from mgtutor.diagnostics.check.fix.edits import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import scope_names, statement_of, text
 from mgtutor.diagnostics.check.match.core import DATALOADER
-from mgtutor.diagnostics.check.script_model import ScriptModel, constant, keyword
+from mgtutor.diagnostics.check.script_model import ScriptModel, constant, keyword, last_name
 from mgtutor.training.foundation.i18n import _
 
 EVAL_PARTS = ("test", "val", "eval", "valid")
@@ -59,8 +59,7 @@ def stepped_tensor(m: ScriptModel) -> tuple[str, ast.Assign] | None:
 
 
 def _called(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == name or
-                                           isinstance(node.func, ast.Attribute) and node.func.attr == name)
+    return isinstance(node, ast.Call) and last_name(node.func) == name
 
 
 def _rows_of(node: ast.AST) -> str | None:
