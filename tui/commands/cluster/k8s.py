@@ -10,10 +10,13 @@ from mgtutor.diagnostics.cluster.common import ClusterJobError, after_dashdash
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_job import APIS, DEFAULT_RUNTIME, DEFAULT_SHM, K8sJob
 from mgtutor.diagnostics.cluster.k8s_names import check_env, check_label, parse_claim, parse_pairs
-from mgtutor.tui.commands.cluster.flags import add_env_flags, add_output_and_target, add_shape_flags
-from mgtutor.tui.commands.options import command_parser, write_output_file
+from mgtutor.tui.commands.cluster.flags import add_env_flags, add_job_name, add_output_and_target, job_parser
+from mgtutor.tui.commands.options import write_output_file
 from mgtutor.tui.errors import CliError
 
+HELP = N_("write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job")
+DESCRIPTION = N_("Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with torchrun, every non-obvious "
+                 "field explained in a comment. Kubernetes is only needed to run it.")
 EPILOG = N_("""examples:
   mgtutor k8s --nodes 2 --gpus-per-node 8 --image nvcr.io/nvidia/pytorch:24.12-py3 -- train.py --epochs 10
   mgtutor k8s --api pytorchjob --nodes 4 --gpus-per-node 8 --image IMG --pvc ckpt:/ckpt -o job.yaml -- train.py
@@ -25,17 +28,11 @@ file against the cluster with `kubectl apply --dry-run=server -f FILE`; --explai
 collect the pods' logs for `mgtutor diagnose`.""")
 
 
-HELP = N_("write a Kubernetes manifest (TrainJob or PyTorchJob) for a multi-node job")
-DESCRIPTION = N_("Write a Kubernetes manifest that runs SCRIPT on N nodes x G GPUs with torchrun, every non-obvious "
-                 "field explained in a comment. Kubernetes is only needed to run it.")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = command_parser(sub, "k8s", HELP, DESCRIPTION, EPILOG)
-    add_shape_flags(parser, node_is=_("nodes = pods, one per node"))
+    parser = job_parser(sub, "k8s", HELP, DESCRIPTION, EPILOG, node_is=_("nodes = pods, one per node"))
     parser.add_argument("--image", required=True, metavar="IMAGE", help=_("the container image, with torch and the script"))
     parser.add_argument("--api", choices=APIS, default="trainjob", help=_("TrainJob (default) or PyTorchJob"))
-    parser.add_argument("--name", default="mgtutor", metavar="NAME", help=_("the job's name (default mgtutor)"))
+    add_job_name(parser, "--name", help=N_("the job's name (default mgtutor)"))
     parser.add_argument("--namespace", default=None, metavar="NS", help=_("the namespace (default: kubectl's)"))
     parser.add_argument("--runtime", default=DEFAULT_RUNTIME, metavar="NAME",
                         help=_("the ClusterTrainingRuntime of a TrainJob (default {runtime})").format(runtime=DEFAULT_RUNTIME))

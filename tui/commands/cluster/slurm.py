@@ -9,10 +9,13 @@ import sys
 from mgtutor.training.foundation.i18n import N_, _
 from mgtutor.diagnostics.cluster.common import after_dashdash
 from mgtutor.diagnostics.cluster.slurm import DEFAULT_PORT, SlurmError, SlurmJob, sbatch_script
-from mgtutor.tui.commands.cluster.flags import add_env_flags, add_output_and_target, add_shape_flags
-from mgtutor.tui.commands.options import add_rdzv_port, command_parser, write_output_file
+from mgtutor.tui.commands.cluster.flags import add_env_flags, add_job_name, add_output_and_target, job_parser
+from mgtutor.tui.commands.options import add_rdzv_port, write_output_file
 from mgtutor.tui.errors import CliError
 
+HELP = N_("write an sbatch script for a multi-node torchrun job (--submit: sbatch it)")
+DESCRIPTION = N_("Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with torchrun's c10d rendezvous, "
+                 "each line explained in a comment. Slurm is only needed to run it.")
 EPILOG = N_("""examples:
   mgtutor slurm --nodes 2 --gpus-per-node 8 -- train.py --epochs 10
   mgtutor slurm --nodes 4 --gpus-per-node 4 --partition gpu --time 02:00:00 -o job.sbatch -- -m mgtutor.training.worker.train --model resnet50
@@ -22,17 +25,11 @@ The script starts one torchrun per node with srun; the first node of the allocat
 c10d rendezvous, and the job id is the rendezvous id. Check a written script with `bash -n FILE`.""")
 
 
-HELP = N_("write an sbatch script for a multi-node torchrun job (--submit: sbatch it)")
-DESCRIPTION = N_("Write a Slurm batch script that runs SCRIPT on N nodes x G GPUs with torchrun's c10d rendezvous, "
-                 "each line explained in a comment. Slurm is only needed to run it.")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = command_parser(sub, "slurm", HELP, DESCRIPTION, EPILOG)
-    add_shape_flags(parser, node_is=_("nodes"))
+    parser = job_parser(sub, "slurm", HELP, DESCRIPTION, EPILOG, node_is=_("nodes"))
     parser.add_argument("--partition", default=None, metavar="P", help=_("Slurm partition (queue): letters, digits, . _ - (several: gpu,gpu-long)"))
     parser.add_argument("--time", default=None, metavar="T", help=_("wall-clock limit, e.g. 30, 02:00:00 or 1-00:00:00"))
-    parser.add_argument("--job-name", default="mgtutor", metavar="NAME", help=_("job name: letters, digits, . _ + - (default mgtutor)"))
+    add_job_name(parser, "--job-name", help=N_("job name: letters, digits, . _ + - (default mgtutor)"))
     add_rdzv_port(parser, default=DEFAULT_PORT, help=N_("rendezvous port on the first node (default {port})"))
     parser.add_argument("--cpus-per-node", type=int, default=None, metavar="C", help=_("CPU cores per node"))
     add_env_flags(parser, env_is="export")
