@@ -166,6 +166,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         report.sections.append(("processes refused", message))
 
 
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """MGTUTOR_TEST_CPU=FILE: each test's CPU seconds (its worker's and every process it started and reaped)
+    appended to FILE, one `seconds<TAB>test id` line: what a test costs on a shared machine, where its wall time
+    depends on what runs beside it (tests/README.md, "What the suite costs")."""
+    target = os.environ.get("MGTUTOR_TEST_CPU")
+    began = _cpu_seconds() if target else 0.0
+    yield
+    if target:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(f"{_cpu_seconds() - began:.2f}\t{item.nodeid}\n")
+
+
 STANDIN_TORCHRUN = REPO / "tests" / "standin" / "torchrun.py"
 
 
@@ -187,6 +207,17 @@ def doctor_runs(tmp_path_factory: pytest.TempPathFactory):
     from tests.doctor_runs import DoctorRuns
 
     return DoctorRuns(tmp_path_factory.mktemp("doctor"))
+
+
+@pytest.fixture(scope="session")
+def plain_ddp_run(tmp_path_factory: pytest.TempPathFactory):
+    """A real `mgtutor run --nproc 2 -- tests/data/plain_ddp.py` (no mgtutor import in the script; the ranks'
+    hook measures it), run once per worker (tests/hook_runs.py): every test that reads a hook-measured
+    record reads this one, and carries @pytest.mark.xdist_group("plain_ddp") so they share one worker.
+    A test that writes into the record (a report, the Monitor's files) copies it first."""
+    from tests.hook_runs import PLAIN_DDP, mgtutor_run
+
+    return mgtutor_run(tmp_path_factory.mktemp("plain_ddp"), PLAIN_DDP)
 
 
 def mgtutor_argv(*args: str) -> list[str]:
