@@ -16,6 +16,10 @@ from mgtutor.training.runs.launch.launcher import LaunchError, LaunchSpec, Run, 
 from mgtutor.tui.errors import EXIT_FAILED, CliError
 from mgtutor.tui.commands.options import add_backend, add_nproc, command_parser
 
+HELP = N_("the largest batch that trains your script on every rank, found in a few trials")
+DESCRIPTION = N_("Run SCRIPT at a few batch sizes, each for a few optimizer steps, and print the largest per-rank "
+                 "batch that trains on every rank's GPU, the memory it takes, and the command to use. Each trial "
+                 "is printed as it ends.")
 EPILOG = N_("""examples:
   mgtutor fit -- train.py --batch-size 160
   mgtutor fit --nproc 4 -- train.py --bs 64 --grad-accum 2   (keeps the global batch with accumulation)
@@ -30,14 +34,8 @@ the line predicts the largest batch, and trials at the prediction and next to it
 changed. Each trial is a run record (mgtutor runs).""")
 
 
-HELP = N_("the largest batch that trains your script on every rank, found in a few trials")
-DESCRIPTION = N_("Run SCRIPT at a few batch sizes, each for a few optimizer steps, and print the largest per-rank "
-                 "batch that trains on every rank's GPU, the memory it takes, and the command to use. Each trial "
-                 "is printed as it ends.")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    p = command_parser(sub, "fit", HELP, DESCRIPTION, EPILOG, percent="%")
+    p = command_parser(sub, "fit", HELP, DESCRIPTION, EPILOG)
     add_nproc(p, help=N_("ranks (default: one per GPU)"))
     add_backend(p)
     p.add_argument("--batch-arg", default=None, metavar="NAME",

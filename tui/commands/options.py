@@ -150,10 +150,11 @@ def write_output_file(text: str, output: str | None, force: bool, mode: int = 0o
 
 
 def command_parser(sub: argparse._SubParsersAction, name: str, help: str, description: str,
-                   epilog: str | None = None, **fields: str) -> argparse.ArgumentParser:
+                   epilog: str | None = None) -> argparse.ArgumentParser:
     """A command's parser: its one-line help, its description and its examples (kept as written, line for
-    line), each given as the English message and said in the language in force (`fields` fill the epilog)."""
-    said = _(epilog).format(**fields) if epilog else None
+    line), each given as the English message and said in the language in force. An epilog writes "%" as
+    {percent}, which gettext's tools would take for a format of their own."""
+    said = _(epilog).format(percent="%") if epilog else None
     return sub.add_parser(name, help=_(help), description=_(description), epilog=said,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 

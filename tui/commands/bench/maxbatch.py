@@ -18,7 +18,10 @@ from mgtutor.tui.commands.options import add_nproc, command_parser, started
 
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary (training/worker/batch/batchfind.py)
 
-# {percent} is "%", which gettext's tools would take for a format of their own
+HELP = N_("the largest batch that trains on every rank's GPU, found in ~10 trials")
+DESCRIPTION = N_("Find the largest per-rank batch of the built-in trainer that fits on every rank's GPU, with the "
+                 "memory it takes: fixed bytes (weights, gradients, optimizer state) and bytes per sample. Each "
+                 "trial is printed as it ends.")
 EPILOG = N_("""examples:
   mgtutor bench maxbatch --model resnet50 --image-size 224
   mgtutor bench maxbatch --model vit_b_16 --amp off            (how much mixed precision buys)
@@ -33,14 +36,8 @@ there and counts as "does not fit", so no rank is ever left waiting. The chosen 
 --margin {percent} of the memory free, and --prove-steps steps at it show that it holds.""")
 
 
-HELP = N_("the largest batch that trains on every rank's GPU, found in ~10 trials")
-DESCRIPTION = N_("Find the largest per-rank batch of the built-in trainer that fits on every rank's GPU, with the "
-                 "memory it takes: fixed bytes (weights, gradients, optimizer state) and bytes per sample. Each "
-                 "trial is printed as it ends.")
-
-
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = command_parser(kinds, "maxbatch", HELP, DESCRIPTION, EPILOG, percent="%")
+    p = command_parser(kinds, "maxbatch", HELP, DESCRIPTION, EPILOG)
     p.add_argument("--model", default="resnet50", choices=MODELS, help=_("network (default resnet50)"))
     p.add_argument("--image-size", type=int, default=224, metavar="PX", help=_("image side in pixels (default 224)"))
     add_nproc(p, help=N_("ranks (default: one per GPU)"))
