@@ -41,14 +41,15 @@ def _num(value: object) -> float | None:
 
 
 def step_charts(events: Sequence[Event], started: float, gpu: bool = True) -> list[Chart]:
-    """Per rank, from the trainer's step events: throughput, loss, step time, data wait, GPU memory
-    (on CPU ranks the trainer reports the process's own memory there)."""
+    """Per rank, from the step events of the trainer or of the ranks' hook in a user's script (`origin:
+    "hook"`, the same fields): throughput, loss, step time, data wait, GPU memory (on CPU ranks both
+    report the process's own peak memory there). The step time is the event's `step_s` where it has one
+    (the hook's), else compute + data wait (the trainer's)."""
     memory = "GPU memory allocated per rank" if gpu else "Memory allocated per rank (CPU ranks)"
     fields: list[tuple[str, str, str, Callable[[StepEvent], float | None]]] = [
         ("throughput", "Throughput per rank", "samples/s", lambda e: _num(e.samples_per_s)),
         ("loss", "Loss per rank", "loss", lambda e: _num(e.loss)),
-        ("step_time", "Step time per rank", "s", lambda e: None if e.compute_s is None and e.data_wait_s is None
-         else (e.compute_s or 0.0) + (e.data_wait_s or 0.0)),
+        ("step_time", "Step time per rank", "s", _step_time),
         ("data_wait", "Data wait per rank", "s", lambda e: _num(e.data_wait_s)),
         ("gpu_memory", memory, "MiB", lambda e: _num(e.mem_alloc_mib) or _num(e.mem_peak_mib)),
     ]
@@ -62,6 +63,13 @@ def step_charts(events: Sequence[Event], started: float, gpu: bool = True) -> li
                 chart.series.append((f"rank {rank}", [p[0] for p in points], [p[1] for p in points]))
         charts.append(chart)
     return charts
+
+
+def _step_time(event: StepEvent) -> float | None:
+    if (step_s := _num(event.step_s)) is not None:
+        return step_s
+    compute, wait = _num(event.compute_s), _num(event.data_wait_s)
+    return None if compute is None and wait is None else (compute or 0.0) + (wait or 0.0)
 
 
 def _lines(points: dict[int, tuple[list[float], list[float]]], label: Callable[[int], str]) -> list[Series]:

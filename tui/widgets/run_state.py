@@ -29,7 +29,8 @@ def clock(seconds: float) -> str:
 
 
 def state_text(state: RunState, now: float) -> Text:
-    """Line 1: the phase path and facts; line 2: per-rank rendezvous or outcome."""
+    """Line 1: the phase path and facts; line 2: per-rank rendezvous, last step (a rank whose steps stopped
+    while the others go on shows it) or outcome."""
     text = Text(no_wrap=True, overflow="ellipsis")
     path = [p for p in PHASES if p in state.phases_seen or p == state.phase]
     if state.phase not in PHASES:
@@ -56,12 +57,14 @@ def state_text(state: RunState, now: float) -> Text:
                        _("exit {code}").format(code=rank_state.exit_code) if rank_state.exit_code is not None else
                        _("no exit recorded"))
             text.append(outcome, "green" if ok else "red")
+            if rank_state.last_step is not None:
+                text.append(f" @{rank_state.last_step}", "dim")  # where each rank's steps ended
         elif rank_state.started is None:
             text.append(_("not started"), "dim")
         elif rank_state.joined is not None:
             waited = rank_state.waited(now) or 0.0
             text.append(_("joined ({seconds:.1f}s)").format(seconds=waited) if rank_state.last_step is None
-                        else _("training"), "green")
+                        else _("step {step}").format(step=rank_state.last_step), "green")  # each rank's own
         elif state.has_events:
             text.append(_("waiting {seconds:.0f}s").format(seconds=rank_state.waited(now) or 0), "yellow")
         else:

@@ -12,13 +12,20 @@ timing and shows each new alert once; a new detector (hang forensics, …) is on
   rendezvous/step event, so the missing rank is named while the others wait, minutes before
   PyTorch's own 10–30 minute timeout.
 - `straggler`: a rank's own per-step time (our workers' data_wait_s) dwarfs the others', or it is
-  many steps behind.
+  many steps behind. The trainer logs the same steps on every rank, so a lag in logged steps is news at
+  once. The ranks' hook in a user's script (`origin: "hook"`) logs when each rank's own clock says so
+  (a multiple of 10 steps at least a second after its last log point): ranks in lockstep may log a
+  stride apart for a second or two. There a rank is named when it is STEP_LAG steps behind, has logged
+  no step for HOOK_QUIET_FACTOR times the ranks' usual time between step events (at least
+  HOOK_QUIET_S), and a rank ahead of it logged a step within that time: its steps stopped while
+  another's go on (when every rank stops, that is the hang watch's to say).
 - `possibly_hung`: no log line and no event for `silent_after` s; each rank's last lines are attached.
 Headless: psutil and files only, never torch.
 """
 from __future__ import annotations
 
 import os
+import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +45,8 @@ from mgtutor.training.foundation.safe_io import open_regular
 JOINED_TYPES = {EventType.RENDEZVOUS, EventType.STEP, EventType.EPOCH, EventType.CHECKPOINT, EventType.RESULT}
 RECENT_STEPS = 20
 STEP_LAG = 5
+HOOK_QUIET_S = 3.0  # a hook-measured rank is not called stopped before this long without a step event
+HOOK_QUIET_FACTOR = 3.0  # … nor before this many times the ranks' median time between step events
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,7 @@ class RunWatch:
         if state.done:
             return []
         alerts = [a for a in (self._rendezvous(state, now), self._silence(state, now)) if a]
-        return alerts + self._stragglers()
+        return alerts + self._stragglers(now)
 
     def _rendezvous(self, state: RunState, now: float) -> Alert | None:
         world = state.world_size
@@ -133,20 +142,38 @@ class RunWatch:
                          seconds=now - latest),
                      self.last_lines(ranks))
 
-    def _stragglers(self) -> list[Alert]:
+    def _stragglers(self, now: float) -> list[Alert]:
         recent = [item for items in self._steps.values() for item in items]
         alerts = [Alert("straggler", (rank,), _("rank {rank} is a straggler: {evidence}").format(
                       rank=rank, evidence=said_again(fields["evidence_text"])))
                   for _kind, rank, fields, _lines in stragglers(recent) if rank is not None]
-        last = {rank: items[-1].step for rank, items in self._steps.items() if items}
-        if len(last) >= 2:
-            lead = max(last.values())
-            for rank, step in sorted(last.items()):
-                if lead - step >= STEP_LAG and not any(rank in a.ranks for a in alerts):
-                    behind = _("rank {rank} is {steps} steps behind the fastest rank").format(rank=rank,
-                                                                                           steps=lead - step)
-                    alerts.append(Alert("straggler", (rank,), behind))
+        last = {rank: items[-1] for rank, items in self._steps.items() if items}
+        if len(last) < 2:
+            return alerts
+        lead = max(e.step for e in last.values())
+        for rank, event in sorted(last.items()):
+            if lead - event.step < STEP_LAG or any(rank in a.ranks for a in alerts):
+                continue
+            if event.origin != "hook":
+                behind = _("rank {rank} is {steps} steps behind the fastest rank").format(rank=rank,
+                                                                                       steps=lead - event.step)
+                alerts.append(Alert("straggler", (rank,), behind))
+                continue
+            quiet = self._hook_quiet_limit()
+            going = [e for e in last.values() if e.step - event.step >= STEP_LAG and now - e.t < quiet]
+            if now - event.t >= quiet and going:
+                ahead = max(going, key=lambda e: (e.step, -e.rank))
+                alerts.append(Alert("straggler", (rank,), _(
+                    "rank {rank} has logged no step for {seconds:.0f} s (its last logged step is {step}) while "
+                    "rank {other} went on to step {other_step}: it stopped stepping, or steps far slower").format(
+                        rank=rank, seconds=now - event.t, step=event.step, other=ahead.rank, other_step=ahead.step),
+                    self.last_lines([rank])))
         return alerts
+
+    def _hook_quiet_limit(self) -> float:
+        """How long a hook-measured rank may go without a step event before it is called stopped."""
+        gaps = [b.t - a.t for items in self._steps.values() for a, b in zip(items, list(items)[1:]) if b.t > a.t]
+        return max(HOOK_QUIET_S, HOOK_QUIET_FACTOR * statistics.median(gaps)) if gaps else HOOK_QUIET_S
 
     def last_lines(self, ranks: list[int], count: int = 3) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}

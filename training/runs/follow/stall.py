@@ -17,6 +17,10 @@ cold compile in four, reading the autograd thread that compiled the backward (do
 While the run moves this costs one stat() per rank log per poll. A check that turns out to be no
 hang (the caller looked at the stacks: still importing, computing) calls `not_stuck()`, and the
 clock asks again later while the silence lasts: `quiet_s`, then twice that, up to a minute.
+A rank whose steps stopped while the others go on (their lines and events start a new spell every
+second) is asked about as rarely: the same late ranks, still at the same last step, are named again
+only `quiet_s` after the last time, then twice that, up to a minute (each look takes every rank's
+stack; the live straggler alert names such a rank within seconds).
 Headless and torch-free.
 """
 from __future__ import annotations
@@ -56,6 +60,9 @@ class StallClock:
         self._wait = quiet_s  # after a look that found no hang; doubles while the spell lasts, up to MAX_WAIT_S
         self._absorb_until = 0.0  # log writes up to this time are ours (a Flight Recorder dump's own line)
         self._local: int | None = None  # ranks on this node when the run spans several nodes (0: one node)
+        self._late: tuple[tuple[int, float], ...] = ()  # the late ranks last named, with their last step's time
+        self._late_next = 0.0  # … named again no sooner than this, while they stay the same
+        self._late_wait = quiet_s
 
     def observe(self, events: Sequence[Event]) -> None:
         for event in events:
@@ -91,6 +98,18 @@ class StallClock:
             self._reported = True
         return why
 
+    def _same_late_again(self, late: list[tuple[int, float, float]], now: float) -> bool:
+        """The same ranks late at the same last step as the last time they were named, sooner than the
+        back-off allows (the others' progress makes a new spell every poll: without this, a stack
+        capture a second for as long as one rank stays stopped)."""
+        key = tuple((rank, self._steps[rank][-1]) for rank, _gap, _limit in late)
+        if key == self._late and now < self._late_next:
+            return True
+        self._late_wait = self._late_wait * 2 if key == self._late else self.quiet_s
+        self._late_wait = min(self._late_wait, MAX_WAIT_S)
+        self._late, self._late_next = key, now + self._late_wait
+        return False
+
     def absorb(self, until: float) -> None:
         """Log lines written until `until` were caused by us (asking NCCL for a dump logs a line in
         every rank): they neither end the quiet spell nor start a new one."""
@@ -120,7 +139,7 @@ class StallClock:
             limit = max(self.min_step_gap_s, self.step_factor * statistics.median(gaps)) if gaps else self.min_step_gap_s
             if now - times[-1] >= limit:
                 late.append((rank, now - times[-1], limit))
-        if not late:
+        if not late or self._same_late_again(late, now):
             return None
         rank, gap, limit = max(late, key=lambda item: item[1])
         names = ", ".join(str(r) for r, _g, _l in late)

@@ -1,13 +1,20 @@
-"""Fold a trainer run's events into one row per rank and the totals of a summary table.
+"""Fold a trainer run's events into one row per rank and the totals of a summary table; and any run's
+last logged step per rank (the trainer's or a user's script's, measured by the ranks' hook).
 
-Used after a run by `mgtutor train` (its table) and `mgtutor bench scaling` (a point's throughput).
+Used after a run by `mgtutor train` (its table), `mgtutor bench scaling` (a point's throughput) and
+`mgtutor runs show` (each rank's last step).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from mgtutor.training.foundation.safe_io import open_regular
+from mgtutor.training.runs.events.reader import EventReader
 from mgtutor.training.runs.events.types import ErrorEvent, Event, ResultEvent, StepEvent
+
+TAIL_BYTES = 16 << 20  # last_steps reads at most this much of the end of events.jsonl (about 60,000 events)
 
 
 @dataclass
@@ -60,3 +67,29 @@ def summarize(events: Iterable[Event], world_size: int) -> TrainSummary:
         elif isinstance(event, ErrorEvent):
             row.error = event.error
     return TrainSummary([rows[r] for r in sorted(rows)])
+
+
+def last_steps(path: str | os.PathLike[str], tail: int = TAIL_BYTES) -> tuple[dict[int, StepEvent], bool]:
+    """Each rank's last `step` event, from the last `tail` bytes of events.jsonl (a day-long run's file
+    is not read whole to say where it ended), and whether the file was longer than that (a rank that
+    stopped logging long before the end may then have no row)."""
+    try:
+        with open_regular(path) as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - tail)
+            if start:
+                handle.seek(start - 1)
+                handle.readline()  # to the start of the first whole line
+                start = handle.tell()
+    except OSError:
+        return {}, False
+    reader = EventReader(path)
+    reader.offset = start
+    last: dict[int, StepEvent] = {}
+    while True:
+        offset = reader.offset
+        for event in reader.poll():
+            if isinstance(event, StepEvent):
+                last[event.rank] = event
+        if reader.offset == offset:
+            return last, start > 0

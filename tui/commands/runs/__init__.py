@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import time
+from typing import Any
 
 from mgtutor.training.foundation.i18n import N_, _, cell_width, ljust_cells, rjust_cells
+from mgtutor.training.runs.events.types import StepEvent
+from mgtutor.training.runs.follow.summary import last_steps
+from mgtutor.training.runs.forensics.stacks import INSTRUMENT_ENV
 from mgtutor.training.runs.launch.launcher import said_device_note
 from mgtutor.training.runs.records.record import (RunRecord, RunStatus, list_runs, runs_root, runs_root_problem,
                                                   said_problem)
@@ -116,8 +121,10 @@ def show(record: RunRecord, as_json: bool) -> int:
                       "target": clean.argv([str(a) for a in meta.target]),
                       "torchrun_argv": clean.argv([str(a) for a in meta.torchrun_argv])}
         shown_meta.pop("secret_digests", None)
+        steps, _partly = last_steps(record.events_path)
         print(json.dumps({"meta": shown_meta, "result": result.to_json(), "status": status.value,
                           "detached": is_detached(record, status),
+                          "steps": [step_json(steps[r]) for r in sorted(steps)],
                           "logs": logs, **({"problem": "; ".join(problems)} if problems else {})}, indent=2))
         return 0
     say(_("run {id}  [{status}]").format(id=record.run_id, status=status_text(record, status)) + "\n  "
@@ -146,9 +153,78 @@ def show(record: RunRecord, as_json: bool) -> int:
         say("  " + _("rank {rank}: {how} ({outcome})").format(rank=rank.rank, how=how, outcome=outcome_word(rank.outcome)))
     first = result.first_failure
     say("  " + _("first failure: {rank}").format(rank=_("none") if not first else f"rank {first.rank}"))
+    for line in steps_lines(record, meta.world_size if not unreadable else 0):
+        say("  " + line)
     for path in logs:
         say("  " + _("log      {path}").format(path=path))
     return 0
+
+
+STEP_FIELDS = ("step", "origin", "step_s", "data_wait_s", "compute_s", "samples_per_s", "loss", "mem_peak_mib",
+               "mem_alloc_mib", "lr")
+
+
+def step_json(event: StepEvent) -> dict[str, Any]:
+    """A rank's last step event for `runs show --json`: its rank, time and measured fields."""
+    return {"rank": event.rank, "t": event.t, **{name: value for name in STEP_FIELDS
+                                                 if (value := getattr(event, name)) is not None}}
+
+
+def steps_lines(record: RunRecord, world_size: int) -> list[str]:
+    """Each rank's last logged step: step time, data wait, samples/s, loss, peak memory; for a user's
+    script (the ranks' hook measured it) a word on where the numbers come from, or why there are none."""
+    steps, partly = last_steps(record.events_path)
+    instrumented = record.meta().env.get(INSTRUMENT_ENV) == "1"
+    if not steps:
+        return [_("steps    none: no optimizer steps were seen (a script that never steps a torch optimizer "
+                  "writes no step events)")] if instrumented else []
+    hooked = any(e.origin == "hook" for e in steps.values())
+    lines = [_("steps    each rank's last logged step, measured by the ranks' hook (the script is unchanged)")
+             if hooked else _("steps    each rank's last logged step")]
+    for rank in sorted(set(steps) | set(range(max(0, min(world_size, 1024))))):
+        event = steps.get(rank)
+        if event is None:
+            lines.append(_("rank {rank}: no step logged").format(rank=rank)
+                         + (" " + _("(in the last part of events.jsonl)") if partly else ""))
+            continue
+        lines.append(_("rank {rank}: {facts}").format(rank=rank, facts=_(", ").join(step_facts(event))))
+    return lines
+
+
+def step_facts(event: StepEvent) -> list[str]:
+    facts = [_("step {step}").format(step=event.step)]
+    step_s = _finite(event.step_s)
+    if step_s is None and (_finite(event.compute_s) is not None or _finite(event.data_wait_s) is not None):
+        step_s = (_finite(event.compute_s) or 0.0) + (_finite(event.data_wait_s) or 0.0)
+    if step_s is not None:
+        facts.append(_("{time}/step").format(time=_duration(step_s)))
+    if (wait := _finite(event.data_wait_s)) is not None:
+        facts.append(_("data wait {time}").format(time=_duration(wait)))
+    if (speed := _finite(event.samples_per_s)) is not None:
+        facts.append(_("{speed} samples/s").format(speed=f"{speed:,.0f}"))
+    loss = _finite(event.loss, keep_nan=True)
+    if loss is not None:
+        facts.append(_("loss {loss}").format(loss=f"{loss:.4g}"))
+    if (peak := _finite(event.mem_peak_mib)) is not None:
+        facts.append(_("peak memory {mib} MiB").format(mib=f"{peak:,.0f}"))
+    return facts
+
+
+def _finite(value: object, keep_nan: bool = False) -> float | None:
+    """A number the record holds (a loss of "nan" too, with keep_nan); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) or (keep_nan and isinstance(value, str)) else None
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 1 or seconds == 0:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1000:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
 
 
 def list_main(limit: int, as_json: bool) -> int:
