@@ -1,30 +1,21 @@
 """A plain DDP script with no mgtutor import, under a real `mgtutor run --nproc 2` (gloo, CPU): the ranks'
-hook writes `step` events from both ranks; `--no-instrument` writes none (issue 43)."""
+hook writes `step` events from both ranks; `--no-instrument` writes none; a rank whose steps stop while
+the other's go on is named while the run goes (issue 43). The plain_ddp.py run is shared with every test
+that reads its record (the `plain_ddp_run` fixture, tests/hook_runs.py)."""
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
-from conftest import mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.events.reader import read_events
 from mgtutor.training.runs.events.types import StepEvent
+from mgtutor.training.runs.launch.procs import run_processes
+from tests.hook_runs import DATA, PLAIN_DDP, mgtutor_run
 
 pytestmark = pytest.mark.integration  # starts processes
 
-SCRIPT = Path(__file__).parent / "data" / "plain_ddp.py"
 
-
-def run_plain(*flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    proc = subprocess.run(mgtutor_argv("run", *flags, "--nproc", "2", "--", str(SCRIPT)), capture_output=True,
-                          text=True, timeout=240, env=no_gpu_env())
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("run record: ")]
-    return proc, Path(lines[0].removeprefix("run record: "))
-
-
-def test_a_plain_ddp_script_gets_step_events_from_every_rank():
-    proc, record = run_plain()
+@pytest.mark.xdist_group("plain_ddp")
+def test_a_plain_ddp_script_gets_step_events_from_every_rank(plain_ddp_run):
+    proc, record = plain_ddp_run.proc, plain_ddp_run.record
     assert "instrumentation on" in proc.stderr
     assert "instrumentation off" not in proc.stderr + proc.stdout
     steps = [e for e in read_events(record / "events.jsonl") if isinstance(e, StepEvent)]
@@ -37,8 +28,21 @@ def test_a_plain_ddp_script_gets_step_events_from_every_rank():
             assert isinstance(event.loss, float) and event.mem_peak_mib is not None
 
 
-def test_no_instrument_writes_no_step_events():
-    proc, record = run_plain("--no-instrument")
-    assert "instrumentation on" not in proc.stderr
-    events = record / "events.jsonl"
+def test_no_instrument_writes_no_step_events(tmp_path):
+    run = mgtutor_run(tmp_path, PLAIN_DDP, "--no-instrument")
+    assert "instrumentation on" not in run.proc.stderr
+    events = run.record / "events.jsonl"
     assert not events.exists() or not [e for e in read_events(events) if isinstance(e, StepEvent)]
+
+
+def test_a_rank_that_stops_stepping_while_the_other_goes_on_is_named(tmp_path):
+    """Rank 1 steps 3 times and waits at a barrier; rank 0 (a model of its own, no all-reduce) steps on for
+    about 8 s: the live warning names rank 1 and rank 0's progress, before the run ends by itself."""
+    run = mgtutor_run(tmp_path, DATA / "plain_rank_stops.py")
+    warnings = [line for line in run.proc.stderr.splitlines() if line.startswith("mgtutor: warning (straggler)")]
+    assert warnings, run.proc.stderr
+    assert "rank 1 has logged no step for" in warnings[0] and "while rank 0 went on to step" in warnings[0], warnings
+    assert not any("rank 0 has logged no step" in line for line in warnings)
+    steps = [e for e in read_events(run.record / "events.jsonl") if isinstance(e, StepEvent)]
+    assert max(e.step for e in steps if e.rank == 0) == 160 and max(e.step for e in steps if e.rank == 1) == 3
+    assert run_processes(run.record.name) == []  # every rank reaped
