@@ -25,6 +25,7 @@ from mgtutor.training.foundation.i18n import N_
 
 TRAIN = ["-m", "mgtutor.training.worker.train", "--model", "tinycnn", "--batch-size", "16", "--dataset-size", "2048",
          "--log-every", "1", "--init-timeout", "20"]
+PROBES = ("-m", "mgtutor.training.worker.probes.demos")
 
 
 @dataclass(frozen=True)
@@ -45,52 +46,53 @@ class Scenario:
         return self.expect_gpu if backend == "nccl" and self.expect_gpu else self.expect
 
 
-def _train(*extra: str) -> tuple[str, ...]:
-    return (*TRAIN, *extra)
+def _trainer(steps: int, inject: str, *extra: str) -> tuple[str, ...]:
+    """The trainer, `steps` steps long, with the failure its `--inject` mode puts in."""
+    return (*TRAIN, "--steps", str(steps), "--inject", inject, *extra)
+
+
+def _probe(scenario: str, *extra: str) -> tuple[str, ...]:
+    """The tiny rank program (probes/demos.py) that plays `scenario`, its subcommand of the same name."""
+    return (*PROBES, scenario, *extra)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("never-joins", N_("A rank that never joins"), N_("hangs at start"),
              N_("Rank 1 never calls init_process_group; rank 0 waits for it at the rendezvous until its timeout."),
-             _train("--steps", "4", "--inject", "hang-before-init", "--inject-rank", "1", "--init-timeout", "8"),
-             "rendezvous_timeout"),
+             _trainer(4, "hang-before-init", "--inject-rank", "1", "--init-timeout", "8"), "rendezvous_timeout"),
     Scenario("port-in-use", N_("Port already in use"), N_("address already in use"),
              N_("mgtutor holds a port open, and the ranks are told to host their store on that same port."),
-             ("-m", "mgtutor.training.worker.probes.demos", "port-in-use"), "port_in_use", hold_port=True),
+             _probe("port-in-use"), "port_in_use", hold_port=True),
     Scenario("oom", N_("Out of memory on one rank"), N_("out of memory"),
              N_("Rank 1 allocates until the allocator fails (CUDA OOM on a GPU, MemoryError on a CPU)."),
-             _train("--steps", "6", "--inject", "oom", "--inject-rank", "1", "--inject-step", "2"),
-             "host_oom_killed", expect_gpu="cuda_oom"),
+             _trainer(6, "oom", "--inject-rank", "1", "--inject-step", "2"), "host_oom_killed", expect_gpu="cuda_oom"),
     Scenario("crash", N_("A crashing rank"), N_("ranks disagree"),
              N_("Rank 1 raises an exception at step 3; torchrun stops the others."),
-             _train("--steps", "6", "--inject", "crash-rank", "--inject-rank", "1"), "child_failed"),
+             _trainer(6, "crash-rank", "--inject-rank", "1"), "child_failed"),
     Scenario("unused-param", N_("Unused parameters"), N_("ranks disagree"),
              N_("The model has a layer forward never uses; DDP waits for its gradient and fails at the next step."),
-             _train("--steps", "4", "--inject", "unused-param"), "ddp_unused_parameters"),
+             _trainer(4, "unused-param"), "ddp_unused_parameters"),
     Scenario("no-sampler", N_("No DistributedSampler"), N_("no speed-up"),
              N_("Every rank shuffles the whole data set the same way: identical batches, identical losses."),
-             _train("--steps", "4", "--inject", "no-sampler"), "no_distributed_sampler"),
+             _trainer(4, "no-sampler"), "no_distributed_sampler"),
     Scenario("nan-loss", N_("NaN loss"), N_("ranks disagree"),
              N_("Rank 1 gets a corrupt (NaN) sample; the all-reduce spreads NaN to every rank."),
-             _train("--steps", "6", "--inject", "nan-loss", "--inject-rank", "1"), "nan_loss"),
+             _trainer(6, "nan-loss", "--inject-rank", "1"), "nan_loss"),
     Scenario("straggler", N_("A straggler"), N_("no speed-up"),
              N_("Rank 1 sleeps before every step; the others wait for it in the gradient all-reduce."),
-             _train("--steps", "8", "--inject", "slow-rank", "--inject-rank", "1", "--slow-seconds", "0.3"),
-             "straggler"),
+             _trainer(8, "slow-rank", "--inject-rank", "1", "--slow-seconds", "0.3"), "straggler"),
     Scenario("skip-allreduce", N_("A rank skips a collective"), N_("hangs at start"),
              N_("Rank 1 skips an all-reduce; rank 0 waits in it until the collective timeout (5 s here)."),
-             ("-m", "mgtutor.training.worker.probes.demos", "skip-allreduce", "--timeout", "5"), "collective_timeout"),
+             _probe("skip-allreduce", "--timeout", "5"), "collective_timeout"),
     Scenario("world-size", N_("The script sets the world size"), N_("hangs at start"),
              N_("The script asks for one rank more than torchrun started; every rank waits for a peer that never comes, "
                 "in init_process_group on gloo, in its first all_reduce on NCCL (PyTorch's own timeout: 30 minutes on "
                 "gloo, 10 on NCCL). mgtutor reads their stacks instead."),
-             ("-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800"),
-             "world_size_mismatch", hang=True),
+             _probe("world-size", "--timeout", "1800"), "world_size_mismatch", hang=True),
     Scenario("stuck-loader", N_("A data loader that never returns"), N_("hangs after a while"),
              N_("Rank 1's Dataset.__getitem__ never returns (a dead network disk); rank 0 waits for it in all_reduce. "
                 "The stacks show rank 1 in its data loading, and the worker's line."),
-             ("-m", "mgtutor.training.worker.probes.demos", "stuck-loader", "--timeout", "1800"),
-             "rank_outside_collective", hang=True),
+             _probe("stuck-loader", "--timeout", "1800"), "rank_outside_collective", hang=True),
 ]}
 
 
