@@ -18,13 +18,15 @@ _state: dict[str, Any] = {"initialised": False, "error": None, "pynvml": None}
 
 NOT_AVAILABLE = None
 # Why no GPU is seen: kept in English in records (meta.json, doctor's report), said with `said()`.
-DISABLED = N_("NVML disabled by MGTUTOR_NO_NVML")
-NO_PACKAGE = N_("the nvidia-ml-py package is not installed")
-NO_DRIVER = N_("no NVIDIA driver: libnvidia-ml.so was not found")
 NO_START = N_("NVML could not start: {why}")
-HIDDEN = N_("CUDA_VISIBLE_DEVICES hides every GPU")
-NONE_SEEN = N_("NVML sees no GPU")
-NONE_FOUND = N_("none found")
+PLAIN_REASONS = (  # the reasons without an argument, which reason_said knows again in a record
+    DISABLED := N_("NVML disabled by MGTUTOR_NO_NVML"),
+    NO_PACKAGE := N_("the nvidia-ml-py package is not installed"),
+    NO_DRIVER := N_("no NVIDIA driver: libnvidia-ml.so was not found"),
+    HIDDEN := N_("CUDA_VISIBLE_DEVICES hides every GPU"),
+    NONE_SEEN := N_("NVML sees no GPU"),
+    NONE_FOUND := N_("none found"),
+)
 NO_GPU_SUMMARY = N_("no NVIDIA GPU ({why}): CPU ranks on gloo")
 GPU_SUMMARY = N_("{count}× {names} (driver {driver}): ranks on NCCL")
 
@@ -60,7 +62,7 @@ def reason_said(error: str | None) -> Said | str:
     start = NO_START.split("{", 1)[0]
     if error and error.startswith(start):
         return Said(NO_START, why=error[len(start):])
-    return Said(error) if error in (DISABLED, NO_PACKAGE, NO_DRIVER, HIDDEN, NONE_SEEN, NONE_FOUND) else error or ""
+    return Said(error) if error in PLAIN_REASONS else error or ""
 
 
 def said(error: str | None) -> str:
