@@ -38,7 +38,31 @@ def epilog() -> str:
     return "\n".join(lines + [""] + [_(note) for note in NOTES]) + "\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def named_command(argv: list[str]) -> str | None:
+    """The command a command line names (`runs` in `mgtutor --lang zh runs list`), read before parsing; None for
+    the top-level help, the app (no command) or a word that is no command's name."""
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word in ("-h", "--help", "--"):
+            return None
+        index += 2 if word == "--lang" else 1
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def command_modules(argv: list[str] | None) -> list[str]:
+    """The modules whose commands the parser needs: only the named command's when there is one, so that a quick
+    command (`runs list`) does not import what others need (libcst for `check`, the launcher for `run`):
+    0.3 s of every start. The top-level help, the app and a mistyped command need them all."""
+    by_name = {module.rsplit(".", 1)[-1]: module for module in COMMAND_MODULES}
+    name = named_command(argv) if argv is not None else None
+    return [by_name[name]] if name in by_name else COMMAND_MODULES
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; given the command line, with only the command it names."""
     speak_argparse()
     parser = argparse.ArgumentParser(
         prog="mgtutor",
@@ -48,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help=_("print the version and exit"))
     parser.add_argument("--lang", choices=LANGUAGES, help=_(LANG_HELP))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in command_modules(argv):
         importlib.import_module(f"mgtutor.tui.commands.{name}").register(sub)
     name_positionals(parser)
     wrap_by_cells(parser)
@@ -88,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     replace_unencodable(sys.stdout, sys.stderr)
     start_language(language_flag(argv))  # before the parser: its --help is in that language
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if getattr(args, "json", False):
         set_language("en")  # JSON is a contract for scripts: its keys and values never change language
