@@ -177,24 +177,37 @@ def test_an_aimed_prediction_is_tried_next_and_the_walk_goes_on_from_it() -> Non
     assert capped.next_batch() == 100 and capped.target == 1000  # never aims past the cap
 
 
-@pytest.mark.integration
-def test_a_line_steeper_at_small_batches_is_refitted_near_the_edge() -> None:
+def test_a_line_steeper_at_small_batches_is_refitted_near_the_edge(monkeypatch) -> None:
     """Real steps cost less per sample at large batches than at the small ones the line is first fit to:
-    the fit far out corrects the slope, and the prediction from the last two fits is the edge itself."""
+    the fit far out corrects the slope, and the prediction from the last two fits is the edge itself.
+    The search's arithmetic in process, against the same fake memory model the ranks use (what fits and
+    each peak come from it alone): `bench maxbatch --model tinycnn --image-size 16 --nproc 1 --prove-steps 1`
+    as one rank runs it, without training each trial batch; the real trials on real ranks run in
+    test_two_ranks_agree_on_the_batch_that_fits_the_smaller_one_and_an_oom_hangs_no_one and the
+    --batch-size auto tests."""
+    from mgtutor.training.worker.batch import batchfind, maxbatch
+
     fake = {"fixed": 100_000_000, "per_sample": 2_000_000, "knee": {"batch": 64, "per_sample": 1_000_000},
             "capacity": {"*": 5_000_000_000}}
-    env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(fake))
-    proc = subprocess.run(mgtutor_argv("bench", "maxbatch", "--model", "tinycnn", "--image-size", "16", "--nproc", "1",
-                                       "--prove-steps", "1", "--json"),
-                          capture_output=True, text=True, timeout=240, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = json.loads(proc.stdout)
+    monkeypatch.setenv(batchfind.FAKE_ENV, json.dumps(fake))
+    # the trial step is the trainer's own (its model and optimizer built once, then trained at each batch):
+    # here it only notes the batches it was given (building torch's SGD imports torch._dynamo, seconds)
+    monkeypatch.setattr(batchfind.TrialStep, "__init__", lambda self, args, device: None)
+    steps: list[tuple[int, int]] = []
+    monkeypatch.setattr(batchfind.TrialStep, "run", lambda self, batch, steps_: steps.append((batch, steps_)) or 0.0)
+    args = maxbatch.parse_args(["--model", "tinycnn", "--image-size", "16", "--prove-steps", "1"])
+    said: list[str] = []
+    finder = batchfind.BatchFinder(args, 0, 1, torch.device("cpu"), None, said.append)
+    search = finder.find()
+    out = maxbatch.result_fields(search, args, 1)
     edge = 64 + (5_000_000_000 - 228_000_000) // 1_000_000  # 4836
     assert out["measured_max"] == edge and out["predictions"][-1] == edge
     assert out["predictions"][0] == out["predicted"] < 0.97 * edge  # the first line (8–32 and 612 samples): too steep
     assert out["per_sample_bytes"] > 1_000_000  # reported: the first line's (the refits only aim)
     assert len(out["trials"]) <= 9
-    assert "memory line refitted at batch" in proc.stderr
+    assert any("memory line refitted at batch" in line for line in said)
+    # every trial that fitted the fake ran the step at its batch; those over the edge never reached it
+    assert [b for b, _n in steps] == [t["batch"] for t in out["trials"] if t["fits"]]
 
 
 def test_ranks_sharing_a_gpu_each_keep_to_their_share(monkeypatch) -> None:
