@@ -2,16 +2,19 @@
 the patterns real DDP scripts use that must stay silent."""
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from mgtutor.diagnostics.check.script import check_file, check_source, findings_for_symptom, findings_with_tags
-from mgtutor.diagnostics.check.rules import RULES, SEVERITIES, SYMPTOM_TAGS
+from mgtutor.diagnostics.check import rules as rules_module
+from mgtutor.diagnostics.check.rules import RULES, SEVERITIES, SYMPTOM_TAGS, RuleDataError, function_named, rules_from
 from mgtutor.lessons.loader import PATH as LESSON_IDS
 
 SNIPPETS = Path(__file__).parent / "data" / "check"
+RULES_JSON = Path(rules_module.__file__).with_name("rules.json")
 RULE_IDS = [rule.id for rule in RULES]
 
 
@@ -40,6 +43,67 @@ def test_rule_data_is_complete(rule):
     assert rule.lesson in LESSON_IDS
     assert rule.title and rule.why and rule.fix and rule.before and rule.after and rule.tags
     assert set(rule.tags) <= {"data", "device", "speed", "hang", "output", "precision", "launch"}
+
+
+def test_rules_json_names_each_function_by_its_module_and_name():
+    """Every function a rule names in rules.json is that function of the module FUNCTION_MODULES gives."""
+    for row, rule in zip(json.loads(RULES_JSON.read_text("utf-8"))["rules"], RULES, strict=True):
+        for key in ("find", "fix_for", "rewrite", "fix_unsure"):
+            if key in row:
+                module, name = row[key].split(".")
+                assert getattr(rule, key) is getattr(rules_module.FUNCTION_MODULES[module], name)
+    assert function_named("speed.fp16_without_scaler").__name__ == "fp16_without_scaler"
+
+
+@pytest.mark.parametrize("name", [
+    "speed.no_such_rule",        # no such function
+    "nowhere.fp16_without_scaler",  # no such module in FUNCTION_MODULES
+    "os.system",                 # a module rules.py does not list
+    "match.Hits",                # not a function
+    "match.ast",                 # a module the matcher imports
+    "speed",                     # no function named at all
+    "speed.fp16_without_scaler.x",
+])
+def test_a_name_rules_json_cannot_resolve_is_an_error(name):
+    with pytest.raises(RuleDataError):
+        function_named(name)
+
+
+def one_rule_json(**changes) -> str:
+    row = {"id": "x", "severity": "warning", "title": "t", "why": "w", "fix": "f", "before": "b", "after": "a",
+           "lesson": "04-ddp-torchrun", "tags": ["speed"], "find": "match.no_ddp_wrap", **changes}
+    return json.dumps({"rules": [{k: v for k, v in row.items() if v is not None}]})
+
+
+def test_a_well_formed_row_becomes_a_rule():
+    (rule,) = rules_from(one_rule_json(rewrite="fixes_amp.torch_amp", safety="unsafe"))
+    assert rule.find is rules_module.match.no_ddp_wrap and rule.rewrite is rules_module.fixes_amp.torch_amp
+    assert (rule.tags, rule.confidence, rule.safety, rule.fix_for) == (("speed",), "medium", "unsafe", None)
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"find": "match.no_such_matcher"}, "match.no_such_matcher"),
+    ({"rewrite": "fixes.no_such_fix"}, "fixes.no_such_fix"),
+    ({"matcher": "match.no_ddp_wrap"}, "unknown keys ['matcher']"),
+    ({"why": None}, "missing keys ['why']"),
+    ({"severity": "fatal"}, "severity 'fatal'"),
+    ({"confidence": "certain"}, "confidence 'certain'"),
+    ({"safety": "maybe"}, "safety 'maybe'"),
+    ({"tags": ["gpu"]}, "tags"),
+    ({"tags": "speed"}, "tags"),
+    ({"title": ""}, "title is not a text"),
+    ({"find": 3}, "find is not a text"),
+])
+def test_rules_json_that_rule_cannot_be_made_from_is_an_error(changes, said):
+    with pytest.raises(RuleDataError, match="rule 'x'") as caught:
+        rules_from(one_rule_json(**changes))
+    assert said in str(caught.value)
+
+
+def test_a_rule_id_twice_is_an_error():
+    row = json.loads(one_rule_json())["rules"][0]
+    with pytest.raises(RuleDataError, match="an id twice"):
+        rules_from(json.dumps({"rules": [row, row]}))
 
 
 def test_rule_ids_are_unique_and_every_snippet_belongs_to_a_rule():

@@ -154,6 +154,32 @@ def test_the_json_extractor_takes_only_the_fields_a_person_reads():
     assert messages == ["A title", "it ran", "Fix it", "one", "two"]
 
 
+def test_a_json_file_can_name_its_own_fields_in_babel_cfg():
+    """check's rules.json says its texts under title, why and fix (babel.cfg: keys = title why fix);
+    `why` is no field elsewhere (lesson 15's checks name a record's key with it)."""
+    from mgtutor.training.foundation.i18n_extract import extract_json
+
+    data = b'{"rules": [{"id": "r", "title": "T", "why": "W", "fix": "F", "before": "b", "find": "m.f"}]}'
+    said = [message for _line, _func, message, _comments in extract_json(io.BytesIO(data), None, None,
+                                                                        {"keys": "title why fix"})]
+    assert said == ["T", "W", "F"]
+    assert [m for _l, _f, m, _c in extract_json(io.BytesIO(data), None, None, {})] == ["T", "F"]
+
+
+def test_every_check_rule_text_is_extracted_from_rules_json():
+    from mgtutor.diagnostics.check.rules import RULES
+
+    from mgtutor.training.foundation.i18n_extract import extract_json
+
+    with (REPO / "babel.cfg").open() as cfg:
+        method_map, options_map = parse_mapping_cfg(cfg)
+    where = "diagnostics/check/rules.json"
+    assert dict(method_map)[where].endswith(".extract_json")
+    with (REPO / where).open("rb") as data:
+        from_json = {message for _line, _func, message, _comments in extract_json(data, None, None, options_map[where])}
+    assert from_json == {text for rule in RULES for text in (rule.title, rule.why, rule.fix)}
+
+
 def test_the_catalogue_ships_in_the_package():
     pyproject = (REPO / "pyproject.toml").read_text()
     assert '"locale/*/LC_MESSAGES/*.mo"' in pyproject

@@ -38,3 +38,19 @@ def test_python_files_outside_packages_are_package_data() -> None:
             package = ".".join((name, *script.parent.parent.relative_to(root).parts))
             pattern = f"{script.parent.name}/*.py"
             assert pattern in data.get(package, []), f"{script} is not shipped: add {pattern!r} to {package}"
+
+
+def test_json_data_beside_a_package_module_ships() -> None:
+    """The data a package loads with importlib.resources (check's rules.json, the failure catalogue)."""
+    from fnmatch import fnmatch
+
+    data = CONFIG["package-data"]
+    for name, root in _folders().items():
+        if name == "mgtutor.lessons":
+            continue  # lesson folders ship whole ("**/*")
+        for found in root.rglob("*.json"):
+            if not (found.parent / "__init__.py").exists() or "__pycache__" in found.parts:
+                continue
+            package = ".".join((name, *found.parent.relative_to(root).parts))
+            assert any(fnmatch(found.name, pattern) for pattern in data.get(package, [])), \
+                f"{found} is not shipped: add '*.json' to {package}"
