@@ -1,20 +1,24 @@
 """A Monitor reattached to a run that has been going a while follows its new lines (issue 27 item 9):
 the run fills the log before the meters and charts take their rows, so the pane shrinks under a view
-that was at the end; the log must still end at the newest line, and say when it does not."""
+that was at the end; the log must still end at the newest line, and say when it does not.
+
+The run is two torch-free ranks that print and log as the trainer does (tests/trainer_like_rank.py) under
+the stand-in torchrun: the point is the Monitor following lines, not the trainer, whose Monitor path
+stays real in test_monitor_live.py."""
 from __future__ import annotations
 
 import pytest
 from textual.widgets import Log
 
+from pathlib import Path
+
 from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
-from mgtutor.tui.widgets.launch_form import TRAINER_MODULE
 from mgtutor.tui.widgets.rank_logs import RankLogs
 from tests.helpers import wait_for, wait_for_app
 from tests.monitor_helpers import make_app
 from tests.test_runs_screen import open_in_monitor
 
-TRAINER = ["-m", TRAINER_MODULE, "--model", "tinycnn", "--data", "synthetic", "--batch-size", "8",
-           "--steps", "1000000", "--log-every", "1"]
+TRAINER = [str(Path(__file__).parent / "trainer_like_rank.py"), "1000000"]
 
 
 def at_end(log: Log) -> bool:
@@ -27,7 +31,7 @@ def no_nvml(monkeypatch):
 
 
 @pytest.mark.integration
-async def test_a_reattached_monitor_follows_new_lines_and_says_when_paused():
+async def test_a_reattached_monitor_follows_new_lines_and_says_when_paused(standin_torchrun):
     run = launch(LaunchSpec(target=TRAINER, nproc=2, backend="gloo", label="train-tinycnn"))
     try:
         out = run.record.rank_log(0, "stdout")
