@@ -42,16 +42,30 @@ def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None
     assert seen[0] == seen[1] and len(seen[0]) == 3 * 8 and max(seen[0]) < 128
 
 
+BAD_INPUT = (["--data", "cifar10"], ["--data", "imagefolder", "--data-dir", "nope"],
+             ["--strategy", "single", "--nproc", "2"], ["--resume"], ["--bucket-mb", "0"],
+             ["--cuda-graphs", "--amp", "fp16"], ["--cuda-graphs", "--grad-accum", "2"], ["--cuda-graphs"],
+             ["--cuda-graphs", "--inject", "unused-param", "--backend", "nccl"])
+
+
 @pytest.mark.integration
-def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    for args in (["--data", "cifar10"], ["--data", "imagefolder", "--data-dir", str(tmp_path / "nope")],
-                 ["--strategy", "single", "--nproc", "2"], ["--resume"], ["--bucket-mb", "0"],
-                 ["--cuda-graphs", "--amp", "fp16"], ["--cuda-graphs", "--grad-accum", "2"], ["--cuda-graphs"],
-                 ["--cuda-graphs", "--inject", "unused-param", "--backend", "nccl"]):
-        proc = cli("train", "--backend", "gloo", *args, timeout=60)
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stderr.startswith("mgtutor train: error: ") and proc.stderr.count("\n") == 1, proc.stderr
-        assert "Traceback" not in proc.stderr
+def test_train_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The first as a user runs it (a process of its own: no traceback on its stderr); every case through
+    the CLI's own main in process, which is what the process runs (one process each cost a second of CPU)."""
+    first = cli("train", "--backend", "gloo", *BAD_INPUT[0], timeout=60)
+    assert first.returncode == 2, first.stderr
+    assert first.stderr.startswith("mgtutor train: error: ") and first.stderr.count("\n") == 1, first.stderr
+    assert "Traceback" not in first.stderr
+    from mgtutor.tui.cli import main
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")  # as no_gpu_env() gives the process
+    for args in BAD_INPUT:
+        args = [str(tmp_path / arg) if arg == "nope" else arg for arg in args]
+        assert main(["train", "--backend", "gloo", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("mgtutor train: error: ") and err.count("\n") == 1, err
+        assert "Traceback" not in err
 
 
 @pytest.mark.integration
@@ -70,12 +84,29 @@ def test_bench_scaling_json_measures_one_and_two_ranks() -> None:
     assert [p["compile"] for p in points] == ["off", "off"]  # the trainer's --compile auto: CPU ranks stay eager
 
 
-@pytest.mark.integration
-def test_bench_scaling_on_one_device_says_there_is_nothing_to_scale_to() -> None:
-    proc = cli("bench", "scaling", *SMALL, "--steps", "3", "--dataset-size", "128", "--max-gpus", "1")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 device without DDP, and nothing to scale to: one device" in proc.stdout.splitlines()[0]
-    assert "2…1" not in proc.stdout
+def test_bench_scaling_on_one_device_says_there_is_nothing_to_scale_to(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command's own output for --max-gpus 1, in process: the one measured point stands in for the run
+    (1 device without DDP, the first point test_bench_scaling_json_measures_one_and_two_ranks measures for real)."""
+    from mgtutor.tui.cli import main
+    from mgtutor.tui.commands.bench import scaling as command
+
+    asked: list[tuple[int, str]] = []
+
+    def one_point(train_argv: list[str], max_devices: int, backend: str, on_line=None, on_point=None) -> list[Point]:
+        asked.append((max_devices, backend))
+        point = Point(1, "single", 1234.0, 0.01, 0.001, 0.009, "/runs/x")
+        if on_point:
+            on_point(point)
+        return rate_points([point], point.samples_per_s)
+
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    monkeypatch.setattr(command, "scaling_report", one_point)
+    assert main(["bench", "scaling", *SMALL, "--steps", "3", "--dataset-size", "128", "--max-gpus", "1"]) == 0
+    out = capsys.readouterr().out
+    assert asked == [(1, "gloo")]  # one device: the baseline alone is measured
+    assert "1 device without DDP, and nothing to scale to: one device" in out.splitlines()[0]
+    assert "2…1" not in out
 
 
 def test_efficiency_is_against_one_device_without_ddp() -> None:
