@@ -1,20 +1,25 @@
 """Every lesson's steps for real on CPU/gloo through the launcher: each check passes on the reference
 solution and fails on the broken exercise; GPU-only steps skip with a reason; the example scripts run
-under plain torchrun with mgtutor made unimportable; `mgtutor lessons check` keeps its exit codes."""
+under plain torchrun with mgtutor made unimportable; `mgtutor lessons check` keeps its exit codes.
+
+Lesson 05's exercise and its first step (the exercise's solution) are run once, by the CLI's two checks (the
+`lesson05_cli` fixture, tests/lesson_runs.py): its steps test judges those two records as it judges a run it made."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from mgtutor.lessons.checks import evaluate, outcome_of
 from mgtutor.lessons.loader import all_lessons, get_lesson
-from mgtutor.lessons.progress import Progress
-from mgtutor.lessons.runner import run_step
+from mgtutor.lessons.runner import finish_step, run_step, step_spec
 from mgtutor.training.runs.records.record import RunRecord
-from tests.conftest import mgtutor_argv, no_gpu_env
+from tests.lesson_runs import GROUP, LESSON, lesson05_cli  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,10 +44,29 @@ EXERCISE_FAILS = {
 }
 
 
-@pytest.mark.parametrize("lesson", all_lessons(), ids=lambda lesson: lesson.id)
-def test_lesson_steps_on_cpu(lesson):
+def judged(lesson, step, record: Path, script: Path | None = None):
+    """A run already made, judged as `run_step` judges the run it makes (`finish_step` on its record)."""
+    return finish_step(lesson, step, SimpleNamespace(record=RunRecord(record)), script)
+
+
+def launched_alike(lesson, step, script: Path) -> bool:
+    """Whether the step and the exercise's check of `script` launch the same run (all but the label)."""
+    mine, check = (step_spec(lesson, s, path, "gloo", 0) for s, path in ((step, None), (lesson.exercise.step, script)))
+    return replace(mine, label="") == replace(check, label="")
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(lesson, id=lesson.id, marks=[GROUP] if lesson.id == LESSON else [])
+                                    for lesson in all_lessons()])
+def test_lesson_steps_on_cpu(lesson, request):
+    exercise = lesson.exercise
+    made = request.getfixturevalue("lesson05_cli") if lesson.id == LESSON else None  # the CLI's runs of 05
     for step in lesson.steps:
-        result = run_step(lesson, step, backend="gloo", gpus=0)
+        is_solution = exercise and step.script == exercise.solution and step.args == exercise.step.args
+        if made and is_solution:
+            assert launched_alike(lesson, step, exercise.solution)  # `check --solution` ran this very step
+            result = judged(lesson, step, made.solution.record)
+        else:
+            result = run_step(lesson, step, backend="gloo", gpus=0)
         if step.gpu_only:
             assert result.status == "skipped" and "GPU" in result.reason
             continue
@@ -51,13 +75,16 @@ def test_lesson_steps_on_cpu(lesson):
             continue
         assert result.status == "passed", describe(result)
         assert all(c.passed for c in result.checks)
-        exercise = lesson.exercise
-        if exercise and step.script == exercise.solution and step.args == exercise.step.args:
+        if is_solution:
             # The reference solution is this very run: judge it with the exercise's checks too.
             solution_checks = evaluate(exercise.step.checks, outcome_of(RunRecord(result.run_path)))
             assert all(c.passed for c in solution_checks), [(c.says, c.detail) for c in solution_checks]
-    if lesson.exercise:
-        broken = run_step(lesson, lesson.exercise.step, script=lesson.exercise.broken, backend="gloo", gpus=0)
+    if exercise:
+        if made:  # `mgtutor lessons check 05` ran the workspace copy as given: the broken exercise
+            assert made.broken.workspace == exercise.broken.read_text()
+            broken = judged(lesson, exercise.step, made.broken.record, exercise.broken)
+        else:
+            broken = run_step(lesson, exercise.step, script=exercise.broken, backend="gloo", gpus=0)
         assert broken.status == "failed", describe(broken)
         failed = [c for c in broken.checks if not c.passed]
         assert failed and all(c.detail for c in failed)
@@ -84,15 +111,14 @@ def test_example_runs_under_plain_torchrun_without_mgtutor(tmp_path):
     assert done.stdout.count('"epoch": 1') == 2  # both ranks reported their second epoch
 
 
-def test_cli_check_exit_codes_on_workspace_and_solution():
-    broken = subprocess.run(mgtutor_argv("lessons", "check", "05"), capture_output=True, text=True,
-                            env=no_gpu_env(), timeout=300)
+@GROUP
+def test_cli_check_exit_codes_on_workspace_and_solution(lesson05_cli):
+    broken = lesson05_cli.broken.proc
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "✗ in epoch 0 the ranks saw different samples" in broken.stdout
     assert "every rank trains on the same data" in broken.stdout
-    assert not Progress().done("05-distributed-sampler")
-    solution = subprocess.run(mgtutor_argv("lessons", "check", "05", "--solution"), capture_output=True,
-                              text=True, env=no_gpu_env(), timeout=300)
+    assert not lesson05_cli.broken.progress_done
+    solution = lesson05_cli.solution.proc
     assert solution.returncode == 0, solution.stdout + solution.stderr
     assert "[rank 1]" in solution.stdout  # the ranks' own output streamed through
-    assert not Progress().done("05-distributed-sampler")  # the reference solution is not the learner's work
+    assert not lesson05_cli.solution.progress_done  # the reference solution is not the learner's work

@@ -1,5 +1,10 @@
 """Lessons mode through Textual's Pilot: lesson 5 end to end — the broken exercise fails its check
-and says why, the fixed one passes, and the progress is there after a restart."""
+and says why, the fixed one passes, and the progress is there after a restart.
+
+The walk checks what the screen does with a check's run (its log, its verdict, the progress), not the
+lesson's scripts (test_lessons_runs.py runs them for real): its two checks run, through the torch-free
+stand-in torchrun, ranks that print what the ranks of the real broken and fixed exercise printed (the
+CLI's checks of lesson 05, the `lesson05_cli` fixture of tests/lesson_runs.py, made once per worker)."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +16,7 @@ from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.messages import OpenLesson
 from mgtutor.tui.screens.lessons import LessonsScreen
 from tests.helpers import wait_for_app
+from tests.lesson_runs import GROUP, lesson05_cli, replay  # noqa: F401  (a fixture)
 
 
 async def wait_idle(pilot, screen: LessonsScreen, limit: float = 300.0) -> None:
@@ -38,7 +44,8 @@ def text_of(screen: LessonsScreen, selector: str) -> str:
 
 @pytest.mark.integration
 @pytest.mark.slow
-async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch):
+@GROUP
+async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch, standin_torchrun, lesson05_cli):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     lesson = get_lesson("05-distributed-sampler")
     app = MgTutorApp()
@@ -55,6 +62,8 @@ async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch):
         await pilot.pause()
         copy = workspace_copy(lesson)
         assert copy.read_text() == lesson.exercise.broken.read_text()
+        assert lesson05_cli.broken.workspace == copy.read_text()  # what the recorded broken check ran
+        copy.write_text(replay(lesson05_cli.broken.record))  # its ranks' words, without torch
 
         await pilot.press("c")
         await wait_idle(pilot, screen)
@@ -68,7 +77,7 @@ async def test_lesson5_broken_then_fixed_then_resumed(monkeypatch):
         await pilot.press("i")
         assert lesson.hints[0] in text_of(screen, "#lesson-exercise")
 
-        copy.write_text(lesson.exercise.solution.read_text())  # the learner's fix
+        copy.write_text(replay(lesson05_cli.solution.record))  # the learner's fix: the solution's ranks' words
         await pilot.press("c")
         await wait_idle(pilot, screen)
         checks = text_of(screen, "#lesson-checks")

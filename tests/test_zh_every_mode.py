@@ -231,19 +231,34 @@ BENCH_ARGS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --
 
 @pytest.mark.integration
 async def test_diagnostics_every_tab(in_chinese):
+    """Every tab of Diagnostics in Chinese, the bench and the probe run from it; then back in English (h, z, d)
+    the same report said again, without running the doctor again (test_i18n_tui.py's test of that, held in this
+    walk so that the doctor runs once for both)."""
+    from textual.widgets import TabbedContent
+
+    from tests.test_i18n_tui import static_text
+
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("d")
         screen = app.screen
         await wait_for_app(pilot, lambda: screen.doctor_report is not None and "doctor" not in screen.busy, 240,
                            what="the doctor report")
-        host = (screen.doctor_report.get("host") or {}).get("os") or "?"  # the OS's own name and kernel
+        assert screen.title == "诊断"
+        checks = static_text(screen, "#doctor-checks")
+        assert "没有 NVIDIA GPU" in checks and "gloo 通信后端可用" in checks and "解决：" in checks
+        assert "检查 - y 复制报告" in static_text(screen, "#doctor-status")
+        tabs = screen.query_one("#diag-tabs", TabbedContent)
+        assert [str(tabs.get_tab(pane).label) for pane in ("tab-doctor", "tab-bench", "tab-probe")] == \
+            ["体检", "全归约", "汇合"]
+        footer_uncut(screen)
+        report = screen.doctor_report
+        host = (report.get("host") or {}).get("os") or "?"  # the OS's own name and kernel
         await pilot.press("question_mark")
         await pilot.pause()
         assert "mgtutor 按键：诊断" in no_english(app.screen)
         await pilot.press("escape")
         await pilot.pause()
-        tabs = screen.query_one("#diag-tabs")
         for pane in ("tab-doctor", "tab-topology", "tab-bench", "tab-probe"):
             tabs.active = pane
             await pilot.pause()
@@ -260,6 +275,11 @@ async def test_diagnostics_every_tab(in_chinese):
         await wait_for_app(pilot, lambda: screen.probe_report is not None, 240, what="the probe")
         await settle(pilot)
         no_english(screen)
+        screen.set_focus(None)
+        await pilot.press("h", "z", "d")  # back in English: the same report, said again
+        await wait_for_app(pilot, lambda: "no NVIDIA GPU" in static_text(app.screen, "#doctor-checks"), 10,
+                           what="the checklist in English")
+        assert app.screen is screen and screen.doctor_report is report and screen.title == "Diagnostics"
 
 
 def finished_and_failed_runs(write_script) -> list[RunRecord]:
@@ -275,7 +295,8 @@ def finished_and_failed_runs(write_script) -> list[RunRecord]:
 
 
 @pytest.mark.integration
-async def test_runs_with_a_finished_and_a_failed_run(in_chinese, write_script):
+async def test_runs_with_a_finished_and_a_failed_run(in_chinese, write_script, standin_torchrun):
+    # The runs are torch-free scripts: the stand-in torchrun starts their ranks (what Runs shows is the run layer's).
     records = finished_and_failed_runs(write_script)
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -380,7 +401,7 @@ async def test_troubleshoot_a_script_its_findings_and_the_fixes_as_a_diff(in_chi
 
 
 @pytest.mark.integration
-async def test_quitting_while_a_run_goes(in_chinese, write_script):
+async def test_quitting_while_a_run_goes(in_chinese, write_script, standin_torchrun):  # a torch-free run
     from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
     from mgtutor.tui.screens.quit import QuitScreen
 
