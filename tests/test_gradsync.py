@@ -1,7 +1,9 @@
 """gradsync (the by-hand DDP inside --cuda-graphs) against DDP itself, on 2 real gloo ranks.
 
 The averaging, the buckets and the hooks are the same code on a CPU; only the side stream is
-GPU-only, and the gpu suite runs that (tests/gpu/test_train_gpu.py, --cuda-graphs).
+GPU-only, and the gpu suite runs that (tests/gpu/test_train_gpu.py, --cuda-graphs). The ranks are started
+by the torch-free stand-in torchrun (the `standin_torchrun` fixture): what is compared is torch's DDP and
+gradsync inside them, not torchrun, which the trainer's tests start for real.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ dist.destroy_process_group()
 '''
 
 
-def test_bucketed_average_matches_ddp_gradients(write_script) -> None:
+def test_bucketed_average_matches_ddp_gradients(write_script, standin_torchrun) -> None:
     run = launch(LaunchSpec(target=[str(write_script("compare.py", COMPARE))], nproc=2, backend="gloo",
                             label="gradsync"))
     result = run.wait(timeout=180).to_json()
