@@ -22,7 +22,7 @@ from mgtutor.diagnostics.cluster.k8s import K8sError, K8sJob, manifest_yaml
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_names import ClaimMount
 from mgtutor.diagnostics.doctor.report import collect, render_text
-from mgtutor.diagnostics.doctor.saved import load
+from mgtutor.diagnostics.doctor.saved import saved_path
 from mgtutor.diagnostics.doctor.topology import read_topology
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.demos import SCENARIOS
@@ -32,6 +32,7 @@ from mgtutor.diagnostics.failures.oom.explain import memory_lines
 from mgtutor.training.foundation.i18n import _, set_language
 from mgtutor.tui.cli import main
 from tests.english_left import english_left
+from tests.zh_runs import saved_in, zh_bench_run  # noqa: F401 - a fixture: one zh bench run for two modules
 
 DATA = Path(__file__).parent / "data"
 TORCH_OK = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.10.2", "nccl": "2.28.9",
@@ -242,10 +243,11 @@ def test_the_rendezvous_probe_reads_in_chinese_and_its_json_stays_english():
     assert said.returncode == 1, said.stderr
     assert "✗ rank 1 在 10 秒内始终没有加入" in said.stdout and "被要求不加入 (--skip-rank)" in said.stdout, said.stdout
     assert english_left(said.stdout) == []
-    kept = subprocess.run(mgtutor_argv("--lang", "zh", *args, "--json"), capture_output=True, text=True,
-                          env=no_gpu_env(), timeout=280)
-    report = json.loads(kept.stdout)
-    assert "rank 1 never joined within 10 s" in report["message"] and not chinese(kept.stdout)
+    # the report the same probe keeps is the dict `--json` prints (tui/commands/doctor: `keep` then `json.dumps`
+    # of the same report); `--json` itself, printed by a real probe: test_rendezvous.py
+    kept = saved_path("rendezvous").read_text()
+    report = json.loads(kept)
+    assert "rank 1 never joined within 10 s" in report["message"] and not chinese(kept)
 
 
 @pytest.mark.integration  # the real doctor: torch's facts from a child process
@@ -259,14 +261,13 @@ def test_mgtutor_doctor_on_this_machine_leaves_only_machine_data_in_english(doct
 
 
 @pytest.mark.integration  # two gloo ranks
-def test_mgtutor_bench_allreduce_prints_its_verdict_in_chinese_and_saves_it_in_english():
-    done = subprocess.run(mgtutor_argv("--lang", "zh", "bench", "allreduce", "--nproc", "2", "--backend", "gloo",
-                                       "-b", "8", "-e", "1K", "--iters", "2", "--warmup", "1"),
-                          capture_output=True, text=True, env=no_gpu_env(), timeout=240)
+@pytest.mark.xdist_group("zh_bench")  # the same run as test_zh_every_command_runs.py's (tests/zh_runs.py)
+def test_mgtutor_bench_allreduce_prints_its_verdict_in_chinese_and_saves_it_in_english(zh_bench_run, monkeypatch):
+    done = zh_bench_run.proc
     assert done.returncode == 0, done.stderr
     verdict_line = next(line for line in done.stdout.splitlines() if "gloo" in line and "TCP" in line)
     assert verdict_line.startswith("# CPU 上的 gloo：") and english_left(verdict_line) == []
-    assert load("allreduce")["verdict"].startswith("gloo on CPU: ")
+    assert saved_in(zh_bench_run, monkeypatch, "allreduce")["verdict"].startswith("gloo on CPU: ")
 
 
 def test_the_k8s_walkthrough_reads_in_chinese_and_the_manifest_does_not_change():

@@ -1,5 +1,6 @@
 """The report from the TUI: `b` in Runs (the selected run) and in Monitor (the run shown) writes the
-run's report.html and says where it is. The report takes the doctor report (a child process)."""
+run's report.html and says where it is. The report takes the doctor report (a child process that asks torch):
+in Runs for real; in Monitor, the same key's same code (tui/screens/report_key.py) with torch's facts given."""
 from __future__ import annotations
 
 import shutil
@@ -39,7 +40,12 @@ async def test_b_in_runs_writes_the_selected_runs_report():
     assert "<!DOCTYPE html>" in html and FIXTURE.name in html and 'id="chart-throughput"' in html
 
 
-async def test_b_in_monitor_writes_the_shown_runs_report():
+async def test_b_in_monitor_writes_the_shown_runs_report(monkeypatch):
+    from mgtutor.diagnostics.doctor import versions
+
+    # the doctor's torch child is test_b_in_runs_writes_the_selected_runs_report's; here its facts are given
+    monkeypatch.setattr(versions, "gather", lambda *args, **kwargs: {"torch": "2.11.0+cpu", "cuda": None,
+                                                                     "nccl": None, "gloo_available": True})
     report = runs_root() / FIXTURE.name / "report.html"
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:

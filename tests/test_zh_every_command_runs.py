@@ -2,7 +2,12 @@
 tests/test_zh_every_command.py): `run` (a run that ends and one that fails), `train`, `demo`, `bench allreduce`,
 `doctor` and its rendezvous probe, `lessons run`, `runs stacks` and `runs stop` on a run that goes. Each is the
 real command in its own process with `--lang zh`; nothing it prints outside the ranks' own lines is English.
-A script that needs the run's record reads it from $MGTUTOR_RECORD_FILE, never from the translated line."""
+A script that needs the run's record reads it from $MGTUTOR_RECORD_FILE, never from the translated line.
+Runs that other tests make the same way are read from theirs: the Chinese doctor from `doctor_runs` (the doctor
+group), the Chinese bench from `zh_bench_run` (tests/zh_runs.py, shared with test_i18n_diagnostics.py). Where
+what is checked is mgtutor's own words about its plumbing (a run that ends, `runs`/`runs stacks`/`runs stop`
+on a run that goes), the ranks start through the torch-free stand-in torchrun (`standin_torchrun`); the run
+that fails stays on the real torchrun, whose failure the diagnosis quotes."""
 from __future__ import annotations
 
 import os
@@ -16,6 +21,7 @@ import pytest
 from tests.conftest import mgtutor_argv, no_gpu_env
 from tests.helpers import wait_for
 from tests.zh_leaks import leaks
+from tests.zh_runs import zh_bench_run  # noqa: F401 - a fixture: one zh bench run for two modules
 
 pytestmark = pytest.mark.integration  # starts processes
 
@@ -39,12 +45,13 @@ def logs_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [path.read_text(errors="replace") for folder in folders for path in folder.rglob("*.log")]
 
 
-def test_run_a_run_that_ends_and_one_that_fails(write_script, tmp_path):
-    kept = tmp_path / "record"
+def test_run_a_run_that_ends_and_one_that_fails(write_script, tmp_path, monkeypatch, standin_torchrun):
+    kept = tmp_path / "record"  # the run that ends: mgtutor's own lines, its ranks started by the stand-in
     ok = zh("run", "--nproc", "2", "--", str(write_script("hello.py", PRINTS)), env={"MGTUTOR_RECORD_FILE": str(kept)})
     assert ok.returncode == 0, ok.stderr
     record = Path(kept.read_text().strip())
     assert ok.stdout.splitlines()[-1] == f"运行记录：{record}" and (record / "meta.json").is_file()
+    monkeypatch.delenv("MGTUTOR_LAUNCHER")  # the run that fails: torchrun's own failure, quoted
     failed = zh("run", "--nproc", "2", "--", str(write_script("fails.py", FAILS)))
     assert failed.returncode != 0
     assert "诊断：" in failed.stderr and "run record" not in failed.stdout
@@ -62,18 +69,19 @@ def test_train(tmp_path):
     assert leaks(out) == []
 
 
-def test_demo_and_bench_allreduce():
+@pytest.mark.xdist_group("zh_bench")  # the bench run is test_i18n_diagnostics.py's too (tests/zh_runs.py)
+def test_demo_and_bench_allreduce(zh_bench_run):
     demo = zh("demo", "crash", "--nproc", "2")
-    bench = zh("bench", "allreduce", "--nproc", "2", "--backend", "gloo", "-b", "8", "-e", "1K", "-f", "128",
-               "--iters", "2", "--warmup", "1", "--check")
+    bench = zh_bench_run.proc  # `--lang zh bench allreduce --nproc 2 --backend gloo -b 8 -e 1K -f 128 ... --check`
     assert "运行记录：" in demo.stdout and "运行记录：" in bench.stdout, (demo.stdout, bench.stdout)
     # the bench's table is nccl-tests' own, header and footer included, so the two read side by side
     nccl_tests_table = re.compile(r"^#[^\u4e00-\u9fff]*$").match
     assert leaks(said(demo), quoted=logs_of(demo)) == [] and leaks(said(bench), code=nccl_tests_table) == []
 
 
-def test_doctor_and_its_rendezvous_probe():
-    doctor = zh("doctor")
+@pytest.mark.xdist_group("doctor")
+def test_doctor_and_its_rendezvous_probe(doctor_runs):
+    doctor = doctor_runs["chinese text"]  # `mgtutor --lang zh doctor`, the run test_i18n_cli.py reads too
     probe = zh("doctor", "--rendezvous", "--nproc", "2", "--backend", "gloo", "--timeout", "30")
     assert probe.returncode == 0, said(probe)
     assert "已加入" in probe.stdout or "加入" in probe.stdout
@@ -88,7 +96,7 @@ def test_lessons_run():
     assert leaks(said(proc)) == []
 
 
-def test_runs_stacks_and_stop_on_a_run_that_goes(write_script):
+def test_runs_stacks_and_stop_on_a_run_that_goes(write_script, standin_torchrun):
     run = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", str(write_script("sleeps.py", SLEEPS))),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=no_gpu_env(),
                            start_new_session=True)
