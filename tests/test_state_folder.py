@@ -109,24 +109,53 @@ def test_diagnose_says_a_closed_runs_folder_cannot_be_read(tmp_path: Path, capsy
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", [*UNWRITABLE, "a read-only disk"])
+@pytest.mark.parametrize("name", ["a file", "mode 000"])
 def test_doctor_with_an_unwritable_state_folder_reports_it_in_one_line(
         name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    env = request.getfixturevalue("read_only_disk") if name == "a read-only disk" else UNWRITABLE[name](tmp_path)
+    """`mgtutor doctor` as a user runs it, its torch facts from a child process: a state folder that is a file,
+    and one of mode 000 (as root, with the capability that passes file modes dropped). Every case, and
+    --json, through the same command in process: test_doctor_in_process_with_an_unwritable_state_folder_…"""
+    env = UNWRITABLE[name](tmp_path)
     full = {**no_gpu_env(), **env}
     full = {key: value for key, value in full.items() if value}
     unprivileged = AS_IF_UNPRIVILEGED if name == "mode 000" and ROOT else []
     if unprivileged and shutil.which("setpriv") is None:
         pytest.skip("no setpriv(1) to make mode 000 apply to root")
-    for json_flag in ([], ["--json"]) if name == "a file" else ([],):
-        done = subprocess.run([*unprivileged, *mgtutor_argv("doctor", *json_flag)], env=full, capture_output=True,
-                              text=True, timeout=120)
-        assert "Traceback" not in done.stderr + done.stdout, done.stderr
-        assert done.returncode == 1  # the state folder check fails
-        (note,) = [line for line in done.stderr.splitlines() if "not kept" in line]
-        assert SAID[name] in note
-        if json_flag:
-            checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
-            assert checks["state_folder"]["status"] == "fail" and SAID[name] in checks["state_folder"]["message"]
-        else:
-            assert "mgtutor cannot keep runs or reports" in done.stdout
+    done = subprocess.run([*unprivileged, *mgtutor_argv("doctor")], env=full, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert done.returncode == 1  # the state folder check fails
+    (note,) = [line for line in done.stderr.splitlines() if "not kept" in line]
+    assert SAID[name] in note
+    assert "mgtutor cannot keep runs or reports" in done.stdout
+
+
+@pytest.mark.integration  # the torch facts come from the doctor's own run (doctor_runs), shared with its readers
+@pytest.mark.xdist_group("doctor")
+@pytest.mark.parametrize("name", [*UNWRITABLE, "a read-only disk"])
+def test_doctor_in_process_with_an_unwritable_state_folder_reports_it_in_one_line(
+        name: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], doctor_runs) -> None:
+    """The doctor command's own main in process, the torch facts of a real `mgtutor doctor --json` (what its
+    child process found on this machine) given to it instead of asking a child again."""
+    from mgtutor.diagnostics.doctor import versions
+
+    facts = json.loads(doctor_runs["english json"].stdout)["torch"]
+    assert facts.get("torch"), facts  # a real run's facts
+    env = request.getfixturevalue("read_only_disk") if name == "a read-only disk" else UNWRITABLE[name](tmp_path)
+    _use({**env, "MGTUTOR_NO_NVML": "1"}, monkeypatch)
+    monkeypatch.setattr(versions, "gather", lambda *args, **kwargs: facts)
+    with without_dac_override():  # as root too, mode 000 stops this thread
+        if name == "mode 000" and not modes_apply(env["XDG_STATE_HOME"]):
+            pytest.skip("file modes do not apply here")
+        for json_flag in ([], ["--json"]):
+            assert cli_main(["doctor", *json_flag]) == 1  # the state folder check fails (no traceback: it returns)
+            done = capsys.readouterr()
+            assert "Traceback" not in done.err + done.out, done.err
+            (note,) = [line for line in done.err.splitlines() if "not kept" in line]
+            assert SAID[name] in note
+            if json_flag:
+                checks = {c["id"]: c for c in json.loads(done.out)["checks"]}
+                assert checks["state_folder"]["status"] == "fail" and SAID[name] in checks["state_folder"]["message"]
+            else:
+                assert "mgtutor cannot keep runs or reports" in done.out
