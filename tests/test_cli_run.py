@@ -33,7 +33,9 @@ def record_path(stdout: str) -> Path:
     return Path(lines[0].removeprefix("run record: "))
 
 
-def test_run_prefixes_lines_and_ends_with_the_record(write_script):
+def test_run_prefixes_lines_and_ends_with_the_record(write_script, standin_torchrun):
+    """mgtutor's own prefixes and record (the ranks through the torch-free stand-in; torchrun's own part of a
+    run that ends well is test_launcher.py's two ranks that all-reduce and print)."""
     proc = run_cli("run", "--nproc", "2", "--", str(write_script("hello.py", PRINTS)))
     assert proc.returncode == 0, proc.stderr
     assert "[rank 0] hello from 0" in proc.stdout and "[rank 1] hello from 1" in proc.stdout

@@ -55,7 +55,9 @@ def test_missing_rank_is_named_while_rank0_waits(write_script, tmp_path: Path) -
     assert "diagnosis:" not in text  # a healthy run ends without one
 
 
-def test_failed_run_ends_with_the_diagnosis_and_the_command_for_more(write_script) -> None:
+def test_failed_run_ends_with_the_diagnosis_and_the_command_for_more(write_script, standin_torchrun) -> None:
+    """mgtutor's closing diagnosis from the rank's own traceback (the ranks through the torch-free stand-in;
+    torchrun's report of the same failure: test_cli_run.py's failing-rank tests)."""
     done = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--", str(write_script("raises.py", RAISES))),
                           capture_output=True, text=True, env=no_gpu_env(), timeout=120)
     assert done.returncode == 1, done.stderr
