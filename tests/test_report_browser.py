@@ -1,7 +1,10 @@
 """`mgtutor report` of real runs, opened in a real browser: a failed 2-rank CPU run (rank 1 crashes)
 and a hung one (the script asks for 3 ranks of 2). No console error, no request but the file itself,
 every chart drawn, the diagnosis and both ranks visible; the screenshot is kept in the test's tmp dir.
-The issue body (--markdown) of the same runs has every template field; a planted secret is in neither."""
+The issue body (--markdown) of the same runs has every template field; a planted secret is in neither.
+The two runs are made once for every test here (the module's tests share one xdist worker: `report_browser`);
+the failed run's HTML takes the doctor report fresh (`report`'s default: a torch child), the other reports
+read a doctor report kept in the runs' state (`--doctor saved`), so torch is asked once, not four times."""
 from __future__ import annotations
 
 import json
@@ -18,7 +21,8 @@ from tests.browser import chromium
 from tests.conftest import mgtutor_argv, no_gpu_env
 from tests.test_report import ISSUE_FIELDS
 
-pytestmark = pytest.mark.integration
+# one worker makes the two runs for all three tests (else each worker that gets one makes them again)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report_browser")]
 SECRET = "planted-secret-value-8c1f"
 CHART_LINES = """() => Array.from(document.querySelectorAll('figure.chart')).map(figure => {
   const lines = Array.from(figure.querySelectorAll('g[id^="series-"]'));
@@ -56,7 +60,21 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     for run in ids.values():  # a script that printed its secret: the report must take it out of the log
         with (state / "mgtutor" / "runs" / run / "logs" / "rank1.stderr.log").open("a") as log:
             log.write(f"MY_SERVICE_TOKEN={SECRET}\nconnecting with {SECRET}\n")
+    keep_a_doctor_report(state)
     return state, ids
+
+
+def keep_a_doctor_report(state: Path) -> None:
+    """The doctor report `--doctor saved` reads, as `mgtutor doctor` keeps it: this machine's report, with
+    torch's facts given (the fresh one, from a torch child, is the failed run's HTML report's)."""
+    from mgtutor.diagnostics.doctor import saved
+    from mgtutor.diagnostics.doctor.report import collect
+
+    facts = {"torch": "2.14.1", "cuda": "13.0", "nccl": "2.27.3", "packages": {"torch": "2.14.1"}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        patch.setenv("MGTUTOR_NO_NVML", "1")
+        saved.save("doctor", collect(torch=facts))
 
 
 def make_report(state: Path, run: str, out: Path, *extra: str) -> Path:
@@ -69,7 +87,8 @@ def make_report(state: Path, run: str, out: Path, *extra: str) -> Path:
 @pytest.mark.parametrize("which", ["failed", "hung"])
 def test_the_report_opens_offline_in_a_browser(runs, which, tmp_path):
     state, ids = runs
-    path = make_report(state, ids[which], tmp_path / f"{which}.html")
+    doctor = () if which == "failed" else ("--doctor", "saved")  # `report`'s default, fresh: once
+    path = make_report(state, ids[which], tmp_path / f"{which}.html", *doctor)
     assert path.stat().st_size < 5 * 1024 * 1024
     url = path.as_uri()
     errors: list[str] = []
@@ -112,7 +131,8 @@ def test_the_issue_body_of_both_runs(runs, tmp_path):
     state, ids = runs
     host = socket.gethostname()
     for which, run in ids.items():
-        body = make_report(state, run, tmp_path / f"{which}.md", "--markdown", "--redact-hosts").read_text()
+        body = make_report(state, run, tmp_path / f"{which}.md", "--markdown", "--redact-hosts",
+                           "--doctor", "saved").read_text()
         assert len(body) <= 65536
         for name in ISSUE_FIELDS if which == "hung" else [f for f in ISSUE_FIELDS if f != "Hang report"]:
             assert name in body, (which, name)

@@ -85,6 +85,12 @@ def test_doctor_and_its_rendezvous_probe(doctor_runs):
     probe = zh("doctor", "--rendezvous", "--nproc", "2", "--backend", "gloo", "--timeout", "30")
     assert probe.returncode == 0, said(probe)
     assert "已加入" in probe.stdout or "加入" in probe.stdout
+    # what test_rendezvous.py asks of the same probe's --json, on the report it keeps (the dict --json prints)
+    from mgtutor.diagnostics.doctor.saved import load
+
+    rep = load("rendezvous")
+    assert rep["ok"] and rep["missing"] == [] and [r["status"] for r in rep["ranks"]] == ["joined", "joined"]
+    assert all(r["joined_s"] > 0 and r["allreduce_s"] is not None for r in rep["ranks"])
     host = " ".join(os.uname()[0:1] + os.uname()[2:3])  # the OS's own name and kernel are data
     # the OS's name and kernel, the CPU's instruction-set flags: the machine's own words
     assert leaks(said(doctor) + said(probe), allow=(os.uname()[2], host, "avx")) == []
