@@ -1,7 +1,8 @@
 """Ranks that retry a rendezvous store nobody answers, in a real run on 2 gloo ranks: the DDP tutorial's
 mp.spawn script under `mgtutor run` (its children join the script's port as clients; a loopback socket
 that accepts and closes holds it). `mgtutor run` names it live, as an unreachable store with the script's
-lines, while the ranks still retry; `mgtutor diagnose` names it afterwards; the fix it gives trains."""
+lines, while the ranks still retry, and so does the Monitor attached to that run; `mgtutor diagnose` names it
+afterwards; the fix it gives trains."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -93,9 +94,10 @@ def line_of(path: Path, text: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
-def follow_until_warned(script: Path, *more: str) -> tuple[list[str], str, str]:
+def follow_until_warned(script: Path, *more: str, while_warned: Callable[[], None] | None = None
+                        ) -> tuple[list[str], str, str]:
     """`mgtutor run` of the script until its warning (then each of `more`) is printed, while the ranks still wait;
-    then Ctrl+C. (every line seen, the warning, the run record's path)"""
+    then `while_warned` (the run still going), then Ctrl+C. (every line seen, the warning, the run record's path)"""
     proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent, env=no_gpu_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = lines_of(proc)
@@ -105,6 +107,9 @@ def follow_until_warned(script: Path, *more: str) -> tuple[list[str], str, str]:
         assert proc.poll() is None  # named while the ranks still wait (torch's own timeout is 30 min)
         for needle in more:
             seen += until(lines, needle, 60)[0]
+        if while_warned is not None:
+            while_warned()
+            assert proc.poll() is None
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl+C: mgtutor stops every rank
         rest, _ = until(lines, "run record:", 90)
@@ -122,16 +127,49 @@ def diagnosed_first(record: str) -> str:
     return diagnosed.stdout
 
 
-def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp_path):
+async def monitors_banner_on_the_run() -> str:
+    """The Monitor attached to the run `mgtutor run` follows (found in the run directories, as the Runs screen
+    finds it): its alert banner's text, once it names the unreachable store while the run still waits."""
+    from mgtutor.training.runs.records.record import list_runs
+    from mgtutor.tui.screens.monitor import MonitorScreen
+    from mgtutor.tui.widgets.run_state import AlertBanner
+    from tests.helpers import wait_for_app
+    from tests.monitor_helpers import make_app
+
+    (record,) = list_runs()
+    app = make_app()
+    async with app.run_test(size=(110, 45)) as pilot:
+        await pilot.press("m")
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert isinstance(screen, MonitorScreen)
+        screen.attach(record)
+        banner = screen.query_one(AlertBanner)
+        await wait_for_app(pilot, lambda: any(a.kind == "rendezvous_unreachable" for a in banner.alerts), 240,
+                           what="the unreachable store's alert")
+        await pilot.pause(0.2)
+        assert not screen.state.done and banner.has_class("-visible")
+        return banner.plain
+
+
+@pytest.mark.slow
+def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp_path, monkeypatch):
+    """`mgtutor run` names it live; the Monitor, attached to the same run while it waits, says it in its alert
+    banner with the script's lines; `mgtutor diagnose` names it afterwards."""
+    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
+    shown: list[str] = []
     with store_that_drops() as port:
         script = script_with_port(tmp_path, port)
-        seen, warning, record = follow_until_warned(script)
+        seen, warning, record = follow_until_warned(
+            script, while_warned=lambda: shown.append(asyncio.run(monitors_banner_on_the_run())))
     assert any("- retrying (try=" in line for line in seen)
     assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
     assert f"train.py:{line_of(script, 'MASTER_ADDR')}" in warning and f"train.py:{line_of(script, 'MASTER_PORT')}" \
         in warning
     assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
     assert "every rank's children join it as clients" in warning and "`python train.py`" in warning
+    assert f"cannot reach the rendezvous store at 127.0.0.1:{port}" in shown[0]  # the Monitor's banner
+    assert f"train.py:{line_of(script, 'MASTER_PORT')}" in shown[0]
     diagnosed = diagnosed_first(record)
     assert f"127.0.0.1:{port}" in diagnosed and "mp.spawn" in diagnosed
 
@@ -160,31 +198,3 @@ def test_the_fix_it_gives_run_with_plain_python_trains(tmp_path):
                              timeout=240, env=no_gpu_env())
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "trained 5 steps" in trained.stdout
-
-
-@pytest.mark.slow
-async def test_the_monitors_alert_banner_names_the_unreachable_store_and_the_scripts_lines(tmp_path, monkeypatch):
-    monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
-    from mgtutor.tui.widgets.run_state import AlertBanner
-    from tests.helpers import wait_for_app
-    from tests.monitor_helpers import make_app
-    from tests.test_monitor_live import SIZE, launch_from_form, open_form
-
-    with store_that_drops() as port:
-        script = script_with_port(tmp_path, port)
-        app = make_app()
-        async with app.run_test(size=SIZE) as pilot:
-            screen, form = await open_form(pilot, kind="script", script=str(script), nproc="2", backend="gloo")
-            await launch_from_form(pilot, form)
-            banner = screen.query_one(AlertBanner)
-            try:
-                await wait_for_app(pilot, lambda: any(a.kind == "rendezvous_unreachable" for a in banner.alerts), 240,
-                                   what="the unreachable store's alert")
-                await pilot.pause(0.2)
-                assert not screen.state.done and banner.has_class("-visible")
-                shown = banner.plain
-            finally:
-                await asyncio.to_thread(screen.run.stop, 3)
-            await wait_for_app(pilot, lambda: screen.state.done, 90, what="the run to stop")
-    assert f"cannot reach the rendezvous store at 127.0.0.1:{port}" in shown
-    assert f"train.py:{line_of(script, 'MASTER_PORT')}" in shown
