@@ -1,4 +1,7 @@
-"""Every demo that CPU ranks on gloo can produce runs for real, and the classifier names its cause first."""
+"""Every demo that CPU ranks on gloo can produce runs for real, and the classifier names its cause first.
+The crash demo is read from the Chinese `mgtutor demo crash` that the Chinese leak test reads too (one run per
+worker: tests/demo_runs.py); what is checked here is language-free (exit code, rank lines, the record, the
+JSON of `mgtutor diagnose`)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +11,7 @@ import pytest
 
 from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
 from tests.conftest import mgtutor_argv, no_gpu_env
+from tests.demo_runs import GROUP, zh_demo_crash_run  # noqa: F401 - a fixture: one crash demo for two modules
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -17,7 +21,7 @@ def cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
 
 
-@pytest.mark.parametrize("name", [s.name for s in SCENARIOS.values() if s.cpu_ok])
+@pytest.mark.parametrize("name", [s.name for s in SCENARIOS.values() if s.cpu_ok and s.name != "crash"])
 def test_demo_is_diagnosed(name: str) -> None:
     lines: list[str] = []
     outcome = run_demo(name, nproc=2, backend="gloo", on_line=lambda r, s, line: lines.append(line))
@@ -27,13 +31,27 @@ def test_demo_is_diagnosed(name: str) -> None:
     assert not outcome.run.running()
     first = outcome.findings[0]
     assert first.evidence and first.lesson
-    if name in ("crash", "never-joins"):
+    if name == "never-joins":
         assert first.rank == 1  # the injected rank, not the one that reported it
-    if name == "crash":  # the same run through the CLI: JSON contract, exit 0 with findings
-        proc = subprocess.run(mgtutor_argv("diagnose", str(outcome.run.record.path), "--json"),
-                              capture_output=True, text=True, env=no_gpu_env(), timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        data = json.loads(proc.stdout)
-        assert data["findings"][0]["kind"] == "child_failed"
-        assert {"kind", "rank", "summary", "fix", "evidence", "lesson"} <= data["findings"][0].keys()
-        assert {"file", "line", "text"} <= data["findings"][0]["evidence"][0].keys()
+
+
+@pytest.mark.xdist_group(GROUP)
+def test_the_crash_demo_is_diagnosed_and_diagnose_gives_it_as_json(zh_demo_crash_run) -> None:
+    """`mgtutor demo crash` (run_demo through the CLI): exit 0 only when the classifier named the cause
+    first; then the same run through `mgtutor diagnose --json`: the JSON contract, exit 0 with findings."""
+    from mgtutor.training.runs.records.record import RunRecord, RunStatus
+
+    done = zh_demo_crash_run
+    assert done.proc.returncode == 0, done.proc.stdout[-3000:] + done.proc.stderr[-2000:]  # diagnosed
+    assert "[rank 1] " in done.proc.stdout, "the demo streamed no log line"
+    assert RunRecord(done.record).status() == RunStatus.FAILED  # it ended
+    proc = subprocess.run(mgtutor_argv("diagnose", str(done.record), "--json"), capture_output=True, text=True,
+                          env={**no_gpu_env(), **done.env}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    first = data["findings"][0]
+    assert first["kind"] == SCENARIOS["crash"].expect == "child_failed"
+    assert first["rank"] == 1  # the injected rank, not the one that reported it
+    assert first["evidence"] and first["lesson"]
+    assert {"kind", "rank", "summary", "fix", "evidence", "lesson"} <= first.keys()
+    assert {"file", "line", "text"} <= first["evidence"][0].keys()
