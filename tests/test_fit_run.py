@@ -57,7 +57,9 @@ def test_fit_finds_the_batch_of_the_smaller_rank_and_an_oom_on_one_rank_ends_eve
             assert exits[1] == 1 and exits[0] != 0
 
 
-def test_a_script_that_fails_whatever_the_batch_ends_the_search_with_its_own_error() -> None:
+def test_a_script_that_fails_whatever_the_batch_ends_the_search_with_its_own_error(standin_torchrun) -> None:
+    """The search's own ending, each trial's rank started by the stand-in torchrun (MGTUTOR_LAUNCHER reaches
+    the fit process through its environment); the trials under the real torchrun: the test above."""
     done = fit("--nproc", "1", "--", str(SCRIPT), "--fail-at-start")
     assert done.returncode == 1
     assert "for a reason other than memory" in done.stderr and "cannot find its data set" in done.stderr

@@ -60,7 +60,10 @@ async def test_the_monitors_oom_banner_sends_the_run_to_troubleshoots_batch_sear
 
 
 @pytest.mark.integration
-async def test_troubleshoot_b_fits_the_newest_runs_own_script_with_every_trial_shown(monkeypatch) -> None:
+async def test_troubleshoot_b_fits_the_newest_runs_own_script_with_every_trial_shown(monkeypatch,
+                                                                                  standin_torchrun) -> None:
+    """Every trial's ranks start through the stand-in torchrun: what is shown is the TUI's (the search itself
+    under the real torchrun: test_fit_run.py)."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     # 1 GiB fixed + 10 MiB a sample, 95 MiB over: batch 9 trains, 10 does not
     monkeypatch.setenv("MGTUTOR_FAKE_CUDA_MEMORY", json.dumps({"fixed": GIB, "per_sample": 10 * MIB,

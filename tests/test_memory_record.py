@@ -37,7 +37,9 @@ def test_blocks_are_sorted_by_kind_and_by_the_users_line() -> None:
 
 
 @pytest.mark.integration
-def test_run_memory_on_cpu_ranks_runs_the_script_as_it_is(tmp_path: Path) -> None:
+def test_run_memory_on_cpu_ranks_runs_the_script_as_it_is(tmp_path: Path, standin_torchrun) -> None:
+    """Through the stand-in torchrun (the `standin_torchrun` fixture sets MGTUTOR_LAUNCHER, which the
+    CLI process inherits): the rank wrapper and the recorder are mgtutor's, the script is torch-free."""
     script = tmp_path / "train.py"
     script.write_text("import sys, os\nprint('args', sys.argv[1:], os.environ['RANK'], __name__)\nsys.exit(3)\n")
     proc = subprocess.run(mgtutor_argv("run", "--memory", "--nproc", "2", "--backend", "gloo", "--", str(script),

@@ -20,7 +20,10 @@ def no_nvml(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
 
 
-async def test_a_compiler_crash_in_the_monitor_trains_again_without_compiling(monkeypatch):
+async def test_a_compiler_crash_in_the_monitor_trains_again_without_compiling(monkeypatch, standin_torchrun):
+    """The Monitor's own retry, on the real trainer's ranks started by the stand-in torchrun (the same crash
+    under the real torchrun, through `mgtutor train`: test_train_compile.py::
+    test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling)."""
     monkeypatch.setenv(compiling.FAKE_CRASH_ENV, "1")  # the ranks inherit it: their compile dies of SIGSEGV
     app = make_app()
     said = _notifications_of(app)  # kept: a loaded box may take longer than the notice's 20 s to train again

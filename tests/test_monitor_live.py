@@ -69,7 +69,9 @@ async def test_builtin_trainer_runs_to_finished_from_the_form():
 
 
 @pytest.mark.integration
-async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
+async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code(standin_torchrun):
+    """The real trainer's injected crash, its ranks started by the stand-in torchrun (the trainer from the
+    form under the real torchrun: test_builtin_trainer_runs_to_finished_from_the_form)."""
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
@@ -95,7 +97,9 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code():
 
 
 @pytest.mark.integration
-async def test_stop_asks_then_leaves_no_process(write_script):
+async def test_stop_asks_then_leaves_no_process(write_script, standin_torchrun):
+    """The Monitor's stop, on a torch-free script's ranks under the stand-in torchrun (a stop through the real
+    torchrun: test_run_control.py::test_sigterm_to_mgtutor_run_stops_every_rank_like_ctrl_c)."""
     script = write_script("events.py", EVENT_SCRIPT)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -32,7 +32,8 @@ def oom_script(tmp_path: Path) -> Path:
 
 
 @pytest.mark.integration
-async def test_the_monitor_banner_shows_how_much_to_free(monkeypatch, tmp_path: Path) -> None:
+async def test_the_monitor_banner_shows_how_much_to_free(monkeypatch, tmp_path: Path, standin_torchrun) -> None:
+    """The torch-free OOM script's ranks start through the stand-in torchrun: the banner reads the rank's log."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     app = make_app()
     async with app.run_test(size=(110, 45)) as pilot:
@@ -53,7 +54,9 @@ async def test_the_monitor_banner_shows_how_much_to_free(monkeypatch, tmp_path: 
 
 
 @pytest.mark.integration
-async def test_troubleshoot_oom_finds_the_batch_with_every_trial_shown(monkeypatch) -> None:
+async def test_troubleshoot_oom_finds_the_batch_with_every_trial_shown(monkeypatch, standin_torchrun) -> None:
+    """The finder's two real ranks start through the stand-in torchrun: what is tested is the screen showing
+    its trials (the finder under the real torchrun: test_maxbatch.py)."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     monkeypatch.setenv("MGTUTOR_FAKE_CUDA_MEMORY", json.dumps(FAKE))
     app = MgTutorApp()
@@ -77,7 +80,9 @@ async def test_troubleshoot_oom_finds_the_batch_with_every_trial_shown(monkeypat
 
 
 @pytest.mark.integration
-async def test_troubleshoot_oom_runs_the_newest_script_again_with_memory(monkeypatch, tmp_path: Path) -> None:
+async def test_troubleshoot_oom_runs_the_newest_script_again_with_memory(monkeypatch, tmp_path: Path,
+                                                                          standin_torchrun) -> None:
+    """Both runs (the torch-free OOM script, then it again with --memory) through the stand-in torchrun."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     first = launch(LaunchSpec(target=[str(oom_script(tmp_path))], nproc=2, backend="gloo", label="oom"))
     first.wait(timeout=120)
