@@ -12,14 +12,12 @@ from textual.widgets import Input, OptionList, Static
 from mgtutor.diagnostics.failures.demos import SCENARIOS
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.app import MgTutorApp
-from mgtutor.tui.messages import ShowLesson
 from tests.english_left import english_left
 from tests.helpers import wait_for_app
 from tests.screen_text import rows, screen_text
 from tests.test_i18n_tui import footer_uncut, in_chinese  # noqa: F401  (a fixture)
 
 LOGS = Path(__file__).parent / "data" / "logs"
-LESSONS_PER_TEST = 2  # the 16 lessons in eight tests, so that none takes long
 # The launch form's command line, wrapped onto its next row.
 ALLOW = ("--data synthetic", "--steps", "--log-every")
 # Lesson 04's last hint is the code itself.
@@ -72,7 +70,8 @@ async def test_home_and_the_help_of_every_mode(in_chinese, keys):
 
 def test_every_lessons_own_words(in_chinese):
     """What differs from lesson to lesson — its text with the steps and checks, its exercise with every
-    hint — read as the Lessons screen renders it, for all 16; the screen itself is read for two below."""
+    hint — read as the Lessons screen renders it, for all 16; the screen itself is read for four (lessons 1-2
+    and 15-16) in test_zh_layout_screens.py."""
     from mgtutor.lessons.loader import all_lessons
     from mgtutor.lessons.progress import workspace_copy
     from mgtutor.tui.widgets.lesson_text import exercise_text, lesson_markdown
@@ -89,26 +88,8 @@ def test_every_lessons_own_words(in_chinese):
     assert {lesson: lines for lesson, lines in left.items() if lines} == {}
 
 
-@pytest.mark.integration
-@pytest.mark.sweep
-@pytest.mark.parametrize("first", [0, 14])  # the first lesson and two with an exercise, hints and GPU steps
-async def test_lessons_every_tab_but_the_code(in_chinese, first):
-    app = MgTutorApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("l")
-        await settle(pilot)
-        screen = app.screen
-        tabs = screen.query_one("#lesson-tabs")
-        screen.post_message(ShowLesson(screen.lessons[first].id))  # as a fix card's link does: straight there
-        await pilot.pause()
-        for lesson in range(first, first + LESSONS_PER_TEST):
-            assert screen.lessons.index(screen.lesson) == lesson
-            for pane in ("tab-text", "tab-exercise", "tab-checks"):
-                tabs.active = pane
-                await pilot.pause()
-                no_english(screen)
-            await pilot.press("n")
-            await pilot.pause()
+# Lessons 1-2 and 15-16, their Lesson, Exercise and Checks tabs at 80x24: in the walk that reads every lesson's text
+# row by row (test_zh_layout_screens.py::test_every_lessons_text_at_80x24_breaks_as_chinese, EVERY_TAB).
 
 
 @pytest.mark.integration

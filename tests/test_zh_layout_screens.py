@@ -17,7 +17,7 @@ from mgtutor.training.foundation.linebreak import CLOSING
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.messages import ShowLesson
 from tests.test_i18n_tui import in_chinese  # noqa: F401  (a fixture)
-from tests.test_zh_every_mode import settle
+from tests.test_zh_every_mode import no_english, settle
 
 CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
 SPACED = re.compile(rf"[{CJK}] +[{CJK}]")
@@ -66,6 +66,9 @@ async def scrolled_rows(pilot, scroller: Widget) -> list[str]:
 
 
 QUARTERS = [range(0, 4), range(4, 8), range(8, 12), range(12, 16)]
+# The first lesson and two with an exercise, hints and GPU steps: their Lesson, Exercise and Checks tabs are read
+# whole for English left too (test_zh_every_mode.py's test_lessons_every_tab_but_the_code was this walk's twin).
+EVERY_TAB = (0, 1, 14, 15)
 
 
 @pytest.mark.integration
@@ -79,14 +82,27 @@ async def test_every_lessons_text_at_80x24_breaks_as_chinese(in_chinese, lessons
         await pilot.press("l")
         await settle(pilot)
         screen = app.screen
+        tabs = screen.query_one("#lesson-tabs")
         found = {}
         for index in lessons:
             lesson = screen.lessons[index]
-            screen.post_message(ShowLesson(lesson.id))
+            if index == lessons[0]:
+                screen.post_message(ShowLesson(lesson.id))  # as a fix card's link does: straight there
+            else:
+                await pilot.press("n")  # then on, as a reader goes
             await settle(pilot)
+            assert screen.lessons.index(screen.lesson) == index
             shown = await scrolled_rows(pilot, screen.query_one("#lesson-text"))
             assert len(shown) > 10 and lesson.title[:4] in "".join(shown)
             found[lesson.id] = faults(shown, lesson_markdown(lesson, len(all_lessons())))
+            if index in EVERY_TAB:  # read as it opens: the text at its top
+                screen.query_one("#lesson-text").scroll_home(animate=False, immediate=True)
+                for pane in ("tab-text", "tab-exercise", "tab-checks"):
+                    tabs.active = pane
+                    await pilot.pause()
+                    no_english(screen)
+                tabs.active = "tab-text"
+                await pilot.pause()
         assert {lesson: said for lesson, said in found.items() if not no_faults(said)} == {}
 
 
