@@ -147,15 +147,32 @@ def test_the_monitor_form_passes_batch_size_auto_to_the_trainer() -> None:
     assert spec.target[spec.target.index("--batch-size") + 1] == "auto" and "--batch-size auto" in command
 
 
-@pytest.mark.integration
-def test_train_batch_size_auto_never_picks_more_than_an_epoch_holds() -> None:
+def test_train_batch_size_auto_never_picks_more_than_an_epoch_holds(monkeypatch, capsys) -> None:
+    """The trainer's --batch-size auto (choose_batch) for 2 ranks of a 400-sample epoch, in process: the cap it
+    sets and the search under it, against the fake memory model. Both ranks hold the same, so one rank's search
+    is the agreed one; the trial step only notes its batch. The same path on two real ranks, trials trained:
+    test_train_batch_size_auto_searches_then_trains_at_the_answer."""
+    from mgtutor.training.runs.events.writer import EventWriter
+    from mgtutor.training.worker import train
+    from mgtutor.training.worker.batch import batchfind, maxbatch
+
     fake = {"fixed": 100_000_000, "per_sample": 1_000_000, "capacity": {"*": 4_000_000_000}}
-    env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(fake))
-    proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "2", "--batch-size", "auto",
-                                       "--dataset-size", "400", "--steps", "1", "--log-every", "1"),
-                          capture_output=True, text=True, timeout=240, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "measured maximum 200 " in proc.stdout  # 400 samples on 2 ranks: one step of 200 each at most
+    monkeypatch.setenv(batchfind.FAKE_ENV, json.dumps(fake))
+    monkeypatch.setattr(batchfind.TrialStep, "__init__", lambda self, args, device: None)
+    monkeypatch.setattr(batchfind.TrialStep, "run", lambda self, batch, steps: 0.0)
+    finders: list[int] = []
+
+    def one_rank_of(args, rank, world_size, device, group, say):
+        finders.append(world_size)
+        return batchfind.BatchFinder(args, rank, 1, device, None, say)
+
+    monkeypatch.setattr(maxbatch, "BatchFinder", one_rank_of)
+    args = train.parse_args(["--batch-size", "auto", "--dataset-size", "400", "--steps", "1", "--log-every", "1"])
+    chosen = maxbatch.choose_batch(args, 0, 2, torch.device("cpu"), EventWriter(None, 0))
+    out = capsys.readouterr().out
+    assert finders == [2] and args.max_batch == 200
+    assert "measured maximum 200 " in out  # 400 samples on 2 ranks: one step of 200 each at most
+    assert chosen <= 200
 
 
 def test_a_line_too_flat_to_predict_still_walks_up_to_the_edge() -> None:
