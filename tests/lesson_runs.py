@@ -44,9 +44,11 @@ class Lesson05Checks:
 def cli_check(home: Path, *flags: str) -> CliCheck:
     from mgtutor.lessons.loader import get_lesson
     from mgtutor.lessons.progress import Progress
+    from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 
     env = {**os.environ, "MGTUTOR_NO_NVML": "1", "LANGUAGE": "en",
            **{name: str(home / name.lower()) for name in HOMES}}
+    env.pop(LAUNCHER_ENV, None)  # the real torchrun, whichever test asks first
     proc = subprocess.run(mgtutor_argv("lessons", "check", "05", *flags), capture_output=True, text=True, env=env,
                           timeout=300)
     lines = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("run record: ")]
