@@ -7,10 +7,10 @@ the stand-in torchrun: the point is the Monitor following lines, not the trainer
 stays real in test_monitor_live.py."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.widgets import Log
-
-from pathlib import Path
 
 from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.tui.widgets.rank_logs import RankLogs

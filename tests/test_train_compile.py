@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ CPU_RUN = ["--strategy", "single", "--model", "tinycnn", "--batch-size", "8", "-
 
 @pytest.mark.integration
 def test_a_failed_compile_falls_back_to_the_eager_step_with_its_reason(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], one_thread) -> None:
     from mgtutor.training.worker import train
 
     events = tmp_path / "events.jsonl"
@@ -127,8 +128,20 @@ def test_a_failed_compile_falls_back_to_the_eager_step_with_its_reason(
     assert "done: 4 steps" in out
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """The in-process runs compute on one thread: on two busy cores torch's intra-op threads spin against the
+    other workers' processes (300 steps of batch 1 took 18 CPU-s on two threads, 0.7 s on one)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_a_cpu_run_with_default_flags_never_compiles(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], one_thread) -> None:
     from mgtutor.training.worker import train
 
     events = tmp_path / "events.jsonl"
