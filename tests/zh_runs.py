@@ -4,7 +4,8 @@
 leak test of every command (test_zh_every_command_runs.py) reads what it printed, the diagnostics test
 (test_i18n_diagnostics.py) its verdict line and the report it saved, in English. The tests that take it carry
 @pytest.mark.xdist_group("zh_bench"), so one worker makes the run for both. Import the fixture into the test
-module that uses it (`from tests.zh_runs import zh_bench_run  # noqa: F401`)."""
+module that uses it (`from tests.zh_runs import zh_bench_run  # noqa: F401`). A fixture imported into two modules
+is two fixtures to pytest, one per module: the run itself is kept here, in MADE, so the second returns the first's."""
 from __future__ import annotations
 
 import os
@@ -27,8 +28,17 @@ class ZhRun:
     homes: dict[str, str]  # the XDG homes it ran with: XDG_STATE_HOME holds what it saved
 
 
+MADE: dict[str, ZhRun] = {}  # this worker's runs, whichever module's fixture made them
+
+
 @pytest.fixture(scope="session")
 def zh_bench_run(tmp_path_factory: pytest.TempPathFactory) -> ZhRun:
+    if "bench" not in MADE:
+        MADE["bench"] = bench(tmp_path_factory)
+    return MADE["bench"]
+
+
+def bench(tmp_path_factory: pytest.TempPathFactory) -> ZhRun:
     home = tmp_path_factory.mktemp("zh_bench")
     homes = {name: str(home / name.lower()) for name in HOMES}
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1", **homes}
