@@ -3,7 +3,8 @@ solution and fails on the broken exercise; GPU-only steps skip with a reason; th
 under plain torchrun with mgtutor made unimportable; `mgtutor lessons check` keeps its exit codes.
 
 Lesson 05's exercise and its first step (the exercise's solution) are run once, by the CLI's two checks (the
-`lesson05_cli` fixture, tests/lesson_runs.py): its steps test judges those two records as it judges a run it made."""
+`lesson05_cli` fixture, tests/lesson_runs.py): its steps test judges those two records as it judges a run it made.
+Lesson 01's steps run once, in Chinese, where the Lessons screen runs them (IN_THE_APP)."""
 from __future__ import annotations
 
 import os
@@ -55,8 +56,13 @@ def launched_alike(lesson, step, script: Path) -> bool:
     return replace(mine, label="") == replace(check, label="")
 
 
+# Lesson 01's steps (one rank, and a GPU step skipped here) run in the Chinese Lessons walk, which asserts these
+# same things of them: test_zh_every_mode.py::test_a_lesson_run_and_its_checks (assert_lesson01_steps_as_on_cpu).
+IN_THE_APP = "01-check-gpus"
+
+
 @pytest.mark.parametrize("lesson", [pytest.param(lesson, id=lesson.id, marks=[GROUP] if lesson.id == LESSON else [])
-                                    for lesson in all_lessons()])
+                                    for lesson in all_lessons() if lesson.id != IN_THE_APP])
 def test_lesson_steps_on_cpu(lesson, request):
     exercise = lesson.exercise
     made = request.getfixturevalue("lesson05_cli") if lesson.id == LESSON else None  # the CLI's runs of 05

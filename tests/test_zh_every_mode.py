@@ -118,6 +118,32 @@ async def test_a_lesson_run_and_its_checks(in_chinese):
             screen.query_one("#lesson-tabs").active = pane
             await pilot.pause()
             no_english(screen)
+    assert_lesson01_steps_as_on_cpu()
+
+
+def assert_lesson01_steps_as_on_cpu() -> None:
+    """What test_lessons_runs.py::test_lesson_steps_on_cpu asserts of every other lesson's steps, asserted of lesson
+    01's on the run the Lessons screen just made (the same run: lesson 01 on gloo without a GPU): the step that ran
+    passed every check (judged again on its record), the GPU step was skipped for want of a GPU."""
+    from mgtutor.lessons.checks import evaluate, outcome_of
+    from mgtutor.lessons.loader import get_lesson
+    from mgtutor.lessons.progress import Progress
+    from mgtutor.training.foundation.said import kept_in_english
+    from mgtutor.training.runs.records.record import find_run
+
+    lesson = get_lesson("01")
+    saved = Progress().lesson(lesson.id)
+    checked = {step["step"]: step for step in saved["checked"]["checks"]}
+    assert [step.name for step in lesson.steps] == list(checked)
+    for step in lesson.steps:
+        said = checked[step.name]
+        if step.gpu_only:
+            assert said["status"] == "skipped" and "GPU" in kept_in_english(said["reason"]), said
+            continue
+        assert said["status"] == "passed" and said["checks"] and all(c["passed"] for c in said["checks"]), said
+        record = find_run(saved["steps"][step.name]["run_id"])
+        judged = evaluate(step.checks, outcome_of(record))
+        assert all(c.passed for c in judged), [(c.says, c.detail) for c in judged]
 
 
 @pytest.mark.integration
