@@ -4,7 +4,8 @@ tests/test_zh_every_command.py): `run` (a run that ends and one that fails), `tr
 real command in its own process with `--lang zh`; nothing it prints outside the ranks' own lines is English.
 A script that needs the run's record reads it from $MGTUTOR_RECORD_FILE, never from the translated line.
 Runs that other tests make the same way are read from theirs: the Chinese doctor from `doctor_runs` (the doctor
-group), the Chinese bench from `zh_bench_run` (tests/zh_runs.py, shared with test_i18n_diagnostics.py). Where
+group), the Chinese bench from `zh_bench_run` (tests/zh_runs.py, shared with test_i18n_diagnostics.py), the
+Chinese crash demo from `zh_demo_crash_run` (tests/demo_runs.py, shared with test_demos.py). Where
 what is checked is mgtutor's own words about its plumbing (a run that ends, `runs`/`runs stacks`/`runs stop`
 on a run that goes), the ranks start through the torch-free stand-in torchrun (`standin_torchrun`); the run
 that fails stays on the real torchrun, whose failure the diagnosis quotes."""
@@ -21,6 +22,7 @@ import pytest
 from tests.conftest import mgtutor_argv, no_gpu_env
 from tests.helpers import wait_for
 from tests.zh_leaks import leaks
+from tests.demo_runs import zh_demo_crash_run  # noqa: F401 - a fixture: one zh crash demo for two modules
 from tests.zh_runs import zh_bench_run  # noqa: F401 - a fixture: one zh bench run for two modules
 
 pytestmark = pytest.mark.integration  # starts processes
@@ -69,14 +71,20 @@ def test_train(tmp_path):
     assert leaks(out) == []
 
 
+@pytest.mark.xdist_group("zh_demo_crash")  # the demo run is test_demos.py's too (tests/demo_runs.py)
+def test_demo(zh_demo_crash_run):
+    demo = zh_demo_crash_run.proc  # `mgtutor --lang zh demo crash --nproc 2`
+    assert "运行记录：" in demo.stdout, demo.stdout
+    assert leaks(said(demo), quoted=logs_of(demo)) == []
+
+
 @pytest.mark.xdist_group("zh_bench")  # the bench run is test_i18n_diagnostics.py's too (tests/zh_runs.py)
-def test_demo_and_bench_allreduce(zh_bench_run):
-    demo = zh("demo", "crash", "--nproc", "2")
+def test_bench_allreduce(zh_bench_run):
     bench = zh_bench_run.proc  # `--lang zh bench allreduce --nproc 2 --backend gloo -b 8 -e 1K -f 128 ... --check`
-    assert "运行记录：" in demo.stdout and "运行记录：" in bench.stdout, (demo.stdout, bench.stdout)
+    assert "运行记录：" in bench.stdout, bench.stdout
     # the bench's table is nccl-tests' own, header and footer included, so the two read side by side
     nccl_tests_table = re.compile(r"^#[^\u4e00-\u9fff]*$").match
-    assert leaks(said(demo), quoted=logs_of(demo)) == [] and leaks(said(bench), code=nccl_tests_table) == []
+    assert leaks(said(bench), code=nccl_tests_table) == []
 
 
 @pytest.mark.xdist_group("doctor")
