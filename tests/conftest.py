@@ -236,12 +236,21 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+# Two loopback gloo ranks that fail to build their mesh ("Gloo connectFullMesh failed … Connection closed by peer":
+# gloo's own, about once in 2,000 tests under the suite's load): a real-process test gets one more try for that
+# failure only. Per test, not in addopts: with xdist, pytest-rerunfailures asks the controller over a socket about
+# every test it may rerun, which cost the fast tier (no process, no gloo) 13 s of its 63.
+GLOO_MESH_FLAKE = "Gloo connectFullMesh failed"
+
+
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/gpu/ is the GPU suite: `pytest -m gpu` on a machine with 2+ NVIDIA GPUs."""
     gpu_dir = str(REPO / "tests" / "gpu")
     for item in items:
         if str(item.fspath).startswith(gpu_dir):
             item.add_marker(pytest.mark.gpu)
+        if item.get_closest_marker("integration") is not None:
+            item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=[GLOO_MESH_FLAKE]))
     if fast_tier(config) and os.environ.get("MGTUTOR_SWEEPS") != "all":
         _first_case_of_each_sweep(config, items)
 
