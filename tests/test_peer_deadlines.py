@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +27,7 @@ class Dripper:
         self.port = port
         self.stop = threading.Event()
         self.bytes_sent = 0
+        self.last_sent_at = 0.0  # time.monotonic() of its latest byte
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -36,6 +38,7 @@ class Dripper:
                     for byte in REQUEST:
                         sock.sendall(bytes([byte]))
                         self.bytes_sent += 1
+                        self.last_sent_at = time.monotonic()
                         if self.stop.wait(DRIP_S):
                             return
             except OSError:  # the server dropped it (or is gone): connect again
@@ -68,11 +71,13 @@ def test_a_dripping_client_neither_delays_a_real_probe_nor_keeps_serve_alive(
     try:
         probe = subprocess.run(mgtutor_argv("doctor", "--peer", f"127.0.0.1:{port}", "--json"), capture_output=True,
                                text=True, env=no_gpu_env(), timeout=60)
+        probed_at = time.monotonic()
         report = json.loads(probe.stdout)
         assert report["served"] is not None, probe.stdout
         assert {c["name"]: c["status"] for c in report["checks"]}["clock"] == "ok"
         out, err = proc.communicate(timeout=60)  # --idle 5 after the one real probe, dripping or not
-        assert dripper.thread.is_alive() and dripper.bytes_sent > 3  # it was still dripping all along
+        # it was still dripping all along: a byte after the real probe, while serve idled out
+        assert dripper.thread.is_alive() and dripper.last_sent_at > probed_at, (dripper.bytes_sent, probed_at)
     finally:
         dripper.stop.set()
         dripper.thread.join(10)
