@@ -30,3 +30,15 @@ print(f"rank {rank} done", flush=True)
 def make_app():
     from mgtutor.tui.app import MgTutorApp
     return MgTutorApp()
+
+
+async def attach_in_monitor(pilot, record, run=None):
+    """The Monitor, opened with m, attached to `record` (and to `run` when this process launched it)."""
+    from mgtutor.tui.screens.monitor import MonitorScreen
+
+    await pilot.press("m")
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, MonitorScreen)
+    screen.attach(record, run)
+    return screen

@@ -131,19 +131,14 @@ async def monitors_banner_on_the_run() -> str:
     """The Monitor attached to the run `mgtutor run` follows (found in the run directories, as the Runs screen
     finds it): its alert banner's text, once it names the unreachable store while the run still waits."""
     from mgtutor.training.runs.records.record import list_runs
-    from mgtutor.tui.screens.monitor import MonitorScreen
     from mgtutor.tui.widgets.run_state import AlertBanner
     from tests.helpers import wait_for_app
-    from tests.monitor_helpers import make_app
+    from tests.monitor_helpers import attach_in_monitor, make_app
 
     (record,) = list_runs()
     app = make_app()
     async with app.run_test(size=(110, 45)) as pilot:
-        await pilot.press("m")
-        await pilot.pause()
-        screen = pilot.app.screen
-        assert isinstance(screen, MonitorScreen)
-        screen.attach(record)
+        screen = await attach_in_monitor(pilot, record)
         banner = screen.query_one(AlertBanner)
         await wait_for_app(pilot, lambda: any(a.kind == "rendezvous_unreachable" for a in banner.alerts), 240,
                            what="the unreachable store's alert")

@@ -437,9 +437,9 @@ def test_attach_with_stop_stops_the_run_on_sigterm(write_script, tmp_path: Path,
 async def test_the_monitor_keeps_a_heartbeat_and_shows_torchruns_failure_in_one_line(write_script, tmp_path: Path,
                                                                                      monkeypatch) -> None:
     from mgtutor.tui.app import MgTutorApp
-    from mgtutor.tui.screens.monitor import MonitorScreen
     from mgtutor.tui.widgets.rank_logs import TORCHRUN, RankLogs
     from tests.helpers import wait_for_app
+    from tests.monitor_helpers import attach_in_monitor
 
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     flag = tmp_path / "fail-now"
@@ -447,11 +447,7 @@ async def test_the_monitor_keeps_a_heartbeat_and_shows_torchruns_failure_in_one_
     try:
         app = MgTutorApp()
         async with app.run_test(size=(110, 45)) as pilot:
-            await pilot.press("m")
-            await pilot.pause()
-            screen = pilot.app.screen
-            assert isinstance(screen, MonitorScreen)
-            screen.attach(run.record, run)
+            screen = await attach_in_monitor(pilot, run.record, run)
             await wait_for_app(pilot, lambda: live_watchers(run.record), 60, what="the Monitor's heartbeat")
             assert live_watchers(run.record)[0].pid == os.getpid()
             flag.touch()
