@@ -66,10 +66,7 @@ def step_charts(events: Sequence[Event], started: float, gpu: bool = True) -> li
 
 
 def _step_time(event: StepEvent) -> float | None:
-    if (step_s := _num(event.step_s)) is not None:
-        return step_s
-    compute, wait = _num(event.compute_s), _num(event.data_wait_s)
-    return None if compute is None and wait is None else (compute or 0.0) + (wait or 0.0)
+    return _num(event.step_time())
 
 
 def _lines(points: dict[int, tuple[list[float], list[float]]], label: Callable[[int], str]) -> list[Series]:

@@ -95,6 +95,14 @@ class StepEvent(Event):
     step_s: float | None = None  # one step's time, data wait included (the hook's; the trainer's is the sum)
     origin: str | None = None  # who measured it: "hook" (a user's script), None (mgtutor's own worker)
 
+    def step_time(self) -> float | None:
+        """One step's time: the hook's `step_s`, else the trainer's compute + data wait (None if it has neither)."""
+        if self.step_s is not None:
+            return self.step_s
+        if self.compute_s is None and self.data_wait_s is None:
+            return None
+        return (self.compute_s or 0.0) + (self.data_wait_s or 0.0)
+
 
 @dataclass(frozen=True, kw_only=True)
 class EpochEvent(Event):

@@ -193,10 +193,7 @@ def steps_lines(record: RunRecord, world_size: int) -> list[str]:
 
 def step_facts(event: StepEvent) -> list[str]:
     facts = [_("step {step}").format(step=event.step)]
-    step_s = _finite(event.step_s)
-    if step_s is None and (_finite(event.compute_s) is not None or _finite(event.data_wait_s) is not None):
-        step_s = (_finite(event.compute_s) or 0.0) + (_finite(event.data_wait_s) or 0.0)
-    if step_s is not None:
+    if (step_s := _finite(event.step_time())) is not None:
         facts.append(_("{time}/step").format(time=_duration(step_s)))
     if (wait := _finite(event.data_wait_s)) is not None:
         facts.append(_("data wait {time}").format(time=_duration(wait)))
