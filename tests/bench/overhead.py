@@ -108,10 +108,16 @@ def rounds(args: argparse.Namespace) -> list[dict[str, dict[str, float]]]:
     done: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="mgtutor-overhead-") as tmp:
         scratch = Path(tmp)
+        began = time.monotonic()
         for i in range(args.warmup_pairs + args.pairs):
+            round_began = time.monotonic()
+            if args.budget and done and (round_began - began) + last_round_s > args.budget:
+                print(f"budget of {args.budget:.0f} s reached: {len(done)} rounds", flush=True)
+                break
             shift = i % len(launchers)
             order = launchers[shift:] + launchers[:shift]
             runs = {launcher: one_run(launcher, args, scratch, i) for launcher in order}
+            last_round_s = time.monotonic() - round_began
             if i < args.warmup_pairs:
                 continue
             done.append(runs)
@@ -160,6 +166,8 @@ def main() -> int:
     parser.add_argument("--warmup-steps", type=int, default=50, help="GPU: untimed steps in each rank first")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds: start no round that would end past this (the rounds done are reported)")
     parser.add_argument("--variant", action="append", choices=VARIANTS, default=None,
                         help="what to compare with plain torchrun (repeatable; default: mgtutor)")
     args = parser.parse_args()
