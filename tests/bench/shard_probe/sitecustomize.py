@@ -10,8 +10,11 @@ Python imports `sitecustomize` at start-up from the path; without SHARD_PROBE_DI
 """
 import builtins
 import hashlib
+import importlib.abc
+import importlib.util
 import json
 import os
+import sys
 
 _OUT = os.environ.get("SHARD_PROBE_DIR")
 
@@ -74,19 +77,48 @@ def _install() -> None:
     DistributedDataParallel.forward = recording_forward
     builtins.print, dist.init_process_group = counting_print, recording_init
     distributed.DistributedSampler.__iter__, torch.save = recording_iter, recording_save
-    try:
-        import torchvision.utils as vision_utils  # noqa: PLC0415
-    except ImportError:
-        return
-    plain_image = vision_utils.save_image
+    def wrap_save_image(vision_utils) -> None:
+        plain_image = vision_utils.save_image
 
-    def recording_image(tensor, fp, *args, **kwargs):
-        record["saves"].append(os.fspath(fp) if isinstance(fp, (str, os.PathLike)) else "?")
-        save()
-        return plain_image(tensor, fp, *args, **kwargs)
+        def recording_image(tensor, fp, *args, **kwargs):
+            record["saves"].append(os.fspath(fp) if isinstance(fp, (str, os.PathLike)) else "?")
+            save()
+            return plain_image(tensor, fp, *args, **kwargs)
 
-    vision_utils.save_image = recording_image
+        vision_utils.save_image = recording_image
 
+    # Only a script that imports torchvision pays for it (about a second of CPU in every probed process).
+    if "torchvision.utils" in sys.modules:
+        wrap_save_image(sys.modules["torchvision.utils"])
+    else:
+        sys.meta_path.insert(0, _AfterImport("torchvision.utils", wrap_save_image))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `then(module)` once the module `name` has been imported, wherever it is imported from."""
+
+    def __init__(self, name: str, then) -> None:
+        self.name, self.then, self.finding = name, then, False
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name or self.finding:
+            return None
+        self.finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.finding = False
+        if spec is None or spec.loader is None:
+            return spec
+        plain_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            plain_exec(module)
+            sys.meta_path.remove(self)
+            self.then(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 if _OUT:
     _install()

@@ -1,0 +1,144 @@
+"""What the ranks' step instrumentation costs a loop, measured inside one process: hook on, hook off, in turn.
+
+    python tests/bench/hook_ab.py                                   # CPU: a small MLP, float32
+    python tests/bench/hook_ab.py --gpu --model resnet18            # ResNet-18 32², batch 512, bf16 (issue 43)
+    python tests/bench/hook_ab.py --gpu --model resnet50 --windows 20 --steps 100
+
+Why in one process: two launches of the same rank differ by ±5-10 % on a shared GPU host (the launch-bound
+loop follows the host's CPU), so a launcher-against-launcher ratio (tests/bench/overhead.py) cannot resolve
+2 %. The one thing `mgtutor run` adds to every step of a user's loop is the hook (training/worker/rank_hook.py:
+the optimizer step hook, the backward wrapper, the DataLoader timer); everything else it adds runs outside
+the rank (a fraction of one core, measured in docs/benchmarks.md). Here the same model, data and optimizer
+step in windows of --steps steps, the hook installed (`rank_hook.install`, writing its events to a scratch
+file as under `mgtutor run`) or taken out (`rank_hook.uninstall`), in the order on, off, off, on, ... so a
+drift of the host falls on both alike. Each window is timed on the device (CUDA events; on CPU the clock);
+each on/off pair gives a ratio, and the result is their median with quartiles.
+Prints a line per pair, then one JSON line; --out FILE also writes the JSON there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead_worker import RESNETS, resnet_step  # noqa: E402  (the same loop overhead.py times)
+
+
+def cpu_step(batch: int = 256):
+    """A small float32 MLP on CPU, fed by a DataLoader as a user's loop is: every piece the hook wraps runs."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    data = torch.utils.data.TensorDataset(torch.randn(batch * 64, 64), torch.randint(0, 10, (batch * 64,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch)
+    batches = iter(())
+
+    def step() -> None:
+        nonlocal batches
+        try:
+            x, y = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            x, y = next(batches)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step, batch
+
+
+def window_timer(gpu: bool):
+    """A function that runs `steps` steps and returns their seconds, timed on the device on a GPU."""
+    import torch
+
+    def timed(step, steps: int) -> float:
+        if gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(steps):
+                step()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1000
+        began = time.perf_counter()
+        for _ in range(steps):
+            step()
+        return time.perf_counter() - began
+    return timed
+
+
+def measure(args: argparse.Namespace, scratch: Path) -> dict[str, object]:
+    from mgtutor.training.runs.events.writer import EventWriter
+    from mgtutor.training.worker import rank_hook
+
+    if args.gpu:
+        import torch
+
+        torch.cuda.set_device(0)
+        step, per_step = resnet_step(args.model, 0, 1, None, None)
+    else:
+        step, per_step = cpu_step()
+    timed = window_timer(args.gpu)
+    writer = EventWriter(scratch / "events.jsonl", 0)
+    for _ in range(args.warmup):
+        step()
+    timed(step, args.steps)
+    on_rates: list[float] = []
+    off_rates: list[float] = []
+    for pair in range(args.windows):
+        order = ("on", "off") if pair % 2 == 0 else ("off", "on")
+        rates = {}
+        for state in order:
+            meter = rank_hook.install(writer) if state == "on" else None
+            try:
+                rates[state] = args.steps * per_step / timed(step, args.steps)
+            finally:
+                if meter is not None:
+                    rank_hook.uninstall(meter)
+        on_rates.append(rates["on"])
+        off_rates.append(rates["off"])
+        print(f"pair {pair + 1:>2} ({order[0]} first): hook on {rates['on']:,.1f}/s  off {rates['off']:,.1f}/s  "
+              f"on ÷ off {rates['on'] / rates['off']:.4f}", flush=True)
+    writer.close()
+    ratios = sorted(on / off for on, off in zip(on_rates, off_rates))
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    events = sum(1 for _ in (scratch / "events.jsonl").open()) if (scratch / "events.jsonl").exists() else 0
+    return {"mode": "gpu" if args.gpu else "cpu", "model": args.model if args.gpu else "mlp",
+            "steps_per_window": args.steps, "pairs": len(ratios), "ratio_median": statistics.median(ratios),
+            "ratio_q1": quartiles[0], "ratio_q3": quartiles[2], "ratio_min": ratios[0], "ratio_max": ratios[-1],
+            "on_rate_median": statistics.median(on_rates), "off_rate_median": statistics.median(off_rates),
+            "step_events_written": events}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu", action="store_true", help="a torchvision ResNet on one GPU (default: an MLP on CPU)")
+    parser.add_argument("--model", choices=tuple(RESNETS), default="resnet18", help="GPU: which ResNet")
+    parser.add_argument("--windows", type=int, default=30, help="on/off pairs of windows")
+    parser.add_argument("--steps", type=int, default=200, help="steps in a window")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed steps first")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.windows < 1 or args.steps < 1:
+        parser.error("--windows and --steps must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="mgtutor-hook-ab-") as tmp:
+        result = measure(args, Path(tmp))
+    print(f"hook on ÷ off: median {result['ratio_median']:.4f} (quartiles {result['ratio_q1']:.4f}–"
+          f"{result['ratio_q3']:.4f}, range {result['ratio_min']:.4f}–{result['ratio_max']:.4f}) over "
+          f"{result['pairs']} pairs of {args.steps} steps; {result['step_events_written']} step events written")
+    line = json.dumps(result)
+    print(line)
+    if args.out:
+        args.out.write_text(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
