@@ -1,25 +1,52 @@
-"""The crash demo in Chinese, made once per test worker (issue 41).
+"""The failure demos' real runs, each made once per test worker (issue 41).
 
 `zh_demo_crash_run`: `mgtutor --lang zh demo crash --nproc 2` (the real trainer on two gloo ranks, rank 1
 raising at step 3), with its own XDG homes. test_demos.py checks on it what every demo must do (it ran for
 real, streamed its lines, ended, and the classifier named rank 1's failure first, through `mgtutor diagnose
---json`); the Chinese leak test of every command (test_zh_every_command_runs.py::test_demo_and_bench_allreduce)
-can read what it printed instead of making the same run again. Tests that take it carry
-@pytest.mark.xdist_group("zh_demo_crash"), so one worker makes the run for all. Import the fixture into the
-test module that uses it (`from tests.demo_runs import zh_demo_crash_run  # noqa: F401`)."""
+--json`); the Chinese leak test of every command (test_zh_every_command_runs.py::test_demo) can read what
+it printed instead of making the same run again, and test_train_inject.py reads `--inject
+crash-rank`'s failure from its record. Tests that take it carry @pytest.mark.xdist_group("zh_demo_crash"), so
+one worker makes the run for all.
+
+`demo_run(name)`: `run_demo(name, nproc=2, backend="gloo")` in process, as test_demos.py runs every other demo.
+The trainer demos are the trainer with an `--inject` mode (diagnostics/failures/demos.py, `_trainer`), the very
+runs test_train_inject.py needs to see each mode's real failure: the two tests of one such demo read its one run
+(`INJECT_OF`), and carry `demo_group(name)` (xdist group `demo_NAME`) so that one worker makes it.
+
+Import the fixtures into the test module that uses them (`from tests.demo_runs import demo_run  # noqa: F401`).
+A fixture imported into two modules is two fixtures to pytest, one per module: the runs themselves are kept
+here, in MADE, so the second returns the first's."""
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from mgtutor.diagnostics.failures.demos import SCENARIOS, DemoOutcome, run_demo
 from tests.conftest import mgtutor_argv
 
 HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 GROUP = "zh_demo_crash"
+
+# The demos whose run test_train_inject.py checks too: demo → the trainer's --inject mode it runs.
+INJECT_OF = {"never-joins": "hang-before-init", "oom": "oom", "crash": "crash-rank", "nan-loss": "nan-loss",
+             "unused-param": "unused-param", "straggler": "slow-rank"}
+
+
+def inject_mode(name: str) -> str:
+    """The `--inject` mode demo `name` gives the trainer (the argv of SCENARIOS, not a copy of it)."""
+    target = SCENARIOS[name].target
+    return target[target.index("--inject") + 1]
+
+
+def demo_group(name: str) -> pytest.MarkDecorator:
+    """The xdist group of the tests that read demo `name`'s one run."""
+    return pytest.mark.xdist_group(GROUP if name == "crash" else f"demo_{name}")
 
 
 @dataclass(frozen=True)
@@ -29,9 +56,17 @@ class DemoRun:
     env: dict[str, str]  # the environment it ran with (its XDG homes): for commands that read its record
 
 
+MADE: dict[str, Any] = {}  # this worker's runs (GROUP, a demo's name), whichever module's fixture made them
+
+
 @pytest.fixture(scope="session")
 def zh_demo_crash_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    home = tmp_path_factory.mktemp("zh_demo_crash")
+    if GROUP not in MADE:
+        MADE[GROUP] = make_zh_demo_crash_run(tmp_path_factory.mktemp(GROUP))
+    return MADE[GROUP]
+
+
+def make_zh_demo_crash_run(home: Path) -> DemoRun:
     kept = home / "record"
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1", "MGTUTOR_RECORD_FILE": str(kept),
            **{name: str(home / name.lower()) for name in HOMES}}
@@ -39,3 +74,29 @@ def zh_demo_crash_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
                           text=True, timeout=240, env=env, stdin=subprocess.DEVNULL)
     assert kept.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
     return DemoRun(proc, Path(kept.read_text().strip()), env)
+
+
+@dataclass(frozen=True)
+class StreamedDemo:
+    outcome: DemoOutcome  # its run (the record), result and findings
+    lines: list[str]  # every line it streamed to on_line
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], StreamedDemo]:
+    """`demo_run(name)`: demo `name` run for real on 2 gloo ranks the first time a test of this worker asks
+    for it, the same run after that. Its records live in XDG homes of its own (a test's are gone after it)."""
+    def run(name: str) -> StreamedDemo:
+        if name not in MADE:
+            home = tmp_path_factory.mktemp(f"demo_{name}")
+            lines: list[str] = []
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("MGTUTOR_NO_NVML", "1")
+                env.setenv("LANGUAGE", "en")
+                for var in HOMES:
+                    env.setenv(var, str(home / var.lower()))
+                outcome = run_demo(name, nproc=2, backend="gloo", on_line=lambda _r, _s, line: lines.append(line))
+            MADE[name] = StreamedDemo(outcome, lines)
+        return MADE[name]
+
+    return run

@@ -1,7 +1,8 @@
 """Every demo that CPU ranks on gloo can produce runs for real, and the classifier names its cause first.
 The crash demo is read from the Chinese `mgtutor demo crash` that the Chinese leak test reads too (one run per
 worker: tests/demo_runs.py); what is checked here is language-free (exit code, rank lines, the record, the
-JSON of `mgtutor diagnose`)."""
+JSON of `mgtutor diagnose`). The trainer demos' runs (`INJECT_OF`) are the runs test_train_inject.py checks its
+`--inject` modes on: each is made once (`demo_run`, xdist group `demo_NAME`) for both tests."""
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import subprocess
 
 import pytest
 
-from mgtutor.diagnostics.failures.demos import SCENARIOS, run_demo
+from mgtutor.diagnostics.failures.demos import SCENARIOS
 from tests.conftest import mgtutor_argv, no_gpu_env
-from tests.demo_runs import GROUP, zh_demo_crash_run  # noqa: F401 - a fixture: one crash demo for two modules
+from tests.demo_runs import INJECT_OF, demo_group, demo_run, zh_demo_crash_run  # noqa: F401 - fixtures: shared runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -21,10 +22,11 @@ def cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
 
 
-@pytest.mark.parametrize("name", [s.name for s in SCENARIOS.values() if s.cpu_ok and s.name != "crash"])
-def test_demo_is_diagnosed(name: str) -> None:
-    lines: list[str] = []
-    outcome = run_demo(name, nproc=2, backend="gloo", on_line=lambda r, s, line: lines.append(line))
+@pytest.mark.parametrize("name", [pytest.param(s.name, marks=[demo_group(s.name)] if s.name in INJECT_OF else [])
+                                  for s in SCENARIOS.values() if s.cpu_ok and s.name != "crash"])
+def test_demo_is_diagnosed(name: str, demo_run) -> None:
+    done = demo_run(name)  # run_demo(name, nproc=2, backend="gloo"), shared with test_train_inject.py's check
+    outcome, lines = done.outcome, done.lines
     kinds = [f.kind for f in outcome.findings]
     assert outcome.diagnosed, f"{name}: expected {outcome.scenario.expect} first, got {kinds}"
     assert lines, "the demo streamed no log line"
@@ -35,7 +37,7 @@ def test_demo_is_diagnosed(name: str) -> None:
         assert first.rank == 1  # the injected rank, not the one that reported it
 
 
-@pytest.mark.xdist_group(GROUP)
+@demo_group("crash")
 def test_the_crash_demo_is_diagnosed_and_diagnose_gives_it_as_json(zh_demo_crash_run) -> None:
     """`mgtutor demo crash` (run_demo through the CLI): exit 0 only when the classifier named the cause
     first; then the same run through `mgtutor diagnose --json`: the JSON contract, exit 0 with findings."""

@@ -1,7 +1,9 @@
 """The DDP trainer for real: 2 gloo ranks of the tiny CNN through the launcher (torchrun).
 
-One uninterrupted run is shared by the loss, replica and sampler checks; resume needs two more
-(--inject no-sampler is checked through `mgtutor train` in test_train_cli.py). Small on purpose: 2 cores run all of CI.
+One uninterrupted run (`full_run`) is shared by the loss, replica, sampler and resume checks; they carry the
+xdist group `train_full_run`, so one worker makes it once (without the group each worker that got one of
+them made it again). Resume needs two more runs (--inject no-sampler is checked through `mgtutor train` in
+test_train_cli.py). Small on purpose: 2 cores run all of CI.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.training.runs.records.record import RunRecord
 
 pytestmark = pytest.mark.integration  # starts processes
+FULL_RUN = pytest.mark.xdist_group("train_full_run")  # the tests that read full_run: one worker makes it
 
 BASE = ["--model", "tinycnn", "--batch-size", "16", "--dataset-size", "512", "--log-every", "1", "--seed", "7"]
 
@@ -54,6 +57,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
         mp.undo()
 
 
+@FULL_RUN
 def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
     assert full_run.result().status == "finished", logs(full_run)
     curve = losses(full_run)
@@ -72,6 +76,7 @@ def test_two_ranks_finish_and_lower_the_loss(full_run: RunRecord) -> None:
     assert all(r["compile"] == "off" and "compile_s" not in r for r in results)
 
 
+@FULL_RUN
 def test_replicas_are_bit_identical_after_training(full_run: RunRecord) -> None:
     digests = {r["rank"]: r["params_sha256"] for r in events(full_run, "result")}
     assert digests[0] == digests[1]
@@ -79,12 +84,14 @@ def test_replicas_are_bit_identical_after_training(full_run: RunRecord) -> None:
     assert losses(full_run, 0) != losses(full_run, 1)
 
 
+@FULL_RUN
 def test_distributed_sampler_gives_disjoint_indices(full_run: RunRecord) -> None:
     seen0, seen1 = indices(full_run, 0), indices(full_run, 1)
     assert len(seen0) == len(seen1) == 12 * 16
     assert not set(seen0) & set(seen1)
 
 
+@FULL_RUN
 def test_resume_continues_the_same_loss_curve(full_run: RunRecord, tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ckpt")
     first = train("--steps", "6", "--checkpoint-dir", ckpt)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mgtutor_argv, no_gpu_env
+from conftest import mgtutor_argv, no_gpu_env
 from mgtutor.training.runs.events.writer import encode
 from mgtutor.training.runs.events.writer import EventReader, read_events
 from mgtutor.training.runs.follow.summary import summarize
@@ -27,8 +26,9 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 def test_train_on_real_cifar_format_data_without_sampler(tmp_path: Path) -> None:
     """The real input pipeline (pickle → PIL → transforms → DataLoader workers) on 2 ranks; without
     DistributedSampler both ranks train on the very same samples."""
-    subprocess.run([sys.executable, str(REPO / "tests/bench/make_fake_cifar.py"), str(tmp_path / "cifar"),
-                    "--per-batch", "64", "--batches", "2"], check=True, capture_output=True)
+    from tests.bench.make_fake_cifar import write_fake_cifar  # in process, not a Python of its own
+
+    write_fake_cifar(tmp_path / "cifar", per_batch=64, batches=2)
     proc = cli("train", *SMALL, "--data", "cifar10", "--data-dir", str(tmp_path / "cifar"), "--workers", "1",
                "--steps", "3", "--inject", "no-sampler", "--record-indices")
     assert proc.returncode == 0, proc.stdout + proc.stderr
