@@ -87,6 +87,8 @@ def epoch_orders(out: str) -> dict[str, set[str]]:
 
 # (script, ranks, what the original run shows, what the fixed run shows): the misbehaviour seen in the output.
 # One rank where what is checked is each rank's own (its epoch orders, its warning); two where it is between ranks.
+# local_rank_arg.py's original run is where the suite sees torchrun pass rank 1 no --local_rank (the diagnosis of
+# the same argument in test_diagnosis_real_init.py is made on a 1-rank run).
 BEHAVIOUR = {
     "epoch_order.py": (1, lambda out: all(len(o) == 1 for o in epoch_orders(out).values()),   # same order each epoch
                        lambda out: all(len(o) == 3 for o in epoch_orders(out).values())),  # three orders

@@ -1,6 +1,11 @@
 """"Default process group has not been initialized" in a script that `mgtutor run` started under torchrun, in
-a real run on 2 gloo ranks: the diagnosis never says to launch with torchrun (it was), it names the `if`
-that skipped init_process_group and why it was false here, and what it says to do makes the script train."""
+a real run: the diagnosis never says to launch with torchrun (it was), it names the `if` that skipped
+init_process_group and why it was false here, and what it says to do makes the script train on 2 gloo ranks.
+
+The failing runs are one rank: every rank skips init_process_group alike and fails at the same line, and the
+diagnosis is read from one rank's traceback. That torchrun passes rank 1 no --local_rank either is seen in a
+2-rank run: test_check_fix_runs.py::test_a_fixed_script_behaves_where_the_original_did_not[local_rank_arg.py].
+The runs that train once fixed are two ranks, as the user runs the script."""
 from __future__ import annotations
 
 import re
@@ -22,10 +27,10 @@ def mgtutor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def failed_diagnosis(tmp_path: Path, folder: str) -> tuple[Path, str, str]:
-    """A copy of the folder, run on 2 ranks: its train.py, and the diagnosis line and fix of its failure."""
+    """A copy of the folder, run on 1 rank: its train.py, and the diagnosis line and fix of its failure."""
     work = tmp_path / folder
     shutil.copytree(DATA / folder, work)
-    failed = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=work)
+    failed = mgtutor("run", "--nproc", "1", "--", "train.py", cwd=work)
     assert failed.returncode != 0
     lines = (failed.stdout + failed.stderr).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("diagnosis: "))
@@ -45,9 +50,10 @@ def test_a_flag_that_was_not_passed_is_named_and_passing_it_trains(tmp_path):
     assert "--distributed was not passed (its default is False)" in summary
     assert f"train.py:{line_of(script, 'model = DDP(')} (`model = DDP(nn.Linear(8, 2))`) needed" in summary
 
-    command = re.search(r"Pass --distributed: `mgtutor run (--nproc 2 -- train.py --distributed)`", fix)
+    # the command names the --nproc of the run it diagnosed; the user's 2 ranks run it
+    command = re.search(r"Pass --distributed: `mgtutor run --nproc 1 (-- train.py --distributed)`", fix)
     assert command, fix
-    trained = mgtutor("run", *command[1].split(), cwd=script.parent)
+    trained = mgtutor("run", "--nproc", "2", *command[1].split(), cwd=script.parent)
     assert trained.returncode == 0, trained.stdout[-3000:]
     assert "trained 5 steps" in trained.stdout
 

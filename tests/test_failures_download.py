@@ -1,4 +1,6 @@
-"""A DDP script that downloads CIFAR-10 on every rank with no way out to the internet, run for real.
+"""A DDP script that downloads CIFAR-10 on every rank with no way out to the internet, run for real under
+torchrun on one rank: the failure, its traceback and the diagnosis are each rank's own (every rank fails alike,
+and each imports torchvision, 2 CPU-s apiece), so a second rank would only repeat them.
 
 The data set's URL is pointed at a host under `.invalid` (a top-level domain that never resolves,
 RFC 2606), so the download fails exactly as it does without network — socket.gaierror "Name or
@@ -35,7 +37,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_download_without_network_is_diagnosed_as_such(write_script) -> None:
-    run = _cli("run", "--nproc", "2", "--", str(write_script("train_cifar.py", SCRIPT)))
+    run = _cli("run", "--nproc", "1", "--", str(write_script("train_cifar.py", SCRIPT)))
     assert run.returncode != 0
     assert "URLError" in run.stdout + run.stderr  # the real failure happened
     record = next(line.removeprefix("run record: ") for line in run.stdout.splitlines() if line.startswith("run record: "))
