@@ -9,6 +9,7 @@ import pytest
 from mgtutor.lessons.progress import Progress
 from mgtutor.training.foundation.i18n import current_language
 from mgtutor.tui.cli import language_flag, main
+from tests.hang_runs import GROUP, ZH_FIX, ZH_REPORT, zh_slow_loader_run  # noqa: F401 - a fixture: one hang, two modules
 
 CHINESE = "检查 GPU 和 CUDA"
 
@@ -122,18 +123,14 @@ def test_check_in_chinese_and_its_json_in_english(capsys):
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
-def test_run_prints_its_hang_report_in_chinese_and_diagnose_json_stays_english():
-    from tests.test_hang_cli import HANG, Cli, diagnose_json
-
-    cli = Cli("--lang", "zh", "run", "--nproc", "2", "--backend", "gloo", "--", HANG, "--mode", "slow-loader")
-    try:
-        cli.wait_for("卡住报告 (有 rank 不在集合通信里)", after="[rank 0]")
-        cli.wait_for("解决：找出 rank 1 为什么没有走到这次集合通信")
-        err = cli.interrupt()
-    finally:
-        cli.kill()
-    assert cli.proc.returncode == 130, err[-2000:]
-    assert "rank 1 的 DataLoader 卡住了" in err
-    data = diagnose_json(cli.record())
+@pytest.mark.xdist_group(GROUP)  # the run is test_hang_cli.py's too (tests/hang_runs.py)
+def test_run_prints_its_hang_report_in_chinese_and_diagnose_json_stays_english(zh_slow_loader_run):
+    # `mgtutor --lang zh run ... hang.py --mode slow-loader`: its hang report and fix were printed in Chinese
+    # (the fixture waits for both lines: ZH_REPORT, ZH_FIX), then Ctrl+C
+    run = zh_slow_loader_run
+    assert ZH_REPORT in run.err and ZH_FIX in run.err
+    assert run.returncode == 130, run.err[-2000:]
+    assert "rank 1 的 DataLoader 卡住了" in run.err
+    data = run.diagnosed  # `mgtutor diagnose RECORD --json`
     assert data["findings"][0]["kind"] == "rank_outside_collective"
     assert "the waiting ranks cannot go on" in data["findings"][0]["summary"]  # the record keeps the English

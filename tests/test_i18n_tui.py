@@ -120,7 +120,7 @@ async def test_switching_language_leaves_a_running_run_alone(monkeypatch, write_
 
 
 # Diagnostics in Chinese, then in English without running the doctor again: in the walk through every tab of
-# Diagnostics (test_zh_every_mode.py::test_diagnostics_every_tab), so that the doctor runs once for both.
+# Diagnostics (test_diagnostics_screen.py::test_doctor_bench_and_probe_from_the_screen_in_chinese_then_english), so that the doctor runs once for both.
 
 
 async def test_textuals_own_words_are_chinese_the_palette_its_commands_a_menus_escape_and_the_icon(in_chinese):

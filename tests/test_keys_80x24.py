@@ -32,7 +32,7 @@ def footer_bindings(screen) -> list[Binding]:
 def diagnostics_app() -> MgTutorApp:
     """Diagnostics shows a saved doctor's report (its checks made as the doctor makes them) instead of asking the
     doctor, a torch child process: the footer is the screen's, whatever the report says. The doctor's own run in
-    the app is test_zh_every_mode.py::test_diagnostics_every_tab's."""
+    the app is test_diagnostics_screen.py::test_doctor_bench_and_probe_from_the_screen_in_chinese_then_english's."""
     from tests.snapshots.test_screens_zh_80x24 import FixtureDiagnosticsApp
 
     return FixtureDiagnosticsApp()

@@ -12,6 +12,7 @@ from mgtutor.tui.widgets.launch_form import LaunchForm
 from mgtutor.tui.widgets.rank_logs import RankLogs
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import EVENT_SCRIPT, make_app
+from tests.test_i18n_tui import in_chinese  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 SIZE = (110, 45)
@@ -69,24 +70,31 @@ async def test_builtin_trainer_runs_to_finished_from_the_form():
 
 
 @pytest.mark.integration
-async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code(standin_torchrun):
-    """The real trainer's injected crash, its ranks started by the stand-in torchrun (the trainer from the
-    form under the real torchrun: test_builtin_trainer_runs_to_finished_from_the_form)."""
+async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code(in_chinese):
+    """The real trainer's injected crash on rank 1, one real torchrun run for both languages: launched from the
+    form and watched to its end in Chinese at 80×24 (nothing English left but the rank's own words, the phases it
+    went through), then the same record in English, the Monitor attached to it (the banner's words)."""
+    from mgtutor.training.foundation.i18n import set_language
+    from tests.monitor_helpers import attach_in_monitor
+    from tests.test_zh_every_mode import RANK_WORDS, no_english, settle
+
     app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
                                        batch_size="16", inject="crash-rank", inject_rank="1")
         await launch_from_form(pilot, form)
         await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 180, what="the run to end")
-        await pilot.pause(0.3)
+        await settle(pilot)
+        text = no_english(screen, allow=RANK_WORDS)
+        assert "失败" in text
+        state_line = screen.query_one("#run-state").plain
+        assert "启动中" in state_line and "失败" in state_line and "2 个 rank gloo" in state_line, state_line
         first = screen.record.result().first_failure
         assert first is not None and first.rank == 1 and first.exit_code not in (0, None)
         banner = screen.query_one("#failure-banner")
-        assert banner.has_class("-visible")
-        assert re.search(rf"rank 1 failed first: exit code {first.exit_code}\b", banner.plain), banner.plain
-        if screen.finding is not None:  # the classifier's top finding, with its fix and lesson key
-            assert screen.finding.fix in banner.plain.replace("\n", " ") or "fix:" in banner.plain
-            assert f"o: open lesson {screen.finding.lesson}" in banner.plain
+        assert banner.has_class("-visible") and "rank 1" in banner.plain
+        if screen.finding is not None:
+            assert "解决：" in banner.plain and f"(o：打开课程 {screen.finding.lesson})" in banner.plain, banner.plain
         logs = screen.query_one(RankLogs)
         await pilot.press("right_square_bracket", "right_square_bracket")  # all → rank 0 → rank 1
         assert logs.active == "rank1"
@@ -94,6 +102,20 @@ async def test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code(standin_
         assert logs.buffers["rank1"].first_error is not None
         assert logs.log_view.auto_scroll is False  # jumped to the error: following stops
         assert any("injected crash" in line for line in logs.log_view.lines)
+        record = screen.record
+
+    set_language("en")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await attach_in_monitor(pilot, record)
+        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 60, what="the record read")
+        await pilot.pause(0.3)
+        banner = screen.query_one("#failure-banner")
+        assert banner.has_class("-visible")
+        assert re.search(rf"rank 1 failed first: exit code {first.exit_code}\b", banner.plain), banner.plain
+        if screen.finding is not None:  # the classifier's top finding, with its fix and lesson key
+            assert screen.finding.fix in banner.plain.replace("\n", " ") or "fix:" in banner.plain
+            assert f"o: open lesson {screen.finding.lesson}" in banner.plain
 
 
 @pytest.mark.integration

@@ -1,7 +1,9 @@
 """Every mode in Simplified Chinese at 80×24 says nothing in English but code, commands and names: the
 whole text a person can read (drawn rows, each shown widget's full words, the footer) goes through
 `english_left`, and the footer's keys are uncut. Home, Lessons (each tab, a run), the Monitor (the form,
-a live run, a failed run), Troubleshoot (every symptom, a diagnosed log), Diagnostics, Runs, Help."""
+a live run), Troubleshoot (every symptom, a diagnosed log), Runs, Help. Where one real run serves both
+languages, the Chinese walk is in the English test's file: Diagnostics in test_diagnostics_screen.py, a failed
+run in the Monitor in test_monitor_live.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -175,26 +177,8 @@ async def test_the_monitor_form_and_a_live_run(in_chinese):
         assert "训练中" in no_english(app.screen, allow=("NVIDIA H200",))
 
 
-@pytest.mark.integration
-async def test_a_failed_run_in_the_monitor(in_chinese):
-    from tests.monitor_helpers import make_app
-    from tests.test_monitor_live import launch_from_form, open_form
-
-    app = make_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="30", log_every="1",
-                                       batch_size="16", inject="crash-rank", inject_rank="1")
-        await launch_from_form(pilot, form)
-        await wait_for_app(pilot, lambda: screen.state is not None and screen.state.done, 180, what="the run to end")
-        await settle(pilot)
-        text = no_english(screen, allow=RANK_WORDS)
-        assert "失败" in text
-        state_line = screen.query_one("#run-state").plain
-        assert "启动中" in state_line and "失败" in state_line and "2 个 rank gloo" in state_line, state_line
-        banner = screen.query_one("#failure-banner").plain
-        if screen.finding is not None:
-            assert "解决：" in banner and f"(o：打开课程 {screen.finding.lesson})" in banner, banner
-            assert "rank 1" in banner
+# A failed run in the Monitor (the real trainer's crash on rank 1, launched from the form): in Chinese, then the
+# same record in English, test_monitor_live.py::test_crash_on_rank_1_shows_the_banner_with_rank_and_exit_code.
 
 
 @pytest.mark.integration
@@ -233,60 +217,9 @@ async def test_troubleshoot_a_diagnosed_log(in_chinese, log):
         no_english(screen, allow=(str(LOGS),))
 
 
-BENCH_ARGS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --check"
-
-
-@pytest.mark.integration
-async def test_diagnostics_every_tab(in_chinese):
-    """Every tab of Diagnostics in Chinese, the bench and the probe run from it; then back in English (h, z, d)
-    the same report said again, without running the doctor again (test_i18n_tui.py's test of that, held in this
-    walk so that the doctor runs once for both)."""
-    from textual.widgets import TabbedContent
-
-    from tests.test_i18n_tui import static_text
-
-    app = MgTutorApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("d")
-        screen = app.screen
-        await wait_for_app(pilot, lambda: screen.doctor_report is not None and "doctor" not in screen.busy, 240,
-                           what="the doctor report")
-        assert screen.title == "诊断"
-        checks = static_text(screen, "#doctor-checks")
-        assert "没有 NVIDIA GPU" in checks and "gloo 通信后端可用" in checks and "解决：" in checks
-        assert "检查 - y 复制报告" in static_text(screen, "#doctor-status")
-        tabs = screen.query_one("#diag-tabs", TabbedContent)
-        assert [str(tabs.get_tab(pane).label) for pane in ("tab-doctor", "tab-bench", "tab-probe")] == \
-            ["体检", "全归约", "汇合"]
-        footer_uncut(screen)
-        report = screen.doctor_report
-        host = (report.get("host") or {}).get("os") or "?"  # the OS's own name and kernel
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert "mgtutor 按键：诊断" in no_english(app.screen)
-        await pilot.press("escape")
-        await pilot.pause()
-        for pane in ("tab-doctor", "tab-topology", "tab-bench", "tab-probe"):
-            tabs.active = pane
-            await pilot.pause()
-            no_english(screen, allow=(host,))
-        screen.query_one("#bench-args", Input).value = BENCH_ARGS
-        screen.set_focus(None)
-        await pilot.press("b")
-        await wait_for_app(pilot, lambda: screen.bench_report is not None, 240, what="the bench")
-        await settle(pilot)
-        assert "非原地 busbw" in no_english(screen)
-        screen.query_one("#probe-args", Input).value = "--nproc 2 --backend gloo --timeout 30"
-        screen.set_focus(None)
-        await pilot.press("p")
-        await wait_for_app(pilot, lambda: screen.probe_report is not None, 240, what="the probe")
-        await settle(pilot)
-        no_english(screen)
-        screen.set_focus(None)
-        await pilot.press("h", "z", "d")  # back in English: the same report, said again
-        await wait_for_app(pilot, lambda: "no NVIDIA GPU" in static_text(app.screen, "#doctor-checks"), 10,
-                           what="the checklist in English")
-        assert app.screen is screen and screen.doctor_report is report and screen.title == "Diagnostics"
+# Every tab of Diagnostics in Chinese, the bench and the probe run from it, then the same reports in English
+# without running the doctor again: test_diagnostics_screen.py::test_doctor_bench_and_probe_from_the_screen_in_chinese_then_english
+# (one doctor, one bench and one probe for both languages).
 
 
 def finished_and_failed_runs(write_script) -> list[RunRecord]:
