@@ -55,3 +55,35 @@ def test_a_real_time_signal_is_named_by_its_offset():
 
     assert signal_name(int(signal.SIGTERM)) == "SIGTERM"
     assert signal_name(int(signal.SIGRTMIN) + 5) == "SIGRTMIN+5"
+
+
+def test_a_stack_request_during_exit_never_ends_the_process(tmp_path: Path) -> None:
+    """The supervisor may ask for stacks just as a rank finishes (a capture that py-spy could not take falls
+    back to the hook's signal). A request in the rank's last moments is ignored: faulthandler, finalizing, put
+    the signal's default action (end the process) back over the exit handler's SIG_IGN, and a rank that had
+    printed its last line was killed by SIGRTMIN+5. Each try below signals an exiting process every 0.3 ms."""
+    import signal
+    import time
+
+    from mgtutor.training.runs.forensics.stackhook.sitecustomize import _signal_number
+
+    signum = _signal_number()
+    if signum is None:
+        pytest.skip("no real-time signals on this platform")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"RANK": "0", "PYTHONPATH": str(HOOK_DIR), LIVE_ENV: str(tmp_path / "live")}
+    script = "import time; print('ready', flush=True); time.sleep(0.05)"
+    endings = []
+    for _ in range(20):
+        with subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE) as proc:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # the hook is installed before the script runs
+            while proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signum)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.0003)
+            endings.append(proc.wait())
+    assert endings == [0] * 20, [signal.Signals(-c).name if c < 0 and -c in signal.Signals._value2member_map_
+                                 else c for c in endings]

@@ -172,6 +172,10 @@ def _install(forked: bool = False) -> None:
         atexit.register(_ignore_late_dumps, signum)  # the first registered runs last, after the script's own
         atexit.register(_collect_before_exit)
     handle.write(f"# pid {os.getpid()} ppid {os.getppid()}\n")
+    # faulthandler, when Python finalizes, puts back the handler it found here, over the SIG_IGN of
+    # _ignore_late_dumps: found as the default action, a request in a rank's last moments ended a rank that
+    # had finished. Found as SIG_IGN, it is ignored then.
+    _ignore_late_dumps(signum)
     faulthandler.register(signum, file=handle, all_threads=True, chain=False)
     try:
         os.replace(opening, os.path.join(live, f"pid{os.getpid()}.txt"))
