@@ -90,6 +90,8 @@ async def test_doctor_bench_and_probe_from_the_screen_in_chinese_then_english(in
         assert "No NVIDIA GPU" in text_of(screen, "#topology-view")
         table = screen.query_one("#bench-table", DataTable)
         assert table.row_count == 2 and table.get_row_at(1)[0] == "1K"
+        assert "gloo on CPU" in text_of(screen, "#bench-verdict")  # the bench's verdict said again, in English
+        assert "all 2 ranks joined" in text_of(screen, "#probe-message")
 
         await pilot.press("y")  # a report a maintainer can paste as is
         copied = saved.saved_path("doctor").with_suffix(".md").read_text()

@@ -16,6 +16,7 @@ from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch, plan
 from mgtutor.training.runs.records.record import RunStatus
 from mgtutor.training.runs.follow.session import RunSession
 from mgtutor.training.foundation.i18n import N_, _, sentences
+from mgtutor.training.foundation.said import SaidReport
 
 GOOD_SHARE, LOW_SHARE = 0.6, 0.3  # busbw / nominal one-way link rate
 PEAK_MIN_BYTES = 64 << 20         # below this even NVLink does not reach its peak
@@ -95,14 +96,14 @@ def collect(run: Run, on_rows: Callable[[list[dict[str, Any]]], None] | None = N
                           "oop_method": info.oop_method if info else None, "rows": rows, "link": link,
                           "avg_busbw_gbps": round(sum(busbws) / len(busbws), 2) if busbws else None,
                           "verdict": text, "run_id": run.record.run_id, "error": error})
-    report.said = said(_)[0]
+    report.say = lambda say: said(say)[0]
     return report
 
 
-class BenchReport(dict[str, Any]):
+class BenchReport(SaidReport):
     """The report (printed by --json, saved): English; `said` is its verdict in the language in force."""
 
-    said: str
+    kept_key = "verdict"
 
 
 def _used_gpu_indices(world: int) -> list[int]:

@@ -11,6 +11,7 @@ from mgtutor.training.runs.launch.launcher import LaunchSpec, Run, launch
 from mgtutor.training.runs.records.record import RunResult
 from mgtutor.training.runs.follow.session import RunSession
 from mgtutor.training.foundation.i18n import N_, _
+from mgtutor.training.foundation.said import SaidReport
 
 ADVICE = [
     N_("MASTER_ADDR and MASTER_PORT: the same on every node, and the address reachable from every node"),
@@ -105,14 +106,14 @@ def report(run: Run, options: ProbeOptions, result: RunResult, events: list[Even
                           "ranks": list(ranks.values()), "missing": missing, "message": message(str),
                           "advice": [] if ok else ADVICE, "run_id": run.record.run_id,
                           "run_dir": str(run.record.path)})
-    report.said = message(_)
+    report.say = message
     return report
 
 
-class ProbeReport(dict[str, Any]):
+class ProbeReport(SaidReport):
     """The probe's report (printed by --json, saved): English; `said` is its message in the language in force."""
 
-    said: str
+    kept_key = "message"
 
 
 def format_report(rep: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ code that prints it or looks inside it is unchanged.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from enum import Enum
 from typing import Any
@@ -53,6 +53,19 @@ class Said(str):
                   for name, value in args.items()
                   if value is None or isinstance(value, (str, int, float, bool, Mapping))}
         return cls(data["msg"], **values)
+
+
+class SaidReport(dict[str, Any]):
+    """A report kept in English (printed by --json, saved) whose words, `said`, are said in the language in
+    force when read: a screen that shows it again after a switch of language says it in the new one. A
+    report read back from disk has no `say` and keeps its English (`kept_key`)."""
+
+    kept_key = ""
+    say: Callable[[Callable[[str], str]], str] | None = None
+
+    @property
+    def said(self) -> str:
+        return self.say(_) if self.say else str(self.get(self.kept_key, ""))
 
 
 def _plain(value: Any) -> Any:
