@@ -175,7 +175,8 @@ def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stack
         port = holder.getsockname()[1]
         script = script_with_port(tmp_path, port)
         seen, warning, record = follow_until_warned(script, "waits in init_process_group at train.py:")
-    assert not any("- retrying (try=" in line for line in seen)  # nothing in the logs said it
+    said_first = seen[:seen.index(warning) + 1]  # torch logs a retry later on (sooner on a loaded box)
+    assert not any("- retrying (try=" in line for line in said_first)  # nothing in the logs said it first
     assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
     assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
     assert any("waits in init_process_group at train.py:" in line for line in seen), "\n".join(seen)  # the children
