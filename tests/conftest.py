@@ -65,12 +65,19 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+XDG_HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
+
+
+def homes_under(home: Path) -> dict[str, str]:
+    """The XDG variables naming folders of `home`: a run's own state, data, config and cache."""
+    return {name: str(home / name.lower()) for name in XDG_HOMES}
+
+
 @pytest.fixture(autouse=True)
 def xdg_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
-        path = tmp_path / name.lower()
-        path.mkdir()
-        monkeypatch.setenv(name, str(path))
+    for name, path in homes_under(tmp_path).items():
+        Path(path).mkdir()
+        monkeypatch.setenv(name, path)
     return tmp_path
 
 

@@ -28,9 +28,8 @@ from typing import Any
 import pytest
 
 from mgtutor.diagnostics.failures.demos import SCENARIOS, DemoOutcome, run_demo
-from tests.conftest import mgtutor_argv
+from tests.conftest import homes_under, mgtutor_argv
 
-HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 GROUP = "zh_demo_crash"
 
 # The demos whose run test_train_inject.py checks too: demo → the trainer's --inject mode it runs.
@@ -69,7 +68,7 @@ def zh_demo_crash_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 def make_zh_demo_crash_run(home: Path) -> DemoRun:
     kept = home / "record"
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1", "MGTUTOR_RECORD_FILE": str(kept),
-           **{name: str(home / name.lower()) for name in HOMES}}
+           **homes_under(home)}
     proc = subprocess.run(mgtutor_argv("--lang", "zh", "demo", "crash", "--nproc", "2"), capture_output=True,
                           text=True, timeout=240, env=env, stdin=subprocess.DEVNULL)
     assert kept.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -93,8 +92,8 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Stream
             with pytest.MonkeyPatch.context() as env:
                 env.setenv("MGTUTOR_NO_NVML", "1")
                 env.setenv("LANGUAGE", "en")
-                for var in HOMES:
-                    env.setenv(var, str(home / var.lower()))
+                for var, path in homes_under(home).items():
+                    env.setenv(var, path)
                 outcome = run_demo(name, nproc=2, backend="gloo", on_line=lambda _r, _s, line: lines.append(line))
             MADE[name] = StreamedDemo(outcome, lines)
         return MADE[name]

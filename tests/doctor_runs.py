@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import mgtutor_argv
+from tests.conftest import homes_under, mgtutor_argv
 
 RUNS = {
     "english json": (["doctor", "--json"], {}),
@@ -25,8 +25,7 @@ class DoctorRuns:
     def __getitem__(self, which: str) -> subprocess.CompletedProcess[str]:
         if which not in self.done:
             args, env = RUNS[which]
-            homes = {name: str(self.home / name.lower()) for name in
-                     ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+            homes = homes_under(self.home)
             self.done[which] = subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300,
                                               env={**os.environ, "LANGUAGE": "en", **homes, "MGTUTOR_NO_NVML": "1",
                                                    **env})

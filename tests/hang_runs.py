@@ -24,11 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, mgtutor_argv, no_gpu_env
+from tests.conftest import REPO, homes_under, mgtutor_argv, no_gpu_env
 from tests.helpers import wait_for
 
 HANG = str(REPO / "lessons" / "14-when-it-goes-wrong" / "hang.py")
-HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 GROUP = "hang_slow_loader"
 ZH_REPORT = "卡住报告 (有 rank 不在集合通信里)"  # hang report (rank_outside_collective), as --lang zh prints it
 ZH_FIX = "解决：找出 rank 1 为什么没有走到这次集合通信"
@@ -124,7 +123,7 @@ def slow_loader_in_chinese(home: Path) -> HangRun:
     from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
     from mgtutor.training.runs.launch.procs import run_processes
 
-    env = {**no_gpu_env(), "LANGUAGE": "en", **{name: str(home / name.lower()) for name in HOMES}}
+    env = {**no_gpu_env(), "LANGUAGE": "en", **homes_under(home)}
     env.pop(LAUNCHER_ENV, None)  # the real torchrun, whichever test asks first
     cli = Cli("--lang", "zh", "run", "--nproc", "2", "--backend", "gloo", "--", HANG, "--mode", "slow-loader", env=env)
     try:

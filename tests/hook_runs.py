@@ -11,11 +11,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import mgtutor_argv
+from tests.conftest import homes_under, mgtutor_argv
 
 DATA = Path(__file__).parent / "data"
 PLAIN_DDP = DATA / "plain_ddp.py"
-HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class HookRun:
 def mgtutor_run(home: Path, script: Path, *flags: str, timeout: float = 240) -> HookRun:
     """`mgtutor run [FLAGS] --nproc 2 -- SCRIPT` with `home`'s XDG folders; the run's record."""
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1",
-           **{name: str(home / name.lower()) for name in HOMES}}
+           **homes_under(home)}
     argv = mgtutor_argv("run", *flags, "--nproc", "2", "--", str(script))
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as cli:
         try:

@@ -20,11 +20,10 @@ from pathlib import Path
 import pytest
 
 from mgtutor.training.runs.records.record import RunRecord
-from tests.conftest import mgtutor_argv
+from tests.conftest import homes_under, mgtutor_argv
 
 LESSON = "05-distributed-sampler"
 GROUP = pytest.mark.xdist_group("lesson05")
-HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ def cli_check(home: Path, *flags: str) -> CliCheck:
     from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 
     env = {**os.environ, "MGTUTOR_NO_NVML": "1", "LANGUAGE": "en",
-           **{name: str(home / name.lower()) for name in HOMES}}
+           **homes_under(home)}
     env.pop(LAUNCHER_ENV, None)  # the real torchrun, whichever test asks first
     proc = subprocess.run(mgtutor_argv("lessons", "check", "05", *flags), capture_output=True, text=True, env=env,
                           timeout=300)
@@ -67,8 +66,8 @@ def lesson05_cli(tmp_path_factory: pytest.TempPathFactory) -> Lesson05Checks:
     """The two CLI checks of lesson 05, run once per worker (see the module's docstring)."""
     if LESSON not in _MADE:
         home = tmp_path_factory.mktemp("lesson05")
-        for name in HOMES:
-            (home / name.lower()).mkdir()
+        for path in homes_under(home).values():
+            Path(path).mkdir()
         broken = cli_check(home)
         _MADE[LESSON] = Lesson05Checks(broken, cli_check(home, "--solution"))
     return _MADE[LESSON]

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import mgtutor_argv
+from tests.conftest import homes_under, mgtutor_argv
 
-HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 BENCH = ("--lang", "zh", "bench", "allreduce", "--nproc", "2", "--backend", "gloo", "-b", "8", "-e", "1K", "-f", "128",
          "--iters", "2", "--warmup", "1", "--check")
 
@@ -40,7 +39,7 @@ def zh_bench_run(tmp_path_factory: pytest.TempPathFactory) -> ZhRun:
 
 def bench(tmp_path_factory: pytest.TempPathFactory) -> ZhRun:
     home = tmp_path_factory.mktemp("zh_bench")
-    homes = {name: str(home / name.lower()) for name in HOMES}
+    homes = homes_under(home)
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1", **homes}
     proc = subprocess.run(mgtutor_argv(*BENCH), capture_output=True, text=True, timeout=240, env=env,
                           stdin=subprocess.DEVNULL)

@@ -18,14 +18,13 @@ Prints a line per pair, then one JSON line; --out FILE also writes the JSON ther
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import print_result, spread  # noqa: E402
 from overhead_worker import RESNETS, resnet_step  # noqa: E402  (the same loop overhead.py times)
 
 
@@ -107,14 +106,12 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict[str, object]:
         print(f"pair {pair + 1:>2} ({order[0]} first): hook on {rates['on']:,.1f}/s  off {rates['off']:,.1f}/s  "
               f"on ÷ off {rates['on'] / rates['off']:.4f}", flush=True)
     writer.close()
-    ratios = sorted(on / off for on, off in zip(on_rates, off_rates))
-    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
-    events = sum(1 for _ in (scratch / "events.jsonl").open()) if (scratch / "events.jsonl").exists() else 0
+    events = scratch / "events.jsonl"
     return {"mode": "gpu" if args.gpu else "cpu", "model": args.model if args.gpu else "mlp",
-            "steps_per_window": args.steps, "pairs": len(ratios), "ratio_median": statistics.median(ratios),
-            "ratio_q1": quartiles[0], "ratio_q3": quartiles[2], "ratio_min": ratios[0], "ratio_max": ratios[-1],
-            "on_rate_median": statistics.median(on_rates), "off_rate_median": statistics.median(off_rates),
-            "step_events_written": events}
+            "steps_per_window": args.steps, "pairs": len(on_rates),
+            "ratio": spread([on / off for on, off in zip(on_rates, off_rates)]),
+            "on_rate": spread(on_rates), "off_rate": spread(off_rates),
+            "step_events_written": len(events.read_text().splitlines()) if events.exists() else 0}
 
 
 def main() -> int:
@@ -130,13 +127,11 @@ def main() -> int:
         parser.error("--windows and --steps must be at least 1")
     with tempfile.TemporaryDirectory(prefix="mgtutor-hook-ab-") as tmp:
         result = measure(args, Path(tmp))
-    print(f"hook on ÷ off: median {result['ratio_median']:.4f} (quartiles {result['ratio_q1']:.4f}–"
-          f"{result['ratio_q3']:.4f}, range {result['ratio_min']:.4f}–{result['ratio_max']:.4f}) over "
-          f"{result['pairs']} pairs of {args.steps} steps; {result['step_events_written']} step events written")
-    line = json.dumps(result)
-    print(line)
-    if args.out:
-        args.out.write_text(line + "\n")
+    r = result["ratio"]
+    print(f"hook on ÷ off: median {r['median']:.4f} (quartiles {r['q1']:.4f}–{r['q3']:.4f}, range {r['min']:.4f}–"
+          f"{r['max']:.4f}) over {result['pairs']} pairs of {args.steps} steps; {result['step_events_written']} "
+          "step events written")
+    print_result(result, args.out)
     return 0
 
 

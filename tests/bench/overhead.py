@@ -102,13 +102,21 @@ def spread(values: list[float]) -> dict[str, float]:
             "q1": quartiles[0], "q3": quartiles[2]}
 
 
+def print_result(result: dict, out: Path | None) -> None:
+    """The result as one JSON line on stdout, and in `out` too when given (the benches' --out FILE)."""
+    line = json.dumps(result)
+    print(line)
+    if out:
+        out.write_text(line + "\n")
+
+
 def rounds(args: argparse.Namespace) -> list[dict[str, dict[str, float]]]:
     """Every launcher once per round, the order rotated each round (with two: alternating)."""
     launchers = ["plain", *args.variant]
     done: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="mgtutor-overhead-") as tmp:
         scratch = Path(tmp)
-        began = time.monotonic()
+        began, last_round_s = time.monotonic(), 0.0
         for i in range(args.warmup_pairs + args.pairs):
             round_began = time.monotonic()
             if args.budget and done and (round_began - began) + last_round_s > args.budget:
@@ -188,10 +196,7 @@ def main() -> int:
         print(f"{name} ÷ plain torchrun: median {r['median']:.4f} (range {r['min']:.4f}–{r['max']:.4f}, "
               f"quartiles {r['q1']:.4f}–{r['q3']:.4f}) over {result['pairs']} rounds")
     print(f"load average now {os.getloadavg()[0]:.2f}")
-    line = json.dumps(result)
-    print(line)
-    if args.out:
-        args.out.write_text(line + "\n")
+    print_result(result, args.out)
     return 0
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from overhead import NO_NVLS, spread
+from overhead import NO_NVLS, print_result, spread
 
 PLAIN = Path(__file__).with_name("plain_train.py")
 
@@ -83,10 +83,7 @@ def main() -> int:
     r = result["ratio"]
     print(f"mgtutor train (default flags, --strategy single) ÷ plain loop: median {r['median']:.3f} "
           f"(range {r['min']:.3f}–{r['max']:.3f}) over {len(pairs)} pairs; mgtutor's cuda graphs: {graphs}")
-    line = json.dumps(result)
-    print(line)
-    if args.out:
-        args.out.write_text(line + "\n")
+    print_result(result, args.out)
     return 0
 
 
