@@ -73,6 +73,40 @@ def window_timer(gpu: bool):
     return timed
 
 
+def hook_host_cost(scratch: Path) -> dict[str, float]:
+    """The hook's own host time, timed alone on this machine: what its callbacks cost one step (no log
+    point), and what one log point costs. On a launch-bound loop the host's time is the step's, so
+    (per step + per log point ÷ steps between log points) ÷ step time bounds what the hook can take."""
+    import timeit
+
+    import torch
+
+    from mgtutor.training.runs.events.writer import EventWriter
+    from mgtutor.training.worker import rank_hook
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    loss, batch = torch.tensor(1.0), (torch.zeros(8, 3), torch.zeros(8))
+    writer = EventWriter(scratch / "cost.jsonl", 0)
+    meter = rank_hook.StepMeter(writer.emit)
+    meter.last_log = float("inf")  # a step that is no log point
+    stepped, backward, fetched = (rank_hook._guarded(meter, name) for name in ("stepped", "backward", "fetched"))
+
+    def one_step() -> None:
+        fetched(batch, 0.0, 0.0)
+        backward(loss)
+        stepped(optimizer)
+
+    def one_log_point() -> None:
+        meter.window_steps = 1
+        meter.log(0.0, optimizer)
+
+    n = 20000
+    per_step = min(timeit.repeat(one_step, number=n, repeat=5)) / n
+    per_log = min(timeit.repeat(one_log_point, number=200, repeat=5)) / 200
+    writer.close()
+    return {"per_step_us": round(per_step * 1e6, 3), "per_log_point_us": round(per_log * 1e6, 1)}
+
+
 def measure(args: argparse.Namespace, scratch: Path) -> dict[str, object]:
     from mgtutor.training.runs.events.writer import EventWriter
     from mgtutor.training.worker import rank_hook
@@ -107,7 +141,13 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict[str, object]:
               f"on ÷ off {rates['on'] / rates['off']:.4f}", flush=True)
     writer.close()
     events = scratch / "events.jsonl"
-    return {"mode": "gpu" if args.gpu else "cpu", "model": args.model if args.gpu else "mlp",
+    cost = hook_host_cost(scratch)
+    off_step_us = 1e6 * per_step / spread(off_rates)["median"]
+    # a log point falls about once a second, and never more often than every LOG_EVERY steps
+    steps_per_log = max(rank_hook.LOG_EVERY, rank_hook.MIN_INTERVAL_S * 1e6 / off_step_us)
+    cost["step_us"] = round(off_step_us, 1)
+    cost["bound"] = round((cost["per_step_us"] + cost["per_log_point_us"] / steps_per_log) / off_step_us, 6)
+    return {"host_cost": cost, "mode": "gpu" if args.gpu else "cpu", "model": args.model if args.gpu else "mlp",
             "steps_per_window": args.steps, "pairs": len(on_rates),
             "ratio": spread([on / off for on, off in zip(on_rates, off_rates)]),
             "on_rate": spread(on_rates), "off_rate": spread(off_rates),
@@ -131,6 +171,9 @@ def main() -> int:
     print(f"hook on ÷ off: median {r['median']:.4f} (quartiles {r['q1']:.4f}–{r['q3']:.4f}, range {r['min']:.4f}–"
           f"{r['max']:.4f}) over {result['pairs']} pairs of {args.steps} steps; {result['step_events_written']} "
           "step events written")
+    c = result["host_cost"]
+    print(f"the hook's own host time: {c['per_step_us']:.2f} µs a step, {c['per_log_point_us']:.0f} µs a log point, "
+          f"against {c['step_us']:.0f} µs a step here: at most {100 * c['bound']:.3f} % of a launch-bound loop")
     print_result(result, args.out)
     return 0
 
