@@ -5,6 +5,7 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import mgtutor.diagnostics
@@ -14,6 +15,7 @@ import mgtutor.tui
 
 pytestmark = pytest.mark.integration  # starts processes
 
+PLAIN_DDP = Path(__file__).parent / "data" / "plain_ddp.py"  # its findings: sampler-no-set-epoch, init-no-timeout
 HEADLESS = (mgtutor.training, mgtutor.diagnostics, mgtutor.lessons)
 
 
@@ -54,3 +56,12 @@ def test_headless_packages_never_import_textual_or_rich():
         code = "\n".join(f"import {name}" for name in modules_of(package))
         leaked = imported_after(code) & {"textual", "rich"}
         assert not leaked, f"{package.__name__} pulls in {leaked}"
+
+
+def test_the_cli_and_a_check_never_import_libcst():
+    """LibCST takes a fifth of a second to import: only applying a fix (`check --fix`, `convert`) needs it."""
+    code = ("import mgtutor.tui.cli, mgtutor.tui.commands.run, mgtutor.tui.commands.fit\n"
+            "from mgtutor.diagnostics.check.script import check_source\n"
+            "found = check_source(open(%r).read())\n"
+            "assert found, 'the example has findings'") % str(PLAIN_DDP)
+    assert "libcst" not in imported_after(code)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import scope_names, statement_of, text
 from mgtutor.diagnostics.check.match.core import DATALOADER
 from mgtutor.diagnostics.check.script_model import ScriptModel, constant, keyword, last_name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import text
 from mgtutor.diagnostics.check.match.core import DATAPARALLEL, DDP
 from mgtutor.diagnostics.check.script_model import DEF_NODES, LOOP_NODES, ScriptModel, last_name

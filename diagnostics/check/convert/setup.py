@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import text
 from mgtutor.diagnostics.check.match.core import DDP
 from mgtutor.diagnostics.check.script_model import DEF_NODES, LOOP_NODES, ScriptModel, identifier_parts, last_name

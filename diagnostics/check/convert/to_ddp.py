@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from mgtutor.diagnostics.check.convert import data as convert_data
 from mgtutor.diagnostics.check.convert import model as convert_model
 from mgtutor.diagnostics.check.convert import setup as convert_setup
-from mgtutor.diagnostics.check.fix.edits import Edit, TooDeep, apply_edits, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, TooDeep, where
+from mgtutor.diagnostics.check.fix.edits import apply_edits
 from mgtutor.diagnostics.check.fix.apply import fix_source, too_deep
 from mgtutor.diagnostics.check import call_facts
 from mgtutor.diagnostics.check.fix.rewrites import (

@@ -19,7 +19,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgtutor.diagnostics.check.fix.edits import TooDeep, apply_edits
+from mgtutor.diagnostics.check.fix.edit_model import TooDeep
+from mgtutor.diagnostics.check.fix.edits import apply_edits
 from mgtutor.diagnostics.check.script_model import ScriptModel
 from mgtutor.training.foundation.i18n import _
 from mgtutor.diagnostics.check.project import Project

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import Edits, scope_names, statement_of, text
 from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, last_name
 

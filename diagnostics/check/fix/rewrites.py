@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from mgtutor.diagnostics.check import call_facts
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.match.core import parameter_default
 from mgtutor.diagnostics.check.script_model import (
     DEF_NODES, LEADER_NAME, ScriptModel, constant, dotted, has_star_kwargs, keyword, walk_local,

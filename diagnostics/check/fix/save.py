@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from mgtutor.diagnostics.check import call_facts
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import (
     Edits, alone_on_its_statement, module_name, only_statement_of_a_helper, rank_zero_test,
 )

@@ -13,7 +13,7 @@ import ast
 from typing import Iterator
 
 from mgtutor.diagnostics.check import call_facts
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import Edits, statement_of, text
 from mgtutor.diagnostics.check.match.core import DDP, INIT, Hits, _under_cuda_test, manual_ddp
 from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, constant, dotted, keyword, last_name

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 
 from mgtutor.diagnostics.check import call_facts
-from mgtutor.diagnostics.check.fix.edits import Edit, where
+from mgtutor.diagnostics.check.fix.edit_model import Edit, where
 from mgtutor.diagnostics.check.fix.rewrites import Edits, module_name, statement_of
 from mgtutor.diagnostics.check.match.core import DDP, DIST_SAMPLER, INIT, Hits
 from mgtutor.diagnostics.check.script_model import DEF_NODES, ScriptModel, keyword, last_name
