@@ -260,6 +260,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=[GLOO_MESH_FLAKE]))
     if fast_tier(config) and os.environ.get("MGTUTOR_SWEEPS") != "all":
         _first_case_of_each_sweep(config, items)
+    # xdist hands out tests in this order: the long real-process tests first, the short ones last to fill the
+    # cores while the last long ones end (in collection order the last file's runs ended with a core idle)
+    items.sort(key=lambda item: item.get_closest_marker("integration") is None)
 
 
 def _first_case_of_each_sweep(config: pytest.Config, items: list[pytest.Item]) -> None:
