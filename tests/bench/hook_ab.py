@@ -73,9 +73,10 @@ def window_timer(gpu: bool):
     return timed
 
 
-def hook_host_cost(scratch: Path) -> dict[str, float]:
+def hook_host_cost(scratch: Path, gpu: bool) -> dict[str, float]:
     """The hook's own host time, timed alone on this machine: what its callbacks cost one step (no log
-    point), and what one log point costs. On a launch-bound loop the host's time is the step's, so
+    point), and what one log point costs (on a GPU with the loss on it: the copy to pinned memory, its event, the
+    wait for the last one). On a launch-bound loop the host's time is the step's, so
     (per step + per log point ÷ steps between log points) ÷ step time bounds what the hook can take."""
     import timeit
 
@@ -85,7 +86,7 @@ def hook_host_cost(scratch: Path) -> dict[str, float]:
     from mgtutor.training.worker import rank_hook
 
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
-    loss, batch = torch.tensor(1.0), (torch.zeros(8, 3), torch.zeros(8))
+    loss, batch = torch.tensor(1.0, device="cuda" if gpu else "cpu"), (torch.zeros(8, 3), torch.zeros(8))
     writer = EventWriter(scratch / "cost.jsonl", 0)
     meter = rank_hook.StepMeter(writer.emit)
     meter.last_log = float("inf")  # a step that is no log point
@@ -141,7 +142,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict[str, object]:
               f"on ÷ off {rates['on'] / rates['off']:.4f}", flush=True)
     writer.close()
     events = scratch / "events.jsonl"
-    cost = hook_host_cost(scratch)
+    cost = hook_host_cost(scratch, args.gpu)
     off_step_us = 1e6 * per_step / spread(off_rates)["median"]
     # a log point falls about once a second, and never more often than every LOG_EVERY steps
     steps_per_log = max(rank_hook.LOG_EVERY, rank_hook.MIN_INTERVAL_S * 1e6 / off_step_us)
