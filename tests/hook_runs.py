@@ -23,11 +23,11 @@ class HookRun:
     record: Path  # the run's folder
 
 
-def mgtutor_run(home: Path, script: Path, *flags: str, timeout: float = 240) -> HookRun:
-    """`mgtutor run [FLAGS] --nproc 2 -- SCRIPT` with `home`'s XDG folders; the run's record."""
+def mgtutor_run(home: Path, script: Path, *flags: str, nproc: int = 2, timeout: float = 240) -> HookRun:
+    """`mgtutor run [FLAGS] --nproc NPROC -- SCRIPT` with `home`'s XDG folders; the run's record."""
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1",
            **homes_under(home)}
-    argv = mgtutor_argv("run", *flags, "--nproc", "2", "--", str(script))
+    argv = mgtutor_argv("run", *flags, "--nproc", str(nproc), "--", str(script))
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as cli:
         try:
             out, err = cli.communicate(timeout=timeout)

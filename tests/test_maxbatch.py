@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_two_ranks_agree_on_the_batch_that_fits_the_smaller_one_and_an_oom_hangs
     """Rank 1 can hold 600 samples, rank 0 1000: trials above 600 run out of memory on rank 1 only;
     both ranks go on to the next trial, agree on 600, and prove the chosen batch."""
     env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(FAKE))
-    proc = subprocess.run(mgtutor_argv("bench", "maxbatch", "--model", "tinycnn", "--image-size", "32", "--nproc", "2",
+    proc = subprocess.run(mgtutor_argv("bench", "maxbatch", "--model", "tinycnn", "--image-size", "8", "--nproc", "2",
                                        "--prove-steps", "2", "--global-batch", "2000", "--json"),
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -97,13 +98,17 @@ def test_two_ranks_agree_on_the_batch_that_fits_the_smaller_one_and_an_oom_hangs
 
 @pytest.mark.integration
 def test_train_batch_size_auto_searches_then_trains_at_the_answer() -> None:
+    """Both ranks hold 300 samples. An epoch of 608 samples caps a rank's batch at 304, so the walk above the
+    prediction (300, which fits) ends in one trial, at the cap (304), that runs out of memory on both ranks."""
     fake = {"fixed": 100_000_000, "per_sample": 1_000_000, "capacity": {"*": 400_000_000}}
     env = dict(no_gpu_env(), MGTUTOR_FAKE_CUDA_MEMORY=json.dumps(fake))
     proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "2", "--batch-size", "auto",
-                                       "--steps", "2", "--log-every", "1"),
+                                       "--image-size", "8", "--dataset-size", "608", "--steps", "2", "--log-every", "1"),
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[rank 0] batch finder: measured maximum 300" in proc.stdout
+    trials = {int(found[1]): found[2] for found in re.finditer(r"batch finder: trial .* batch +(\d+)  (.*)", proc.stdout)}
+    assert trials[304].startswith("out of memory on ranks 0, 1") and max(trials) <= 304, trials  # never past the epoch
     assert "chosen batch 280 per rank" in proc.stdout
     record = proc.stdout.strip().splitlines()[-1].removeprefix("run record: ")
     events = read_events(f"{record}/events.jsonl")
@@ -173,6 +178,14 @@ def test_train_batch_size_auto_never_picks_more_than_an_epoch_holds(monkeypatch,
     assert finders == [2] and args.max_batch == 200
     assert "measured maximum 200 " in out  # 400 samples on 2 ranks: one step of 200 each at most
     assert chosen <= 200
+
+
+def test_a_cap_far_above_the_edge_is_no_failure_to_bisect_from() -> None:
+    """An epoch of 50,000 samples caps the batch at 25,000; the edge is 300 and the prediction fits: the walk
+    steps up from it, never halfway to the cap (that took 13 more trials, each a real run)."""
+    found, trials = walk(Confirm(296, cap=25_000), 300)
+    assert found == 300 and trials <= 4
+    assert walk(Confirm(290, cap=295), 300) == (295, 2)  # fits up to the cap: the cap is the answer
 
 
 def test_a_line_too_flat_to_predict_still_walks_up_to_the_edge() -> None:

@@ -1,7 +1,8 @@
 """A plain DDP script with no mgtutor import, under a real `mgtutor run --nproc 2` (gloo, CPU): the ranks'
 hook writes `step` events from both ranks; `--no-instrument` writes none; a rank whose steps stop while
 the other's go on is named while the run goes (issue 43). The plain_ddp.py run is shared with every test
-that reads its record (the `plain_ddp_run` fixture, tests/hook_runs.py)."""
+that reads its record (the `plain_ddp_run` fixture, tests/hook_runs.py); the other two start their real
+ranks through the stand-in torchrun."""
 from __future__ import annotations
 
 import pytest
@@ -28,16 +29,20 @@ def test_a_plain_ddp_script_gets_step_events_from_every_rank(plain_ddp_run):
             assert isinstance(event.loss, float) and event.mem_peak_mib is not None
 
 
-def test_no_instrument_writes_no_step_events(tmp_path):
-    run = mgtutor_run(tmp_path, PLAIN_DDP, "--no-instrument")
+def test_no_instrument_writes_no_step_events(tmp_path, monkeypatch, standin_torchrun):
+    """One rank, 3 steps, through the stand-in torchrun: whether the hook is installed is the rank wrapper's
+    own choice in each rank (the hook under the real torchrun, two ranks: the plain_ddp_run tests)."""
+    monkeypatch.setenv("PLAIN_DDP_STEPS", "3")
+    run = mgtutor_run(tmp_path, PLAIN_DDP, "--no-instrument", nproc=1)
     assert "instrumentation on" not in run.proc.stderr
     events = run.record / "events.jsonl"
     assert not events.exists() or not [e for e in read_events(events) if isinstance(e, StepEvent)]
 
 
-def test_a_rank_that_stops_stepping_while_the_other_goes_on_is_named(tmp_path):
+def test_a_rank_that_stops_stepping_while_the_other_goes_on_is_named(tmp_path, standin_torchrun):
     """Rank 1 steps 3 times and waits at a barrier; rank 0 (a model of its own, no all-reduce) steps on for
-    about 8 s: the live warning names rank 1 and rank 0's progress, before the run ends by itself."""
+    about 8 s: the live warning names rank 1 and rank 0's progress, before the run ends by itself. The ranks
+    (real torch and gloo) start through the stand-in torchrun: the warning is mgtutor's own."""
     run = mgtutor_run(tmp_path, DATA / "plain_rank_stops.py")
     warnings = [line for line in run.proc.stderr.splitlines() if line.startswith("mgtutor: warning (straggler)")]
     assert warnings, run.proc.stderr

@@ -71,13 +71,14 @@ SMALL_BATCH = 32
 class Confirm:
     """Walk from the prediction to the edge: up by 2 %, 4 %, 8 %… while it fits, down the same way
     when it does not, then bisect between the largest fit and the smallest failure. `floor_fit`
-    (the largest fit trial) bounds the walk down; it does not count as bracketing the edge."""
+    (the largest fit trial) bounds the walk down; it does not count as bracketing the edge. `cap` (an
+    epoch's samples, `--max-batch`) bounds the walk up and is no failure: a fit at the cap is the answer."""
 
     def __init__(self, predicted: int, cap: int | None = None, floor_fit: int = 0, precision: float = PRECISION) -> None:
         self.cap = cap
         self.precision = precision  # done when a fit and a failure are this close (a fraction of the fit)
         self.best_fit = floor_fit  # largest batch known to fit
-        self.first_fail: int | None = cap + 1 if cap else None  # smallest batch known to fail
+        self.first_fail: int | None = None  # smallest batch known to fail
         self.predicted = max(1, min(predicted, cap) if cap else predicted)
         self.stride = CONFIRM_STEP
         self.tried: set[int] = set()
@@ -86,7 +87,7 @@ class Confirm:
 
     def aim(self, batch: int) -> None:
         """Try `batch` next (a prediction from a line refitted near the edge), then walk from there."""
-        limit = self.first_fail - 1 if self.first_fail is not None else batch
+        limit = self.first_fail - 1 if self.first_fail is not None else (self.cap or batch)
         self.target = min(batch, limit) if min(batch, limit) not in self.tried else None
         self.stride = CONFIRM_STEP
 
@@ -99,6 +100,8 @@ class Confirm:
             self.first_fail = batch
 
     def done(self) -> bool:
+        if self.cap and self.best_fit >= self.cap:
+            return True
         if self.first_fail is None or self.best_fit == 0:
             return False
         return self.first_fail - self.best_fit <= max(1, math.floor(self.best_fit * self.precision))
@@ -115,8 +118,9 @@ class Confirm:
         if bisect is not None and self.fit_here:
             return bisect
         self.stride *= 2
-        if self.first_fail is None:  # everything fit so far: step up
-            return max(self.best_fit + 1, math.ceil(self.best_fit * (1 + self.stride)))
+        if self.first_fail is None:  # everything fit so far: step up, never past the cap
+            up = max(self.best_fit + 1, math.ceil(self.best_fit * (1 + self.stride)))
+            return min(up, self.cap) if self.cap else up
         down = math.floor(self.first_fail * (1 - self.stride))
         return down if down > self.best_fit else bisect
 
