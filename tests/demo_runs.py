@@ -8,7 +8,9 @@ it printed instead of making the same run again, and test_train_inject.py reads 
 crash-rank`'s failure from its record. Tests that take it carry @pytest.mark.xdist_group("zh_demo_crash"), so
 one worker makes the run for all.
 
-`demo_run(name)`: `run_demo(name, nproc=2, backend="gloo")` in process, as test_demos.py runs every other demo.
+`demo_run(name)`: `run_demo(name, nproc=2, backend="gloo")` in process, as test_demos.py runs every other demo;
+on one rank where each rank fails alike (`ONE_RANK`), through the stand-in torchrun where neither torchrun nor a
+hang is under test (`STANDIN`).
 The trainer demos are the trainer with an `--inject` mode (diagnostics/failures/demos.py, `_trainer`), the very
 runs test_train_inject.py needs to see each mode's real failure: the two tests of one such demo read its one run
 (`INJECT_OF`), and carry `demo_group(name)` (xdist group `demo_NAME`) so that one worker makes it.
@@ -19,7 +21,9 @@ here, in MADE, so the second returns the first's."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +32,19 @@ from typing import Any
 import pytest
 
 from mgtutor.diagnostics.failures.demos import SCENARIOS, DemoOutcome, run_demo
-from tests.conftest import homes_under, mgtutor_argv
+from tests.conftest import STANDIN_TORCHRUN, homes_under, mgtutor_argv
 
 GROUP = "zh_demo_crash"
 
 # The demos whose run test_train_inject.py checks too: demo → the trainer's --inject mode it runs.
 INJECT_OF = {"never-joins": "hang-before-init", "oom": "oom", "crash": "crash-rank", "nan-loss": "nan-loss",
              "unused-param": "unused-param", "straggler": "slow-rank"}
+# Demos whose failure every rank hits alike, the same on one rank as on two: DDP's unused-parameter error is each
+# rank's own reducer's; a script that asks for one rank more than started leaves each rank waiting in init.
+ONE_RANK = {"unused-param", "world-size"}
+# A demo whose ranks alone make its failure (the real trainer and DDP on gloo): no torchrun output, rendezvous or
+# hang is read. The stand-in saves the agent's `import torch`.
+STANDIN = {"no-sampler"}
 
 
 def inject_mode(name: str) -> str:
@@ -83,8 +93,11 @@ class StreamedDemo:
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], StreamedDemo]:
-    """`demo_run(name)`: demo `name` run for real on 2 gloo ranks the first time a test of this worker asks
-    for it, the same run after that. Its records live in XDG homes of its own (a test's are gone after it)."""
+    """`demo_run(name)`: demo `name` run for real on 2 gloo ranks (1 in ONE_RANK) the first time a test of this
+    worker asks for it, the same run after that. Its records live in XDG homes of its own (a test's are gone after
+    it)."""
+    from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
+
     def run(name: str) -> StreamedDemo:
         if name not in MADE:
             home = tmp_path_factory.mktemp(f"demo_{name}")
@@ -94,7 +107,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Stream
                 env.setenv("LANGUAGE", "en")
                 for var, path in homes_under(home).items():
                     env.setenv(var, path)
-                outcome = run_demo(name, nproc=2, backend="gloo", on_line=lambda _r, _s, line: lines.append(line))
+                if name in STANDIN:
+                    env.setenv(LAUNCHER_ENV, shlex.join([sys.executable, str(STANDIN_TORCHRUN)]))
+                else:
+                    env.delenv(LAUNCHER_ENV, raising=False)  # the real torchrun, whichever test asks first
+                outcome = run_demo(name, nproc=1 if name in ONE_RANK else 2, backend="gloo",
+                                   on_line=lambda _r, _s, line: lines.append(line))
             MADE[name] = StreamedDemo(outcome, lines)
         return MADE[name]
 

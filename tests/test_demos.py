@@ -2,7 +2,9 @@
 The crash demo is read from the Chinese `mgtutor demo crash` that the Chinese leak test reads too (one run per
 worker: tests/demo_runs.py); what is checked here is language-free (exit code, rank lines, the record, the
 JSON of `mgtutor diagnose`). The trainer demos' runs (`INJECT_OF`) are the runs test_train_inject.py checks its
-`--inject` modes on: each is made once (`demo_run`, xdist group `demo_NAME`) for both tests."""
+`--inject` modes on: each is made once (`demo_run`, xdist group `demo_NAME`) for both tests. The port-in-use demo runs
+from the Troubleshoot screen, where the same is checked on it (test_troubleshoot_screen.py::
+test_demo_runs_for_real_and_shows_the_diagnosis)."""
 from __future__ import annotations
 
 import json
@@ -23,9 +25,9 @@ def cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("name", [pytest.param(s.name, marks=[demo_group(s.name)] if s.name in INJECT_OF else [])
-                                  for s in SCENARIOS.values() if s.cpu_ok and s.name != "crash"])
+                                  for s in SCENARIOS.values() if s.cpu_ok and s.name not in ("crash", "port-in-use")])
 def test_demo_is_diagnosed(name: str, demo_run) -> None:
-    done = demo_run(name)  # run_demo(name, nproc=2, backend="gloo"), shared with test_train_inject.py's check
+    done = demo_run(name)  # run_demo(name, nproc=2 (ONE_RANK: 1), backend="gloo"), shared with test_train_inject.py
     outcome, lines = done.outcome, done.lines
     kinds = [f.kind for f in outcome.findings]
     assert outcome.diagnosed, f"{name}: expected {outcome.scenario.expect} first, got {kinds}"

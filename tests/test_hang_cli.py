@@ -139,9 +139,11 @@ dist.destroy_process_group()
 
 
 @pytest.mark.timeout(240)
-def test_a_quiet_run_that_computes_gets_no_hang_report(write_script):
-    """10 s without a line while rank 1's data loader worker computes its batches and rank 0 waits for it: the hang
-    watch looks after 5 s of quiet, its second look 2 s later finds rank 1 burning CPU, and no report is printed."""
+def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun):
+    """10 s without a line while rank 1's data loader worker computes its batches and rank 0 waits for it in a real
+    gloo all_reduce: the hang watch looks after 5 s of quiet, its second look 2 s later finds rank 1 burning CPU, and
+    no report is printed. Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
+    started: the three hangs above."""
     proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--",
                                        str(write_script("busy.py", QUIET_BUT_BUSY))),
                           capture_output=True, text=True, timeout=200, env=no_gpu_env())

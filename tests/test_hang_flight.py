@@ -1,7 +1,10 @@
 """The Flight Recorder side of hang forensics: the ranks' variables, the dump pipe, the reader.
 
 tests/data/fr_gloo/ holds dumps written by torch itself (`_dump_fr_trace`, gloo, 2 ranks, rank 1
-skipped the third all_reduce; paths replaced). The integration test makes fresh ones the same way.
+skipped the third all_reduce; paths replaced). The integration test makes fresh ones the same way, its two real
+torch ranks started by the stand-in torchrun (the dumps are the ranks' own; torchrun's agent would add an
+`import torch`). Fresh dumps asked for by mgtutor's stack hook from ranks torchrun started:
+test_hang_cli.py::test_skipped_all_reduce_names_rank_1_and_both_lines.
 NCCL's own dump (on timeout, or through the pipe) is exercised in tests/gpu/test_hang_gpu.py.
 """
 from __future__ import annotations
@@ -16,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import no_gpu_env
+from conftest import STANDIN_TORCHRUN, no_gpu_env
 from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
 from mgtutor.diagnostics.failures.hang.flight_recorder import first_divergence, flight_lines, pending, read_dumps
 from mgtutor.training.runs.forensics.flight import flight_env, request_dump
+from mgtutor.training.runs.launch.launcher import free_port
 from mgtutor.training.runs.records.record import RunRecord
 
 DATA = Path(__file__).parent / "data"
@@ -111,9 +115,9 @@ def test_dump_request_through_a_pipe_and_what_is_missing(tmp_path):
 @pytest.mark.integration
 def test_fresh_dumps_from_real_gloo_ranks(tmp_path):
     env = dict(no_gpu_env(), FR_DIR=str(tmp_path), TORCH_FR_BUFFER_SIZE="2000")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0",
-                           str(DATA / "fr_dump_gloo.py")], env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run([sys.executable, str(STANDIN_TORCHRUN), "--nproc-per-node", "2",
+                           "--rdzv-endpoint", f"127.0.0.1:{free_port()}", str(DATA / "fr_dump_gloo.py")],
+                          env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ranks = read_dumps(tmp_path)
     divergence = first_divergence(ranks)

@@ -3,6 +3,9 @@
 The ranks here sleep in a tiny script (no torch import: the capture, not the training, is under
 test). Bad input is real too: a process that is gone, py-spy run as another user (no ptrace rights,
 as in a container without SYS_PTRACE), a run dir whose stacks folder cannot be created.
+The capture finds the ranks through the records the rank wrapper writes, not through torchrun: eight ranks
+are started by torchrun, the other tests' by the stand-in torchrun (`standin_torchrun`), whose ranks are the
+same wrapped processes without the agent's `import torch`.
 """
 from __future__ import annotations
 
@@ -70,7 +73,7 @@ def test_eight_ranks_by_py_spy_and_by_the_hook(tmp_path):
         assert run.stop(grace=5).stop.clean
 
 
-def test_native_frames_beside_the_python_ones(tmp_path):
+def test_native_frames_beside_the_python_ones(tmp_path, standin_torchrun):
     run = start(tmp_path, 2)
     try:
         capture = capture_stacks(run.record, reason="test native", native=True)
@@ -88,7 +91,7 @@ def test_native_frames_beside_the_python_ones(tmp_path):
     assert [p["native"] for p in index["processes"] if p["role"] == "main"] == [True, True]
 
 
-def test_a_rank_that_exited_and_a_process_that_is_gone(tmp_path):
+def test_a_rank_that_exited_and_a_process_that_is_gone(tmp_path, standin_torchrun):
     run = start(tmp_path, 2, EXIT_RANK="1")
     try:
         capture = capture_stacks(run.record)
@@ -103,7 +106,7 @@ def test_a_rank_that_exited_and_a_process_that_is_gone(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to run py-spy as nobody")
-def test_no_ptrace_rights_falls_back_to_the_hook(tmp_path):
+def test_no_ptrace_rights_falls_back_to_the_hook(tmp_path, standin_torchrun):
     wrapper = tmp_path / "py-spy-as-nobody"
     wrapper.write_text(f"#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {pyspy_path()} \"$@\"\n")
     wrapper.chmod(0o755)
@@ -124,7 +127,7 @@ def test_no_ptrace_rights_falls_back_to_the_hook(tmp_path):
     assert all("no native frames (py-spy --native: no ptrace rights" in m for m in native.missing), native.missing
 
 
-def test_a_run_dir_where_nothing_can_be_written(tmp_path):
+def test_a_run_dir_where_nothing_can_be_written(tmp_path, standin_torchrun):
     run = start(tmp_path, 2)
     try:
         stacks = run.record.path / "stacks"

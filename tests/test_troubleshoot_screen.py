@@ -38,7 +38,9 @@ async def test_symptom_checks_and_log_diagnosis(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.integration
 @pytest.mark.slow
 async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
-    """At 80×24: the demo's log box above the card, and the whole fix reached with the keys."""
+    """At 80×24: the demo's log box above the card, and the whole fix reached with the keys. The demo's run is
+    checked here as test_demos.py checks every other demo: it ran, streamed its lines, ended, and its cause came
+    first with evidence and a lesson."""
     from tests.test_screen_80x24_troubleshoot import read_with_keys
 
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
@@ -48,11 +50,13 @@ async def test_demo_runs_for_real_and_shows_the_diagnosis(monkeypatch: pytest.Mo
         await pilot.press("x")
         await wait_for_app(pilot, lambda: bool(screen.findings) and not screen.busy
                            and bool(list(screen.query(".fix-card"))), timeout=150)
-        assert screen.findings[0].kind == "port_in_use"
+        first = screen.findings[0]
+        assert first.kind == "port_in_use" and first.evidence and first.lesson
+        assert "finished (diagnosed)" in _static_text(screen, "#ts-status")
         assert app.active_runs and not any(run.running() for run in app.active_runs.values())
         assert screen.query_one("#ts-log").line_count > 0
         await read_with_keys(pilot, screen, ["down"] * 40 + ["end"],
-                             "Fix: " + screen.findings[0].fix)
+                             "Fix: " + first.fix)
 
 
 @pytest.mark.integration
