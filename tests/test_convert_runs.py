@@ -9,6 +9,11 @@ batch 2B, and DDP averages the two mean-loss gradients, which is the mean over t
 differs (the all-reduce adds two partial sums), a few ulps per step over 16 steps. A relative 1e-5
 is two orders of magnitude above that and far below any real difference (a rank reading the wrong
 shard, or gradients not averaged, changes the loss in the second or third digit).
+
+That first test converts and runs as the user does: `mgtutor convert` as a process, the real torchrun. The shapes
+below convert through the CLI's main in process and start their ranks through the stand-in torchrun: the ranks are
+the converted script on real torch and gloo, and what they show (shuffled disjoint shards, prints, saves) is theirs,
+not torchrun's.
 """
 from __future__ import annotations
 
@@ -20,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mgtutor_argv, no_gpu_env
+from conftest import no_gpu_env
+from tests.userscript_cli import in_process, mgtutor
 
-pytestmark = pytest.mark.integration  # starts processes
+pytestmark = pytest.mark.integration  # starts torchrun, the stand-in and their ranks
 
 SHAPE = Path(__file__).parent / "data" / "check" / "convert" / "single_gpu_shape.py"
 LOSS = re.compile(r"loss after (\d+) samples: ([0-9.]+)")
@@ -35,14 +41,12 @@ def cpu_env(**extra: str) -> dict[str, str]:
 
 def test_converted_script_shards_the_data_and_matches_one_process(tmp_path):
     converted = tmp_path / "train_ddp.py"
-    made = subprocess.run(mgtutor_argv("convert", str(SHAPE), "-o", str(converted)), capture_output=True,
-                          text=True, timeout=60, env=cpu_env())
+    made = mgtutor("convert", str(SHAPE), "-o", str(converted))
     assert made.returncode == 0, made.stderr
     seen = tmp_path / "seen"
     seen.mkdir()
-    run = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--", str(converted), "--batch-size", "16",
-                                      "--no-shuffle"), capture_output=True, text=True, timeout=240,
-                         env=cpu_env(SEEN_DIR=str(seen)), cwd=tmp_path)
+    run = mgtutor("run", "--nproc", "2", "--", str(converted), "--batch-size", "16", "--no-shuffle", cwd=tmp_path,
+                  SEEN_DIR=str(seen))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     ddp = LOSS.findall(run.stdout)
     assert len(ddp) == 1 and run.stdout.count("| Steps: 8") == 2  # rank 0 alone prints: 128 samples / 16
@@ -57,41 +61,49 @@ def test_converted_script_shards_the_data_and_matches_one_process(tmp_path):
     assert abs(float(ddp[0][1]) - float(one[0][1])) <= REL_TOL * float(one[0][1])
 
 
-def test_shuffled_shards_are_disjoint_too(tmp_path):
-    converted = tmp_path / "train_ddp.py"
-    subprocess.run(mgtutor_argv("convert", str(SHAPE), "-o", str(converted)), check=True, capture_output=True,
-                   timeout=60, env=cpu_env())
-    seen = tmp_path / "seen"
-    seen.mkdir()
-    run = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--", str(converted), "--epochs", "1"),
-                         capture_output=True, text=True, timeout=240, env=cpu_env(SEEN_DIR=str(seen)), cwd=tmp_path)
-    assert run.returncode == 0, run.stdout[-3000:]
-    shards = [json.loads(p.read_text()) for p in seen.glob("*.json")]
-    assert len(shards) == 2 and not set(shards[0]) & set(shards[1]) and len(shards[0]) == len(shards[1]) == 128
-    assert shards[0] != sorted(shards[0])  # the shuffle moved into the sampler still shuffles
-
-
 BENCH = Path(__file__).parent / "bench"
 SHAPES = Path(__file__).parent / "data" / "check" / "convert"
+# The shapes whose training loader shuffles: converted, the shuffle moves into its DistributedSampler (single_gpu_shape's
+# `shuffle=shuffle` the same way: test_convert.py), and the ranks' halves must still be shuffled.
+SHUFFLED = ("flat_enumerate.py", "accel_kwargs.py", "module_loaders.py")
 
 
 @pytest.mark.parametrize("name", ["flat_enumerate.py", "accel_kwargs.py", "module_loaders.py", "stepped_rows.py"])
-def test_each_shape_trains_on_two_gloo_ranks_each_on_its_half_printing_and_saving_once(tmp_path, name):
+def test_each_shape_trains_on_two_gloo_ranks_each_on_its_half_printing_and_saving_once(tmp_path, capsys,
+                                                                                        standin_torchrun, name):
     """The shapes of issue 44 (a flat script with enumerate(loader) and DataParallel; a device branch with
-    **kwargs loaders and a callback that prints and saves; module-level loaders), converted and run under
-    torchrun on two CPU ranks; the probe on PYTHONPATH records what each rank did."""
+    **kwargs loaders and a callback that prints and saves; module-level loaders), converted and run on two CPU
+    ranks; the probe on PYTHONPATH records what each rank did: its half of the data (still shuffled where the
+    loader shuffled), its prints and its saves."""
     sys.path.insert(0, str(BENCH))
-    import corpus_runs  # tests/bench/corpus_runs.py: the same launch and verdicts as the corpus benchmark
+    import corpus_runs  # tests/bench/corpus_runs.py: the same probe and verdicts as the corpus benchmark
 
     converted = tmp_path / name
-    made = subprocess.run(mgtutor_argv("convert", str(SHAPES / name), "-o", str(converted)), capture_output=True,
-                          text=True, timeout=60, env=cpu_env())
-    assert made.returncode in (0, 1), made.stderr
+    assert in_process(capsys, "convert", str(SHAPES / name), "-o", str(converted))[0] in (0, 1)
     probe = tmp_path / "probe"
     probe.mkdir()
-    job = corpus_runs.launch(converted, corpus_runs.Run([]), probe)
+    job = launch_on_two_ranks(standin_torchrun, converted, corpus_runs.PROBE, probe, corpus_runs.free_port())
     assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
     rank0, rank1 = corpus_runs.ranks(probe)
     assert corpus_runs.shards([rank0, rank1])
+    if name in SHUFFLED:
+        assert all(training_half(rank) != sorted(training_half(rank)) for rank in (rank0, rank1))
     assert rank0["prints"] > 0 and rank1["prints"] == 0
     assert rank0["saves"] and not rank1["saves"]
+
+
+def training_half(rank: dict) -> list[int]:
+    """The indices the rank's sampler of the training set (the largest sampled) gave it in its first epoch."""
+    return max(rank["samplers"], key=lambda sampler: sampler["size"])["indices"]
+
+
+def launch_on_two_ranks(launcher: list[str], script: Path, probe_path: Path, probe: Path, port: int
+                        ) -> subprocess.CompletedProcess[str]:
+    """corpus_runs.launch's job (the script on 2 CPU ranks, the probe on their PYTHONPATH) through `launcher`.
+    `-I` keeps the probe out of the launcher itself: with SHARD_PROBE_DIR set it imports torch in every process
+    it is loaded in, and the stand-in's ranks, started without `-I`, load it."""
+    env = cpu_env(PYTHONPATH=str(probe_path), SHARD_PROBE_DIR=str(probe), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    argv = [launcher[0], "-I", *launcher[1:], "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+            script.name]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=script.parent, env=env,
+                          start_new_session=True)

@@ -4,7 +4,11 @@ never "run check --fix" alone, and the command it gives trains on 2 gloo ranks.
 
 The configurator's failing run is two ranks (a 2-rank failure diagnosed: tests/README.md points here); the
 argparse script's is one, since every rank fails alike at the same line and the diagnosis is one rank's. The
-command a diagnosis gives names the --nproc of the run it diagnosed; it is run on 2 ranks either way."""
+command a diagnosis gives names the --nproc of the run it diagnosed; it is run on 2 ranks either way.
+
+Every run starts its ranks through the stand-in torchrun: the ranks are the real script on real torch and gloo,
+and what is checked is their failure, mgtutor's diagnosis of it and the override training (a failing run diagnosed
+amid the real torchrun's own output: test_demos.py's crash demo, test_cli_run.py)."""
 from __future__ import annotations
 
 import re
@@ -14,17 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mgtutor_argv, no_gpu_env
+from tests.userscript_cli import mgtutor
 
-pytestmark = pytest.mark.integration  # starts torchrun
+pytestmark = pytest.mark.integration  # starts the stand-in torchrun (torchrun for nanoGPT's) and their ranks
 
 DATA = Path(__file__).parent / "data" / "run_failures"
 NANOGPT = Path(__file__).parent / "data" / "corpus" / "nanogpt"  # fetched by tests/bench/corpus_get.py
-
-
-def mgtutor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = no_gpu_env() | {"CUDA_VISIBLE_DEVICES": ""}  # no GPU, whatever machine runs the test
-    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
 
 
 def diagnosis_of(out: str) -> tuple[str, str]:
@@ -49,8 +48,8 @@ def run_the_fix(fix: str, nproc: int, cwd: Path) -> subprocess.CompletedProcess[
     ("config_backend", 2, "backend = 'nccl'", "--backend=gloo"),
     ("argparse_backend", 1, 'parser.add_argument("--dist-backend"', "--dist-backend gloo"),
 ], ids=["configurator", "argparse"])
-def test_the_variable_its_line_and_the_scripts_override_are_named_and_the_override_trains(tmp_path, folder, nproc,
-                                                                                          assignment, override):
+def test_the_variable_its_line_and_the_scripts_override_are_named_and_the_override_trains(
+        tmp_path, standin_torchrun, folder, nproc, assignment, override):
     work = tmp_path / folder
     shutil.copytree(DATA / folder, work)
     failed = mgtutor("run", "--nproc", str(nproc), "--", "train.py", cwd=work)

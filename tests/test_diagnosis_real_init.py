@@ -5,25 +5,22 @@ init_process_group and why it was false here, and what it says to do makes the s
 The failing runs are one rank: every rank skips init_process_group alike and fails at the same line, and the
 diagnosis is read from one rank's traceback. That torchrun passes rank 1 no --local_rank either is seen in a
 2-rank run: test_check_fix_runs.py::test_a_fixed_script_behaves_where_the_original_did_not[local_rank_arg.py].
-The runs that train once fixed are two ranks, as the user runs the script."""
+The runs that train once fixed are two ranks, as the user runs the script. Every run starts its ranks through the
+stand-in torchrun (the ranks are the real script on real torch and gloo; what the diagnosis reads is the rank's
+traceback and mgtutor's own record of the launch), and `check --fix` goes through the CLI's main in process."""
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import mgtutor_argv, no_gpu_env
+from tests.userscript_cli import in_process, mgtutor
 
-pytestmark = pytest.mark.integration  # starts torchrun
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("standin_torchrun")]  # starts the stand-in's ranks
 
 DATA = Path(__file__).parent / "data" / "run_failures"
-
-
-def mgtutor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=300, env=no_gpu_env(), cwd=cwd)
 
 
 def failed_diagnosis(tmp_path: Path, folder: str) -> tuple[Path, str, str]:
@@ -58,13 +55,13 @@ def test_a_flag_that_was_not_passed_is_named_and_passing_it_trains(tmp_path):
     assert "trained 5 steps" in trained.stdout
 
 
-def test_a_local_rank_argument_torchrun_never_passes_is_named_and_check_fix_makes_it_train(tmp_path):
+def test_a_local_rank_argument_torchrun_never_passes_is_named_and_check_fix_makes_it_train(tmp_path, capsys):
     script, summary, fix = failed_diagnosis(tmp_path, "local_rank_init")
     assert f"`args.local_rank != -1` (train.py:{line_of(script, 'if args.local_rank')}) is true" in summary
     assert "--local_rank was not passed (its default is -1)" in summary
     assert "torchrun passes no --local_rank" in fix and f"`mgtutor check --fix {script}` writes it" in fix
 
-    assert mgtutor("check", "--fix", "train.py", cwd=script.parent).returncode in (0, 1)
+    assert in_process(capsys, "check", "--fix", "train.py", cwd=script.parent)[0] in (0, 1)
     trained = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=script.parent)
     assert trained.returncode == 0, trained.stdout[-3000:]
     assert "trained 5 steps" in trained.stdout

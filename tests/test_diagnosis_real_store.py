@@ -2,7 +2,11 @@
 mp.spawn script under `mgtutor run` (its children join the script's port as clients; a loopback socket
 that accepts and closes holds it). `mgtutor run` names it live, as an unreachable store with the script's
 lines, while the ranks still retry, and so does the Monitor attached to that run; `mgtutor diagnose` names it
-afterwards; the fix it gives trains."""
+afterwards; the fix it gives trains.
+
+The runs stay on the real torchrun and 2 ranks: the children join as clients because they inherit torchrun's
+TORCHELASTIC_USE_AGENT_STORE (the stand-in sets none), and on one rank the script's world size of 2 no longer
+matches the launch, which the diagnosis then names first. `mgtutor diagnose` goes through the CLI's main in process."""
 from __future__ import annotations
 
 import asyncio
@@ -22,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
+from tests.userscript_cli import in_process
 
 pytestmark = pytest.mark.integration  # starts torchrun
 
@@ -118,13 +123,12 @@ def follow_until_warned(script: Path, *more: str, while_warned: Callable[[], Non
     return seen, warning, record
 
 
-def diagnosed_first(record: str) -> str:
+def diagnosed_first(capsys: pytest.CaptureFixture[str], record: str) -> str:
     """`mgtutor diagnose` of the run record: its output, once it is checked to name the unreachable store first."""
-    diagnosed = subprocess.run(mgtutor_argv("diagnose", record), capture_output=True, text=True, timeout=120,
-                               env=no_gpu_env())
-    first = re.search(r"1\. (\w+)", diagnosed.stdout)
-    assert first and first[1] == "rendezvous_unreachable", diagnosed.stdout + diagnosed.stderr
-    return diagnosed.stdout
+    _, diagnosed = in_process(capsys, "diagnose", record)
+    first = re.search(r"1\. (\w+)", diagnosed)
+    assert first and first[1] == "rendezvous_unreachable", diagnosed
+    return diagnosed
 
 
 async def monitors_banner_on_the_run() -> str:
@@ -148,7 +152,7 @@ async def monitors_banner_on_the_run() -> str:
 
 
 @pytest.mark.slow
-def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp_path, monkeypatch):
+def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp_path, monkeypatch, capsys):
     """`mgtutor run` names it live; the Monitor, attached to the same run while it waits, says it in its alert
     banner with the script's lines; `mgtutor diagnose` names it afterwards."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
@@ -165,11 +169,11 @@ def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp
     assert "every rank's children join it as clients" in warning and "`python train.py`" in warning
     assert f"cannot reach the rendezvous store at 127.0.0.1:{port}" in shown[0]  # the Monitor's banner
     assert f"train.py:{line_of(script, 'MASTER_PORT')}" in shown[0]
-    diagnosed = diagnosed_first(record)
+    diagnosed = diagnosed_first(capsys, record)
     assert f"127.0.0.1:{port}" in diagnosed and "mp.spawn" in diagnosed
 
 
-def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stacks_then_by_diagnose(tmp_path):
+def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stacks_then_by_diagnose(tmp_path, capsys):
     with socket.socket() as holder:  # bound, never listening: every connection is refused and torch says nothing
         holder.bind(("127.0.0.1", 0))
         port = holder.getsockname()[1]
@@ -180,7 +184,7 @@ def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stack
     assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
     assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
     assert any("waits in init_process_group at train.py:" in line for line in seen), "\n".join(seen)  # the children
-    diagnosed = diagnosed_first(record)
+    diagnosed = diagnosed_first(capsys, record)
     assert f"127.0.0.1:{port}" in diagnosed and "mp.spawn" in diagnosed
 
 
