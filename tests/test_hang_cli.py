@@ -118,15 +118,18 @@ def test_rank_stuck_in_its_data_loader_is_named(zh_slow_loader_run):
     assert finding["where"]["1"]["worker"]["function"] == "__getitem__"
 
 
-QUIET_BUT_BUSY = """import os, time, torch, torch.distributed as dist
+# Rank 1's data loader worker spends 12 s on its first sample; rank 0 waits for it in a real gloo all_reduce.
+# Nothing moves between the watch's two looks: only what the worker does tells a slow sample from a stuck one.
+QUIET_RANK_1 = """import os, time, torch, torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 class Slow(Dataset):
     def __len__(self):
-        return 200
+        return 8
     def __getitem__(self, i):
-        end = time.time() + (0.05 if os.environ["RANK"] == "1" else 0.0)
-        while time.time() < end:  # rank 1's samples cost CPU time: slow, not stuck
-            pass
+        if os.environ["RANK"] == "1" and i == 0:
+            end = time.time() + 12
+            while time.time() < end:
+                WAIT
         return torch.ones(4)
 dist.init_process_group("gloo")
 print("joined", flush=True)
@@ -139,13 +142,16 @@ dist.destroy_process_group()
 
 
 @pytest.mark.timeout(240)
-def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun):
-    """10 s without a line while rank 1's data loader worker computes its batches and rank 0 waits for it in a real
-    gloo all_reduce: the hang watch looks after 5 s of quiet, its second look 2 s later finds rank 1 burning CPU, and
-    no report is printed. Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
+@pytest.mark.parametrize("wait,reported", [("pass", False), ("time.sleep(0.05)", True)], ids=["computes", "sleeps"])
+def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun, wait, reported):
+    """12 s without a line while rank 1's data loader worker is on one sample: the hang watch looks after 5 s of
+    quiet and 2 s later finds every rank where it was. A worker burning CPU all that time is slow, not stuck: no
+    report; the same worker asleep is the hang the report names (the control: without it a watch that never
+    looked would pass). Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
     started: the three hangs above."""
     proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--",
-                                       str(write_script("busy.py", QUIET_BUT_BUSY))),
+                                       str(write_script("busy.py", QUIET_RANK_1.replace("WAIT", wait)))),
                           capture_output=True, text=True, timeout=200, env=no_gpu_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "[rank 1] done" in proc.stdout and "hang report" not in proc.stderr
+    assert "[rank 1] done" in proc.stdout
+    assert ("hang report" in proc.stderr) == reported, proc.stderr[-2000:]
