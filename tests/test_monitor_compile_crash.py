@@ -1,5 +1,5 @@
 """The Monitor, like `mgtutor train`, trains again with --compile off when the compiler (not the
-training) killed a rank: two real gloo ranks whose compile dies of SIGSEGV at the compile boundary."""
+training) killed a rank: a real gloo rank whose compile dies of SIGSEGV at the compile boundary."""
 from __future__ import annotations
 
 import json
@@ -21,14 +21,14 @@ def no_nvml(monkeypatch):
 
 
 async def test_a_compiler_crash_in_the_monitor_trains_again_without_compiling(monkeypatch, standin_torchrun):
-    """The Monitor's own retry, on the real trainer's ranks started by the stand-in torchrun (the same crash
-    under the real torchrun, through `mgtutor train`: test_train_compile.py::
-    test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling)."""
+    """The Monitor's own retry, on the real trainer's rank started by the stand-in torchrun. One rank: the fake
+    crash kills every rank alike, in its own compile (the same crash under the real torchrun, through `mgtutor
+    train`: test_train_compile.py::test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling)."""
     monkeypatch.setenv(compiling.FAKE_CRASH_ENV, "1")  # the ranks inherit it: their compile dies of SIGSEGV
     app = make_app()
     said = _notifications_of(app)  # kept: a loaded box may take longer than the notice's 20 s to train again
     async with app.run_test(size=SIZE) as pilot:
-        screen, form = await open_form(pilot, nproc="2", backend="gloo", steps="4", log_every="2",
+        screen, form = await open_form(pilot, nproc="1", backend="gloo", steps="4", log_every="2",
                                        batch_size="8", compile="default")
         await launch_from_form(pilot, form)
         try:

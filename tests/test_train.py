@@ -1,9 +1,12 @@
 """The DDP trainer for real: 2 gloo ranks of the tiny CNN through the launcher (torchrun).
 
-One uninterrupted run (`full_run`) is shared by the loss, replica, sampler and resume checks; they carry the
-xdist group `train_full_run`, so one worker makes it once (without the group each worker that got one of
-them made it again). Resume needs two more runs (--inject no-sampler is checked through `mgtutor train` in
-test_train_cli.py). Small on purpose: 2 cores run all of CI.
+One uninterrupted run (`full_run`, 12 steps, its checkpoint written at the end) is shared by the loss, replica,
+sampler and resume checks; they carry the xdist group `train_full_run`, so one worker makes it once (without the
+group each worker that got one of them made it again). Resume needs one more run, from full_run's checkpoint to
+step 16, and the 16 uninterrupted steps it must match: the 2-rank point of the `mgtutor bench scaling` run
+test_train_cli.py checks (tests/trainer_runs.py: `scaling_run`, the same group). Gradient accumulation and
+--inject no-sampler are checked on one run of `mgtutor train` in test_train_cli.py. Small on purpose: 2 cores
+run all of CI.
 """
 from __future__ import annotations
 
@@ -15,15 +18,15 @@ import pytest
 from mgtutor.training.runs.events.writer import read_events
 from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.training.runs.records.record import RunRecord
+from tests.trainer_runs import RESUMED_STEPS, SCALING_GROUP, TRAIN_ARGS, ScalingRun, point_record
+from tests.trainer_runs import scaling_run  # noqa: F401 - a fixture: the shared run
 
 pytestmark = pytest.mark.integration  # starts processes
-FULL_RUN = pytest.mark.xdist_group("train_full_run")  # the tests that read full_run: one worker makes it
-
-BASE = ["--model", "tinycnn", "--batch-size", "16", "--dataset-size", "512", "--log-every", "1", "--seed", "7"]
+FULL_RUN = SCALING_GROUP  # the tests that read full_run (and the scaling run): one worker makes it
 
 
 def train(*args: str, nproc: int = 2) -> RunRecord:
-    run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", *BASE, *args], nproc=nproc,
+    run = launch(LaunchSpec(target=["-m", "mgtutor.training.worker.train", *TRAIN_ARGS, *args], nproc=nproc,
                             backend="gloo", label="test-train"))
     run.wait(timeout=240)
     return run.record
@@ -48,11 +51,12 @@ def logs(record: RunRecord) -> str:
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
-    """12 uninterrupted steps on 2 ranks (module-wide XDG home, so it outlives one test's)."""
+    """12 uninterrupted steps on 2 ranks, checkpointed at the end (module-wide XDG home and checkpoint folder, so
+    they outlive one test's)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     try:
-        return train("--steps", "12", "--record-indices")
+        return train("--steps", "12", "--record-indices", "--checkpoint-dir", str(tmp_path_factory.mktemp("ckpt")))
     finally:
         mp.undo()
 
@@ -92,22 +96,17 @@ def test_distributed_sampler_gives_disjoint_indices(full_run: RunRecord) -> None
 
 
 @FULL_RUN
-def test_resume_continues_the_same_loss_curve(full_run: RunRecord, tmp_path: Path) -> None:
-    ckpt = str(tmp_path / "ckpt")
-    first = train("--steps", "6", "--checkpoint-dir", ckpt)
-    assert first.result().status == "finished", logs(first)
-    assert [e["step"] for e in events(first, "checkpoint")] == [6]
-    second = train("--steps", "12", "--checkpoint-dir", ckpt, "--resume")
-    assert second.result().status == "finished", logs(second)
-    assert [e["step"] for e in events(second, "checkpoint") if e.get("action") == "resumed"] == [6, 6]
-    resumed, uninterrupted = losses(second), losses(full_run)
-    assert sorted(resumed) == list(range(7, 13))
-    for step in range(7, 13):
+def test_resume_continues_the_same_loss_curve(full_run: RunRecord, scaling_run: ScalingRun) -> None:
+    saved = events(full_run, "checkpoint")
+    assert [e["step"] for e in saved] == [12]
+    resumed_run = train("--steps", str(RESUMED_STEPS), "--checkpoint-dir", str(Path(saved[0]["path"]).parent),
+                        "--resume")
+    assert resumed_run.result().status == "finished", logs(resumed_run)
+    assert [e["step"] for e in events(resumed_run, "checkpoint") if e.get("action") == "resumed"] == [12, 12]
+    uninterrupted = RunRecord(point_record(scaling_run, 2))  # the same trainer arguments, never stopped
+    assert uninterrupted.result().status == "finished", logs(uninterrupted)
+    resumed, uninterrupted = losses(resumed_run), losses(uninterrupted)
+    assert sorted(resumed) == list(range(13, RESUMED_STEPS + 1))
+    assert {step: uninterrupted[step] for step in range(1, 13)} == pytest.approx(losses(full_run), rel=1e-5, abs=1e-6)
+    for step in range(13, RESUMED_STEPS + 1):
         assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-5, abs=1e-6), (step, resumed, uninterrupted)
-
-
-def test_gradient_accumulation_trains_with_the_default_static_graph() -> None:
-    """no_sync on a static_graph DDP trips the reducer's assert: accumulation must run without it."""
-    record = train("--steps", "3", "--grad-accum", "2")
-    assert record.result().status == "finished", logs(record)[-2000:]
-    assert sorted(losses(record)) == [1, 2, 3]

@@ -227,14 +227,16 @@ def test_a_rank_that_died_of_a_native_crash_inside_the_compiler_is_told_apart(
 
 @pytest.mark.integration
 def test_a_compiler_that_crashes_its_rank_is_trained_again_without_compiling(tmp_path: Path) -> None:
-    """Two real gloo ranks whose compile dies of SIGSEGV (the fake at the compile boundary): the run
-    fails as it happened, is named as a crash in the compiler, and trains again eagerly to the end."""
+    """A real gloo rank whose compile dies of SIGSEGV (the fake at the compile boundary): the run fails as it
+    happened, is named as a crash in the compiler, and trains again eagerly to the end. One rank: the fake kills
+    every rank alike, each in its own compile (the first failure of two ranks, torchrun ending the other:
+    test_cli_run.py::test_run_exits_with_the_first_failing_ranks_code)."""
     import subprocess
 
     from conftest import mgtutor_argv, no_gpu_env
 
     env = {**no_gpu_env(), compiling.FAKE_CRASH_ENV: "1"}
-    proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "2", "--compile", "default",
+    proc = subprocess.run(mgtutor_argv("train", "--backend", "gloo", "--nproc", "1", "--compile", "default",
                                        "--batch-size", "8", "--dataset-size", "64", "--steps", "4", "--log-every", "2"),
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
