@@ -24,7 +24,13 @@ async def wait_for_machine(pilot, app) -> str:
 
 
 @pytest.mark.integration
-async def test_home_then_every_mode_by_key():
+async def test_home_then_every_mode_by_key(monkeypatch):
+    from mgtutor.diagnostics.doctor import versions
+
+    # `d` opens Diagnostics, whose doctor asks torch in a child: that child is test_diagnostics_screen.py's;
+    # here its facts are given
+    monkeypatch.setattr(versions, "gather", lambda *args, **kwargs: {"torch": "2.11.0+cpu", "cuda": None,
+                                                                     "nccl": None, "gloo_available": True})
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         assert isinstance(app.screen, HomeScreen) and app.screen.title == "Home"

@@ -1,7 +1,9 @@
 """Diagnostics mode for real: the doctor (torch asked in a subprocess), a 2-rank gloo bench and the rendezvous
 probe started from the screen, results shown live, saved, and shown at once by the next app. One walk in both
 languages (issue 41): every tab in Chinese at 80×24 with nothing English left, then the same reports in English
-after `h z d` (the doctor not run again), then a new app showing what was saved."""
+after `h z d` (the doctor not run again), then a new app showing what was saved. The bench's and the probe's
+ranks (real torch on gloo) are started by the stand-in torchrun: the screen is under test here; both through the
+real torchrun: test_allreduce.py::test_gloo_bench_runs_two_ranks_and_validates_sums, test_rendezvous.py."""
 from __future__ import annotations
 
 import threading
@@ -17,7 +19,7 @@ from tests.helpers import wait_for_app
 from tests.test_i18n_tui import footer_uncut, in_chinese  # noqa: F401  (a fixture)
 from tests.test_zh_every_mode import no_english, settle
 
-pytestmark = pytest.mark.integration  # the doctor's torch child, a 2-rank bench and a 2-rank probe on torchrun
+pytestmark = pytest.mark.integration  # the doctor's torch child, a 2-rank bench and a 2-rank probe
 
 BENCH_ARGS = "--nproc 2 --backend gloo -b 8 -e 1K -f 128 --iters 2 --warmup 1 --check"
 
@@ -26,7 +28,8 @@ def text_of(screen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
 
-async def test_doctor_bench_and_probe_from_the_screen_in_chinese_then_english(in_chinese, monkeypatch):
+async def test_doctor_bench_and_probe_from_the_screen_in_chinese_then_english(in_chinese, monkeypatch,
+                                                                             standin_torchrun):
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("d")

@@ -1,7 +1,9 @@
 """A full state disk never ends the user's training, nor mgtutor in a traceback (issue 46, item 8).
 
 The state folder is a small tmpfs mounted for the test (mounting needs root: skipped where it cannot
-mount); the runs are real `mgtutor run` / `mgtutor train` processes on real torchrun."""
+mount); the runs are real `mgtutor run` / `mgtutor train` processes. The run that fills the disk starts its
+ranks through the stand-in torchrun (what is tested is mgtutor's writing of their output; torchrun's part of a
+run that ends well: tests/test_launcher.py::test_two_ranks_allreduce_and_print)."""
 from __future__ import annotations
 
 import json
@@ -57,7 +59,7 @@ def _runs(state: Path) -> list[Path]:
 
 
 def test_a_full_state_disk_drops_the_ranks_output_and_the_training_goes_on(
-        small_disk: Callable[..., Path], tmp_path: Path) -> None:
+        small_disk: Callable[..., Path], tmp_path: Path, standin_torchrun: list[str]) -> None:
     state = small_disk("2m")
     (tmp_path / "chatty.py").write_text(CHATTY)
     done = _mgtutor(state, "run", "--nproc", "2", "--", "chatty.py", cwd=tmp_path)

@@ -15,9 +15,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LATE_RANK = r'''
 import os, sys, time
-import torch.distributed as dist
 if int(os.environ["RANK"]) == 1:
-    time.sleep(float(sys.argv[1]))  # rank 1 is busy elsewhere; rank 0 waits at the rendezvous
+    time.sleep(float(sys.argv[1]))  # rank 1 is busy elsewhere, torch not yet imported; rank 0 waits
+import torch.distributed as dist
 dist.init_process_group("gloo")
 dist.barrier()
 dist.destroy_process_group()

@@ -1,5 +1,7 @@
 """The Monitor checks the user's script (`mgtutor check`'s engine) beside the run: the findings of a
-script without a DistributedSampler are shown in the folded panel, and the run is not held up."""
+script without a DistributedSampler are shown in the folded panel, and the run is not held up. The run's ranks
+start through the stand-in torchrun (a script launched from the form on the real torchrun:
+tests/test_monitor_live.py::test_builtin_trainer_runs_to_finished_from_the_form)."""
 from __future__ import annotations
 
 import pytest
@@ -40,7 +42,7 @@ def no_nvml(monkeypatch):
 
 
 @pytest.mark.integration
-async def test_script_without_sampler_shows_the_finding_beside_the_run(write_script):
+async def test_script_without_sampler_shows_the_finding_beside_the_run(write_script, standin_torchrun):
     script = write_script("no_sampler.py", NO_SAMPLER)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

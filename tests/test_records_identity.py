@@ -7,7 +7,6 @@ import json
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
@@ -61,7 +60,9 @@ def test_stop_on_a_forged_record_leaves_an_unrelated_process_alive(tmp_path: Pat
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_real_run_keeps_private_files_no_fifo_and_no_secret(write_script, monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             standin_torchrun: list[str]) -> None:
+    """The record is mgtutor's: its ranks start through the stand-in torchrun."""
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     monkeypatch.setenv("TORCH_HUB_TOKEN", SECRET)
     script = write_script("hello.py", "import os\nprint('rank', os.environ['RANK'], flush=True)\n")

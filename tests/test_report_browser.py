@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.training.runs.follow.samples import read_samples
 from tests.browser import chromium
-from tests.conftest import mgtutor_argv, no_gpu_env
+from tests.conftest import STANDIN_TORCHRUN, mgtutor_argv, no_gpu_env
 from tests.test_report import ISSUE_FIELDS
 
 # one worker makes the two runs for all three tests (else each worker that gets one makes them again)
@@ -31,8 +34,8 @@ CHART_LINES = """() => Array.from(document.querySelectorAll('figure.chart')).map
 })"""
 
 
-def cli(*args: str, state: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = dict(no_gpu_env(), XDG_STATE_HOME=str(state), MY_SERVICE_TOKEN=SECRET)
+def cli(*args: str, state: Path, timeout: float = 240, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(no_gpu_env(), XDG_STATE_HOME=str(state), MY_SERVICE_TOKEN=SECRET, **env_extra)
     return subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, env=env, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
@@ -45,13 +48,17 @@ def run_id(proc: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """Two real runs through the CLI (each records its meters as it goes)."""
+    """Two real runs through the CLI (each records its meters as it goes), their real ranks started by the
+    stand-in torchrun: what is reported is mgtutor's record, not torchrun's doing."""
     state = tmp_path_factory.mktemp("state")
+    standin = {LAUNCHER_ENV: shlex.join([sys.executable, str(STANDIN_TORCHRUN)])}
     failed = cli("train", "--nproc", "2", "--backend", "gloo", "--steps", "6", "--log-every", "1", "--batch-size",
-                 "16", "--dataset-size", "2048", "--inject", "crash-rank", "--inject-rank", "1", state=state)
+                 "16", "--dataset-size", "2048", "--inject", "crash-rank", "--inject-rank", "1", state=state,
+                 **standin)
     assert failed.returncode != 0, failed.stderr
     hung = cli("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "3", "--stop-on-hang", "--",
-               "-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800", state=state)
+               "-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800", state=state,
+               **standin)
     assert "hang report" in hung.stderr, hung.stderr
     ids = {"failed": run_id(failed), "hung": run_id(hung)}
     for run in ids.values():  # `mgtutor train` and `mgtutor run` recorded their meters as they went

@@ -52,7 +52,9 @@ async def test_a_past_run_opens_from_its_files():
 
 
 @pytest.mark.integration
-async def test_reattach_to_a_run_started_elsewhere_and_stop_it(write_script):
+async def test_reattach_to_a_run_started_elsewhere_and_stop_it(write_script, standin_torchrun):
+    """The ranks through the stand-in torchrun (the reattach and the stop are mgtutor's; attaching to a run on the
+    real torchrun: tests/test_run_control.py::test_attach_follows_a_detached_run_then_prints_its_end)."""
     script = write_script("events.py", EVENT_SCRIPT)
     run = launch(LaunchSpec(target=[str(script), "5000"], nproc=2, backend="gloo", label="elsewhere"))
     try:

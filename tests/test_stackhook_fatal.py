@@ -1,7 +1,9 @@
 """The stack hook turns on faulthandler for fatal signals: a rank that dies of SIGSEGV in native code
 writes "Fatal Python error: Segmentation fault" and every thread's stack into its stderr, a forked
 worker too, and `mgtutor run` then names the error and the script's line. Real interpreters and a
-real segmentation fault (ctypes reads address 0); the same script without the hook is the control."""
+real segmentation fault (ctypes reads address 0); the same script without the hook is the control. `mgtutor run`
+starts its ranks through the stand-in torchrun (the crash and its stack are the rank's own; torchrun's report of a
+failing rank: tests/test_cli_run.py's failing-rank tests)."""
 from __future__ import annotations
 
 import json
@@ -77,7 +79,7 @@ def test_a_forked_worker_that_crashes_writes_its_stack_too(tmp_path: Path) -> No
     assert 'crashes.py", line 7 in read_address' in done.stderr and 'line 13 in <module>' in done.stderr
 
 
-def test_mgtutor_run_names_the_fatal_error_and_the_scripts_line(write_script) -> None:
+def test_mgtutor_run_names_the_fatal_error_and_the_scripts_line(write_script, standin_torchrun) -> None:
     script = write_script("crash.py", RANK_1_CRASHES)
     proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--", str(script)), capture_output=True, text=True,
                           timeout=180, env=no_gpu_env())
