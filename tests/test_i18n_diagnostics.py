@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import mgtutor_argv, no_gpu_env
 from fake_nvml import FakeGpu, FakePynvml, install, two_h200
 
 from mgtutor.diagnostics.bench.allreduce_bench import verdict
@@ -22,7 +20,6 @@ from mgtutor.diagnostics.cluster.k8s import K8sError, K8sJob, manifest_yaml
 from mgtutor.diagnostics.cluster.k8s_explain import walkthrough
 from mgtutor.diagnostics.cluster.k8s_names import ClaimMount
 from mgtutor.diagnostics.doctor.report import collect, render_text
-from mgtutor.diagnostics.doctor.saved import saved_path
 from mgtutor.diagnostics.doctor.topology import read_topology
 from mgtutor.diagnostics.failures.catalogue import load_catalogue
 from mgtutor.diagnostics.failures.demos import SCENARIOS
@@ -32,7 +29,7 @@ from mgtutor.diagnostics.failures.oom.explain import memory_lines
 from mgtutor.training.foundation.i18n import _, set_language
 from mgtutor.tui.cli import main
 from tests.english_left import english_left
-from tests.zh_runs import saved_in, zh_bench_run  # noqa: F401 - a fixture: one zh bench run for two modules
+from tests.zh_runs import PROBE_TIMEOUT_S, saved_in, zh_bench_run, zh_probe_run  # noqa: F401 - fixtures, one run each
 
 DATA = Path(__file__).parent / "data"
 TORCH_OK = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.10.2", "nccl": "2.28.9",
@@ -235,29 +232,47 @@ def test_the_oom_memory_lines_read_in_chinese():
     assert english_left("\n".join(lines)) == []
 
 
-@pytest.mark.integration  # starts three ranks with torchrun
-def test_the_rendezvous_probe_reads_in_chinese_and_its_json_stays_english():
-    args = ("doctor", "--rendezvous", "--backend", "gloo", "--nproc", "3", "--timeout", "10", "--skip-rank", "1")
-    said = subprocess.run(mgtutor_argv("--lang", "zh", *args), capture_output=True, text=True, env=no_gpu_env(),
-                          timeout=280)
+@pytest.mark.integration  # two ranks on torchrun (tests/zh_runs.py)
+@pytest.mark.xdist_group("zh_probe")  # the same run as test_zh_every_command_runs.py's
+def test_the_rendezvous_probe_reads_in_chinese_and_its_json_stays_english(zh_probe_run, monkeypatch):
+    said = zh_probe_run.proc  # `--lang zh doctor --rendezvous --nproc 2 --skip-rank 1`
     assert said.returncode == 1, said.stderr
-    assert "✗ rank 1 在 10 秒内始终没有加入" in said.stdout and "被要求不加入 (--skip-rank)" in said.stdout, said.stdout
+    assert f"✗ rank 1 在 {PROBE_TIMEOUT_S} 秒内始终没有加入" in said.stdout, said.stdout
+    assert "被要求不加入 (--skip-rank)" in said.stdout, said.stdout
     assert english_left(said.stdout) == []
     # the report the same probe keeps is the dict `--json` prints (tui/commands/doctor: `keep` then `json.dumps`
     # of the same report); `--json` itself, printed by a real probe: test_rendezvous.py
-    kept = saved_path("rendezvous").read_text()
-    report = json.loads(kept)
-    assert "rank 1 never joined within 10 s" in report["message"] and not chinese(kept)
+    report = saved_in(zh_probe_run, monkeypatch, "rendezvous")
+    assert f"rank 1 never joined within {PROBE_TIMEOUT_S} s" in report["message"] and not chinese(json.dumps(report))
+
+
+def test_a_probe_where_every_rank_joined_reads_in_chinese():
+    """The lines a probe prints when every rank joined, in Chinese (the probe above has a rank that never comes;
+    a real one where all join: test_rendezvous.py in --json, test_diagnostics_screen.py on the screen in Chinese)."""
+    from mgtutor.diagnostics.doctor.rendezvous_probe import ProbeReport, format_report
+    from tests.test_said_reports import JOINED
+    from tests.zh_leaks import leaks
+
+    ranks = [{"rank": rank, "status": "joined", "joined_s": 0.4 + rank / 10, "init_s": 0.2, "barrier_s": 0.01,
+              "allreduce_s": 0.003, "error": None} for rank in (0, 1)]
+    report = ProbeReport({"ok": True, "backend": "gloo", "world_size": 2, "timeout_s": 30.0, "ranks": ranks,
+                          "missing": [], "message": JOINED.format(world=2, slowest=0.5), "advice": [],
+                          "run_id": "20260101-000000-rendezvous-0000", "run_dir": "/tmp/runs/rendezvous"})
+    report.say = lambda say: say(JOINED).format(world=2, slowest=0.5)
+    set_language("zh")
+    text = format_report(report)
+    assert "rank 1  0.50 秒后加入  init 0.200 s  barrier 0.010 s  all-reduce 0.003 s" in text, text
+    assert "✓ 全部 2 个 rank 都加入了" in text and leaks(text) == [], text  # as the leak test read the real one
 
 
 @pytest.mark.integration  # the real doctor: torch's facts from a child process
 @pytest.mark.xdist_group("doctor")
 def test_mgtutor_doctor_on_this_machine_leaves_only_machine_data_in_english(doctor_runs):
     said = doctor_runs["chinese text"]
-    report = json.loads(doctor_runs["chinese json from LANG"].stdout)
+    report = json.loads(doctor_runs["english json"].stdout)  # the machine's data (its JSON in Chinese: test_i18n_cli.py)
     assert said.returncode in (0, 1), said.stderr
     assert english_left(said.stdout, allow=machine_data(report)) == []
-    assert "CPU、构建工具、分配器" in said.stdout and not chinese(json.dumps(report))
+    assert "CPU、构建工具、分配器" in said.stdout
 
 
 @pytest.mark.integration  # two gloo ranks

@@ -1,5 +1,6 @@
-"""The app in Chinese at 80×24: chosen before start or switched on Home with z (kept with the progress),
-every mode says its words anew, a running run goes on, and the footer keys stay uncut."""
+"""The app in Chinese at 80×24: switched on Home with z (kept with the progress), every mode says its words
+anew, a running run goes on; Textual's own words. The app chosen in Chinese before start, each mode's footer keys
+uncut and its help: test_zh_every_mode.py::test_home_and_the_help_of_every_mode."""
 from __future__ import annotations
 
 import pytest
@@ -12,9 +13,7 @@ from mgtutor.lessons.progress import Progress
 from mgtutor.training.foundation.i18n import current_language, set_language
 from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.tui.app import MgTutorApp
-from mgtutor.tui.screens.help import HelpScreen
 from tests.helpers import wait_for_app
-from tests.test_keys_80x24 import footer_bindings, shown_keys
 
 SLEEPS = "import time\ntime.sleep(600)\n"
 
@@ -42,32 +41,8 @@ def footer_uncut(screen) -> dict[str, str]:
     return keys
 
 
-@pytest.mark.integration
-async def test_the_app_starts_in_chinese_and_every_footer_key_fits(in_chinese):
-    app = MgTutorApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for_app(pilot, lambda: "正在查找" not in static_text(app.screen, "#machine"), 30,
-                           what="the machine summary")
-        assert app.screen.title == "首页"
-        assert "从单卡到多卡" in static_text(app.screen, "#tagline")
-        assert "没有 NVIDIA GPU" in static_text(app.screen, "#machine")
-        assert footer_uncut(app.screen) == {"z": "English", "?": "帮助", "q": "退出"}
-        for key, title in (("l", "课程"), ("m", "监控"), ("t", "排障"), ("r", "运行记录")):
-            await pilot.press(key)
-            await pilot.pause()
-            app.screen.set_focus(None)
-            await pilot.pause()
-            assert app.screen.title == title
-            keys = shown_keys(app.screen)
-            assert "?" in keys and "q" in keys
-            for binding in footer_bindings(app.screen):
-                assert app.get_key_display(binding) in keys, (title, binding)
-            footer_uncut(app.screen)
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
-        text = static_text(app.screen, "#help-text")
-        assert "mgtutor 按键：运行记录" in text and "任何地方" in text and "在首页切换语言" in text
+# The app started in Chinese, each mode's title, footer keys and help: test_zh_every_mode.py's
+# test_home_and_the_help_of_every_mode (one walk for both).
 
 
 @pytest.mark.integration
@@ -101,7 +76,11 @@ async def test_z_on_home_switches_every_mode_and_keeps_the_choice(monkeypatch):
 
 @pytest.mark.integration
 async def test_switching_language_leaves_a_running_run_alone(monkeypatch, write_script, standin_torchrun):
-    # A torch-free run started by the stand-in torchrun: the app's own hold on it is what a switch could lose.
+    # A torch-free run started by the stand-in torchrun: the app's own hold on it is what a switch could lose. In
+    # Chinese, quitting asks about it first (this was test_zh_every_mode.py's test_quitting_while_a_run_goes).
+    from mgtutor.tui.screens.quit import QuitScreen
+    from tests.test_zh_every_mode import no_english, settle
+
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
     run = launch(LaunchSpec(target=[str(write_script("sleep.py", SLEEPS))], nproc=2, backend="gloo"))
     try:
@@ -111,6 +90,13 @@ async def test_switching_language_leaves_a_running_run_alone(monkeypatch, write_
             supervisor = run.record.meta().supervisor_pid
             await pilot.press("z")
             await wait_for_app(pilot, lambda: app.screen.title == "首页", 10, what="Home in Chinese")
+            await pilot.press("q")
+            await wait_for_app(pilot, lambda: isinstance(app.screen, QuitScreen), 10, what="the quit dialog")
+            await settle(pilot)
+            text = no_english(app.screen)
+            assert "个运行还在进行" in text and "(s)" in text, text  # the buttons are drawn
+            await pilot.press("escape")
+            await wait_for_app(pilot, lambda: app.screen.title == "首页", 10, what="Home again")
             await pilot.press("m", "r", "h", "z")
             await wait_for_app(pilot, lambda: app.screen.title == "Home", 10, what="Home in English")
             assert run.running() and app.running_runs() == [run]

@@ -4,11 +4,13 @@ tests/test_zh_every_command.py): `run` (a run that ends and one that fails), `tr
 real command in its own process with `--lang zh`; nothing it prints outside the ranks' own lines is English.
 A script that needs the run's record reads it from $MGTUTOR_RECORD_FILE, never from the translated line.
 Runs that other tests make the same way are read from theirs: the Chinese doctor from `doctor_runs` (the doctor
-group), the Chinese bench from `zh_bench_run` (tests/zh_runs.py, shared with test_i18n_diagnostics.py), the
-Chinese crash demo from `zh_demo_crash_run` (tests/demo_runs.py, shared with test_demos.py). Where
-what is checked is mgtutor's own words about its plumbing (a run that ends, `runs`/`runs stacks`/`runs stop`
-on a run that goes), the ranks start through the torch-free stand-in torchrun (`standin_torchrun`); the run
-that fails stays on the real torchrun, whose failure the diagnosis quotes."""
+group), the Chinese bench and the Chinese probe from `zh_bench_run` and `zh_probe_run` (tests/zh_runs.py, shared
+with test_i18n_diagnostics.py), the Chinese crash demo from `zh_demo_crash_run` (tests/demo_runs.py, shared with
+test_demos.py). Where what is checked is mgtutor's own words and the ranks' own lines (a run that ends, `train`,
+`bench allreduce`, `lessons run`, `runs`/`runs stacks`/`runs stop` on a run that goes), the ranks start through
+the torch-free stand-in torchrun (`standin_torchrun`; the ranks are real, torch and all where they use it); the
+run that fails stays on the real torchrun, whose failure the diagnosis quotes, and so does the probe, whose
+rendezvous is torchrun's."""
 from __future__ import annotations
 
 import os
@@ -23,7 +25,7 @@ from tests.conftest import mgtutor_argv, no_gpu_env
 from tests.helpers import wait_for
 from tests.zh_leaks import leaks
 from tests.demo_runs import zh_demo_crash_run  # noqa: F401 - a fixture: one zh crash demo for two modules
-from tests.zh_runs import zh_bench_run  # noqa: F401 - a fixture: one zh bench run for two modules
+from tests.zh_runs import zh_bench_run, zh_probe_run  # noqa: F401 - fixtures: one zh bench, one zh probe, two modules
 
 pytestmark = pytest.mark.integration  # starts processes
 
@@ -60,13 +62,16 @@ def test_run_a_run_that_ends_and_one_that_fails(write_script, tmp_path, monkeypa
     assert leaks(said(ok) + said(failed), quoted=logs_of(failed)) == []
 
 
-def test_train(tmp_path):
+def test_train(tmp_path, standin_torchrun):
+    # The real trainer on one gloo rank, started by the stand-in: what is read is mgtutor's words and the rank's own
+    # lines, the same on one rank as on two (the progress line only several ranks get, in Chinese:
+    # test_i18n_cli_help.py; two ranks training for real: test_train.py).
     kept = tmp_path / "record"
-    proc = zh("train", "--nproc", "2", "--steps", "12", "--log-every", "6", "--model", "tinycnn",
+    proc = zh("train", "--nproc", "1", "--steps", "4", "--log-every", "2", "--model", "tinycnn",
               env={"MGTUTOR_RECORD_FILE": str(kept)})
     assert proc.returncode == 0, proc.stderr
     out = said(proc)
-    assert "[rank 0] CUDA 图：关闭" in out and "[rank 0] 完成：12 步" in out, out  # the trainer's own lines too
+    assert "[rank 0] CUDA 图：关闭" in out and "[rank 0] 完成：4 步" in out, out  # the trainer's own lines too
     assert "通过" in out and Path(kept.read_text().strip()).is_dir()
     assert leaks(out) == []
 
@@ -88,23 +93,22 @@ def test_bench_allreduce(zh_bench_run):
 
 
 @pytest.mark.xdist_group("doctor")
-def test_doctor_and_its_rendezvous_probe(doctor_runs):
+def test_doctor(doctor_runs):
     doctor = doctor_runs["chinese text"]  # `mgtutor --lang zh doctor`, the run test_i18n_cli.py reads too
-    probe = zh("doctor", "--rendezvous", "--nproc", "2", "--backend", "gloo", "--timeout", "30")
-    assert probe.returncode == 0, said(probe)
-    assert "已加入" in probe.stdout or "加入" in probe.stdout
-    # what test_rendezvous.py asks of the same probe's --json, on the report it keeps (the dict --json prints)
-    from mgtutor.diagnostics.doctor.saved import load
-
-    rep = load("rendezvous")
-    assert rep["ok"] and rep["missing"] == [] and [r["status"] for r in rep["ranks"]] == ["joined", "joined"]
-    assert all(r["joined_s"] > 0 and r["allreduce_s"] is not None for r in rep["ranks"])
     host = " ".join(os.uname()[0:1] + os.uname()[2:3])  # the OS's own name and kernel are data
     # the OS's name and kernel, the CPU's instruction-set flags: the machine's own words
-    assert leaks(said(doctor) + said(probe), allow=(os.uname()[2], host, "avx")) == []
+    assert leaks(said(doctor), allow=(os.uname()[2], host, "avx")) == []
 
 
-def test_lessons_run():
+@pytest.mark.xdist_group("zh_probe")  # the probe is test_i18n_diagnostics.py's too (tests/zh_runs.py)
+def test_doctor_rendezvous_probe(zh_probe_run):
+    probe = zh_probe_run.proc  # `--lang zh doctor --rendezvous --nproc 2 ... --skip-rank 1`: rank 0 waits alone
+    assert probe.returncode == 1, said(probe)
+    assert "秒后到达  然后等待其他 rank" in probe.stdout and "始终没有加入" in probe.stdout, probe.stdout
+    assert leaks(said(probe)) == []
+
+
+def test_lessons_run(standin_torchrun):  # lesson 01's real script; the stand-in starts its rank
     proc = zh("lessons", "run", "1", timeout=300)
     assert "运行记录：" in said(proc)
     assert leaks(said(proc)) == []

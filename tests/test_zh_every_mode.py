@@ -14,10 +14,11 @@ from textual.widgets import Input, OptionList, Static
 from mgtutor.diagnostics.failures.demos import SCENARIOS
 from mgtutor.training.runs.records.record import RunRecord
 from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.help import HelpScreen
 from tests.english_left import english_left
 from tests.helpers import wait_for_app
 from tests.screen_text import rows, screen_text
-from tests.test_i18n_tui import footer_uncut, in_chinese  # noqa: F401  (a fixture)
+from tests.test_i18n_tui import footer_uncut, in_chinese, static_text  # noqa: F401  (a fixture)
 
 LOGS = Path(__file__).parent / "data" / "logs"
 # The launch form's command line, wrapped onto its next row.
@@ -51,21 +52,43 @@ async def settle(pilot) -> None:
     await pilot.pause()
 
 
+MODE_TITLES = {"h": "首页", "l": "课程", "m": "监控", "t": "排障", "r": "运行记录"}
+
+
 @pytest.mark.integration
 @pytest.mark.sweep
 @pytest.mark.parametrize("keys", ["hl", "mt", "r"])
 async def test_home_and_the_help_of_every_mode(in_chinese, keys):
+    """The app starts in Chinese; each mode says its title, its footer shows every key of its own uncut, and its
+    help reads in Chinese (test_i18n_tui.py's test_the_app_starts_in_chinese_and_every_footer_key_fits walked the
+    same modes: it is this walk now)."""
+    from tests.test_keys_80x24 import footer_bindings, shown_keys
+
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_app(pilot, lambda: "正在查找" not in static_text(app.screen, "#machine"), 30,
+                           what="the machine summary")
         await settle(pilot)
+        assert app.screen.title == "首页" and "从单卡到多卡" in static_text(app.screen, "#tagline")
         assert "没有 NVIDIA GPU" in no_english(app.screen)
+        assert footer_uncut(app.screen) == {"z": "English", "?": "帮助", "q": "退出"}
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
             app.screen.set_focus(None)
+            await pilot.pause()
+            title = app.screen.title
+            assert title == MODE_TITLES[key]
+            shown = shown_keys(app.screen)
+            assert "?" in shown and "q" in shown
+            for binding in footer_bindings(app.screen):
+                assert app.get_key_display(binding) in shown, (title, binding)
+            footer_uncut(app.screen)
             await pilot.press("question_mark")
             await pilot.pause()
-            assert "mgtutor 按键" in no_english(app.screen)
+            assert isinstance(app.screen, HelpScreen)
+            help_words = no_english(app.screen)
+            assert f"mgtutor 按键：{title}" in help_words and "任何地方" in help_words and "在首页切换语言" in help_words
             await pilot.press("escape")
             await pilot.pause()
 
@@ -175,6 +198,36 @@ async def test_the_monitor_form_and_a_live_run(in_chinese):
         form.query_one("#f-backend").value = "auto"
         await show_fixture_run(pilot)
         assert "训练中" in no_english(app.screen, allow=("NVIDIA H200",))
+        await the_check_panel_and_the_alerts(pilot)
+
+
+async def the_check_panel_and_the_alerts(pilot) -> None:
+    """On the Monitor's run: the script check's panel, then the alert banner (each was a test of its own, on the
+    same fixture run: test_the_monitor_check_panel, test_the_monitor_alerts)."""
+    import time
+
+    from mgtutor.diagnostics.check.script import check_file
+    from mgtutor.training.runs.follow.detectors import Alert, RunWatch, rendezvous_message
+    from mgtutor.tui.widgets.check_panel import CheckPanel
+    from mgtutor.tui.widgets.run_state import AlertBanner
+    from tests.test_check_patch_tui import SCRIPT
+
+    screen = pilot.app.screen
+    panel = screen.query_one(CheckPanel)
+    panel.show(str(SCRIPT), [finding.to_json() for finding in check_file(SCRIPT)])
+    panel.collapsed = False
+    await settle(pilot)
+    no_english(screen, allow=("NVIDIA H200",))
+    assert "条建议" in panel.title and "[安全修复：F 查看]" in str(screen.query_one("#check-findings").render())
+
+    silent = RunWatch(screen.record, rendezvous_after=0, silent_after=1).poll(screen.state, time.time() + 600)
+    assert [alert.kind for alert in silent] == ["possibly_hung"]
+    late = Alert("rendezvous_late", (1,), rendezvous_message([1], [], [0], 31.0))
+    screen.query_one(AlertBanner).show([late, *silent])
+    await settle(pilot)
+    banner = str(screen.query_one(AlertBanner).render())
+    assert "可能卡住了" in banner and "最后一行" in banner
+    no_english(screen, allow=("NVIDIA H200", "最后一行："))  # the ranks' last lines are their own
 
 
 # A failed run in the Monitor (the real trainer's crash on rank 1, launched from the form): in Chinese, then the
@@ -267,7 +320,9 @@ async def test_troubleshoot_the_oom_actions_without_a_gpu(in_chinese):
 
 
 @pytest.mark.integration
-async def test_troubleshoot_a_demo_run_and_its_diagnosis(in_chinese):
+async def test_troubleshoot_a_demo_run_and_its_diagnosis(in_chinese, standin_torchrun):
+    # The crash demo's ranks are the real trainer on gloo; the stand-in torchrun starts them (what is read is the
+    # screen's words, the ranks' failure and mgtutor's diagnosis of it, not torchrun's own lines).
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("t")
@@ -340,25 +395,8 @@ async def test_troubleshoot_a_script_its_findings_and_the_fixes_as_a_diff(in_chi
         await pilot.press("n")
 
 
-@pytest.mark.integration
-async def test_quitting_while_a_run_goes(in_chinese, write_script, standin_torchrun):  # a torch-free run
-    from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
-    from mgtutor.tui.screens.quit import QuitScreen
-
-    run = launch(LaunchSpec(target=[str(write_script("sleep.py", "import time\ntime.sleep(600)\n"))], nproc=2,
-                            backend="gloo"))
-    try:
-        app = MgTutorApp()
-        async with app.run_test(size=(80, 24)) as pilot:
-            app.track_run(run)
-            await pilot.press("q")
-            await wait_for_app(pilot, lambda: isinstance(app.screen, QuitScreen), 10, what="the quit dialog")
-            await settle(pilot)
-            text = no_english(app.screen)
-            assert "个运行还在进行" in text and "(s)" in text, text  # the buttons are drawn
-            await pilot.press("escape")
-    finally:
-        run.stop(grace=2)
+# Quitting while a run goes, in Chinese: test_i18n_tui.py::test_switching_language_leaves_a_running_run_alone (the
+# same tracked run, asked about before the switch back).
 
 
 async def test_runs_with_broken_records(in_chinese):
@@ -376,68 +414,8 @@ async def test_runs_with_broken_records(in_chinese):
         assert "类型不对：started 是 'yesterday'" in no_english(app.screen, allow=("'yesterday'，target 是",))
 
 
-@pytest.mark.integration
-async def test_the_monitor_hang_panel(in_chinese):
-    import asyncio
-
-    from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
-    from mgtutor.tui.widgets.hang_panel import HangPanel
-    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
-    from tests.test_hang_panel import DATA as HANG
-
-    report = analyse_capture(HANG, world_size=2)
-    code = tuple(w.where.source for w in report.where.values() if w.where.source)  # the script's own lines
-    app = FixtureApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await show_fixture_run(pilot)
-        screen = app.screen
-        await asyncio.to_thread(screen.post_hang, screen.record, report)
-        panel = screen.query_one(HangPanel)
-        await wait_for_app(pilot, lambda: panel.report is not None, 10, what="the hang panel")
-        panel.collapsed = False
-        await settle(pilot)
-        text = no_english(screen, allow=("NVIDIA H200",) + code)
-        assert "卡住" in panel.title and "rank 1:" in text
-
-
-@pytest.mark.integration
-async def test_the_monitor_check_panel(in_chinese):
-    from mgtutor.diagnostics.check.script import check_file
-    from mgtutor.tui.widgets.check_panel import CheckPanel
-    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
-    from tests.test_check_patch_tui import SCRIPT
-
-    app = FixtureApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await show_fixture_run(pilot)
-        panel = app.screen.query_one(CheckPanel)
-        panel.show(str(SCRIPT), [finding.to_json() for finding in check_file(SCRIPT)])
-        panel.collapsed = False
-        await settle(pilot)
-        no_english(app.screen, allow=("NVIDIA H200",))
-        assert "条建议" in panel.title and "[安全修复：F 查看]" in str(app.screen.query_one("#check-findings").render())
-
-
-@pytest.mark.integration
-async def test_the_monitor_alerts(in_chinese):
-    import time
-
-    from mgtutor.training.runs.follow.detectors import Alert, RunWatch, rendezvous_message
-    from mgtutor.tui.widgets.run_state import AlertBanner
-    from tests.snapshots.monitor_fixture_app import FixtureApp, show_fixture_run
-
-    app = FixtureApp()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await show_fixture_run(pilot)
-        screen = app.screen
-        silent = RunWatch(screen.record, rendezvous_after=0, silent_after=1).poll(screen.state, time.time() + 600)
-        assert [alert.kind for alert in silent] == ["possibly_hung"]
-        late = Alert("rendezvous_late", (1,), rendezvous_message([1], [], [0], 31.0))
-        screen.query_one(AlertBanner).show([late, *silent])
-        await settle(pilot)
-        banner = str(screen.query_one(AlertBanner).render())
-        assert "可能卡住了" in banner and "最后一行" in banner
-        no_english(screen, allow=("NVIDIA H200", "最后一行："))  # the ranks' last lines are their own
+# The Monitor's hang panel in Chinese: in the test that reads its rows at 80x24, on the same screen
+# (test_zh_layout_screens.py::test_a_hang_report_at_80x24_breaks_as_chinese).
 
 
 def test_the_topology_of_two_gpus(in_chinese):
