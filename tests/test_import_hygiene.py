@@ -25,7 +25,8 @@ def modules_of(package) -> list[str]:
 
 def imported_after(code: str) -> set[str]:
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
     return {name.split(".")[0] for name in json.loads(out.stdout.splitlines()[-1])}
 
 
