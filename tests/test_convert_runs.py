@@ -82,7 +82,7 @@ def test_each_shape_trains_on_two_gloo_ranks_each_on_its_half_printing_and_savin
     assert in_process(capsys, "convert", str(SHAPES / name), "-o", str(converted))[0] in (0, 1)
     probe = tmp_path / "probe"
     probe.mkdir()
-    job = launch_on_two_ranks(standin_torchrun, converted, corpus_runs.PROBE, probe, corpus_runs.free_port())
+    job = corpus_runs.launch(converted, corpus_runs.Run(), probe, launcher=standin_torchrun)
     assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-2000:]
     rank0, rank1 = corpus_runs.ranks(probe)
     assert corpus_runs.shards([rank0, rank1])
@@ -95,15 +95,3 @@ def test_each_shape_trains_on_two_gloo_ranks_each_on_its_half_printing_and_savin
 def training_half(rank: dict) -> list[int]:
     """The indices the rank's sampler of the training set (the largest sampled) gave it in its first epoch."""
     return max(rank["samplers"], key=lambda sampler: sampler["size"])["indices"]
-
-
-def launch_on_two_ranks(launcher: list[str], script: Path, probe_path: Path, probe: Path, port: int
-                        ) -> subprocess.CompletedProcess[str]:
-    """corpus_runs.launch's job (the script on 2 CPU ranks, the probe on their PYTHONPATH) through `launcher`.
-    `-I` keeps the probe out of the launcher itself: with SHARD_PROBE_DIR set it imports torch in every process
-    it is loaded in, and the stand-in's ranks, started without `-I`, load it."""
-    env = cpu_env(PYTHONPATH=str(probe_path), SHARD_PROBE_DIR=str(probe), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    argv = [launcher[0], "-I", *launcher[1:], "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
-            script.name]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=script.parent, env=env,
-                          start_new_session=True)

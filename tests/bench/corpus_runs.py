@@ -113,10 +113,18 @@ def copy_entry(entry: dict, into: Path) -> Path:
     return Path(shutil.copy2(corpus_get.script_path(entry), work))
 
 
-def launch(script: Path, run: Run, probe: Path) -> subprocess.CompletedProcess[str]:
+def launch(script: Path, run: Run, probe: Path, launcher: list[str] | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    """The script on 2 CPU ranks with the probe on their PYTHONPATH: through torchrun, through `launcher` (a
+    python program that takes torchrun's arguments, e.g. the tests' stand-in), or started by the script itself."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(PROBE), "SHARD_PROBE_DIR": str(probe),
            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    if run.launcher == "torchrun":
+    if launcher:
+        # -I keeps the probe out of the launcher itself: with SHARD_PROBE_DIR set it imports torch in every
+        # process it is loaded in, and the launcher's ranks, started without -I, load it.
+        argv = [launcher[0], "-I", *launcher[1:], "--nproc-per-node", "2", "--rdzv-endpoint",
+                f"127.0.0.1:{free_port()}", script.name, *run.args]
+    elif run.launcher == "torchrun":
         argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
                 str(free_port()), script.name, *run.args]
     else:
