@@ -28,6 +28,7 @@ from mgtutor.training.foundation.said import Said, in_english, keep, say_kept
 from mgtutor.training.runs.nvml import GPU_SUMMARY, NO_GPU_SUMMARY, inventory, reason_said, said
 from mgtutor.training.runs.events.writer import EVENTS_ENV
 from mgtutor.training.runs.forensics.flight import flight_env
+from mgtutor.training.runs.net.ports import free_port
 from mgtutor.training.runs.net.multinode import (
     NodeError,
     NodePlan,
@@ -173,12 +174,6 @@ def check_target(target: list[str]) -> list[str]:
     if kind is not None:
         raise LaunchError(_("{path} is {kind}, not a script: give a Python file").format(path=target[0], kind=kind))
     return [str(script.resolve()), *target[1:]]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def torchrun_literal(text: str) -> str:
