@@ -38,7 +38,8 @@ async def test_a_compiler_crash_in_the_monitor_trains_again_without_compiling(mo
             raise AssertionError(f"{exc}; runs {runs}; shown {screen.query_one('#run-state').plain!r}") from None
         first, second = sorted(list_runs(), key=lambda r: r.run_id)
         assert first.result().first_failure.signal == "SIGSEGV"
-        assert screen.record.run_id == second.run_id and screen.state.phase == "finished"
+        assert screen.record.run_id == second.run_id
+        assert screen.state.phase == "finished", second.rank_log(0, "stderr").read_text()[-1500:]
         argv = json.loads((second.path / "meta.json").read_text())["target"]
         assert argv[argv.index("--compile") + 1] == "off"
         said = " ".join(said)
