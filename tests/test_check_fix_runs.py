@@ -17,6 +17,7 @@ import pytest
 
 from conftest import no_gpu_env
 from tests.userscript_cli import in_process, mgtutor
+from mgtutor.training.runs.net.ports import free_port
 
 pytestmark = pytest.mark.integration  # starts torchrun, the stand-in and their ranks
 
@@ -130,13 +131,9 @@ def test_a_spawn_of_one_process_per_gpu_trains_on_a_cpu_once_fixed(tmp_path, cap
     """mp.spawn(nprocs=torch.cuda.device_count()) starts nobody on a CPU and exits 0; fixed, it starts two
     processes (`device_count() or 2`, as `mgtutor run` does on a CPU), the batch is split in two, and both
     train on gloo."""
-    import socket
-
     target = tmp_path / "spawn_device_count.py"
     shutil.copy(FIX / target.name, target)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(free_port())
     env = no_gpu_env() | {"CUDA_VISIBLE_DEVICES": "", "SPAWN_PORT": port}
 
     def run() -> subprocess.CompletedProcess[str]:

@@ -27,6 +27,7 @@ import pytest
 
 from conftest import mgtutor_argv, no_gpu_env
 from tests.userscript_cli import in_process
+from mgtutor.training.runs.net.ports import free_port
 
 pytestmark = pytest.mark.integration  # starts torchrun
 
@@ -189,10 +190,7 @@ def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stack
 
 
 def test_the_fix_it_gives_run_with_plain_python_trains(tmp_path):
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()  # a free port for the script's own rank 0 to host the store on
+    port = free_port()  # for the script's own rank 0 to host the store on
     script = script_with_port(tmp_path, port)
     trained = subprocess.run([sys.executable, "train.py"], cwd=script.parent, capture_output=True, text=True,
                              timeout=240, env=no_gpu_env())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from mgtutor.diagnostics.cluster.k8s import K8sJob, manifest_yaml
 from mgtutor.diagnostics.cluster.k8s_yaml import load
 from tests.test_k8s import AWKWARD
 from tests.test_k8s_apis import kubelet_expand
+from mgtutor.training.runs.net.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +25,6 @@ SCRIPT = """import json, os, sys
 print("ARGV " + json.dumps(sys.argv[1:]), flush=True)
 print("PLACE " + json.dumps({k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")}), flush=True)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("api", ["trainjob", "pytorchjob"])

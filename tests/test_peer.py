@@ -14,12 +14,7 @@ import pytest
 
 from conftest import mgtutor_argv
 from mgtutor.training.runs.net import peer
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from mgtutor.training.runs.net.ports import free_port
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,15 +19,10 @@ import pytest
 
 from tests.browser import chromium
 from tests.conftest import mgtutor_argv, no_gpu_env
+from mgtutor.training.runs.net.ports import free_port
 
 pytestmark = pytest.mark.integration
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b.")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from mgtutor.tui.cli import main as cli_main
 from mgtutor.tui.commands.serve import (COOKIE, access_logger, allowed_origins, make_server, origin_check, port_problem,
                                         startup_text, token_check)
+from mgtutor.training.runs.net.ports import free_port
 
 TOKEN = "a-random-token"
 
@@ -76,12 +77,6 @@ async def socket_page(request: web.Request) -> web.WebSocketResponse:
     await ws.send_str("the terminal")
     await ws.close()
     return ws
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def handshake(client: TestClient, origin: str | None, host: str | None = None) -> int:

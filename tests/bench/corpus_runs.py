@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import corpus_get  # noqa: E402
 import fake_data  # noqa: E402
+from mgtutor.training.runs.net.ports import free_port
 
 PROBE = HERE / "shard_probe"
 TIMEOUT = 900
@@ -95,12 +95,6 @@ def mgtutor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     argv = [str(venv)] if venv.exists() else [sys.executable, "-m", "mgtutor"]
     return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=600, cwd=cwd,
                           env={**os.environ, "NO_COLOR": "1"})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def copy_entry(entry: dict, into: Path) -> Path:
