@@ -9,20 +9,30 @@ real torchrun: tests/test_cli_run.py::test_ctrl_c_stops_every_rank."""
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
-from conftest import mgtutor_argv, no_gpu_env
+from conftest import no_gpu_env
 from mgtutor.training.runs.records.record import list_runs
 from tests.helpers import wait_for
 
 TRIES = 20
 # Two ranks that print as fast as a terminal reads, forever: only a stop ends them.
 CHATTY = "import time\ni = 0\nwhile True:\n    i += 1\n    print('tick', i, flush=True)\n    time.sleep(0.002)\n"
+# `python -m mgtutor.tui ARGS`, but SIGUSR1 writes every thread's stack to a file: if mgtutor does not exit
+# after Ctrl+C, the failure shows where it waits (its stderr went down the pipe with the reader).
+DUMPABLE = ("import faulthandler, runpy, signal, sys\n"
+            "faulthandler.register(signal.SIGUSR1, file=open(sys.argv[1], 'w'), all_threads=True)\n"
+            "sys.argv = ['mgtutor', *sys.argv[2:]]\n"
+            "runpy.run_module('mgtutor.tui', run_name='__main__', alter_sys=True)\n")
+EXIT_S = 60  # from Ctrl+C to the pipe's end: a stop takes a few seconds, its worst case (SIGKILL) about 15
 
 
 def default_sigint() -> None:
@@ -45,10 +55,36 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
+def read_to_end(shell: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Read the pipeline's output until every writer has closed it (True) or `seconds` pass (False)."""
+    assert shell.stdout is not None
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([shell.stdout], [], [], left)[0] and not os.read(shell.stdout.fileno(), 65536):
+            return True
+    return False
+
+
+def still_there(shell: subprocess.Popen[bytes], dump: Path, script: str) -> str:
+    """What is left of a pipeline that did not end: its processes, and mgtutor's own stacks."""
+    left = [p for p in psutil.process_iter(["pid", "ppid", "status", "cmdline"])
+            if str(dump) in (p.info["cmdline"] or []) or script in (p.info["cmdline"] or [])
+            or p.info["pid"] == shell.pid or p.info["ppid"] == shell.pid]
+    lines = [f"  {p.info['pid']} (parent {p.info['ppid']}, {p.info['status']}): {' '.join(p.info['cmdline'] or []).replace(chr(10), ' ')[:160]}"
+             for p in left]
+    for proc in left:
+        if str(dump) in (proc.info["cmdline"] or []):
+            proc.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    stacks = dump.read_text(errors="replace") if dump.exists() else "(no stack dump)"
+    return "processes left:\n" + "\n".join(lines) + "\nmgtutor's threads:\n" + stacks
+
+
 def one_try(script: str, delay: float, after_lines: int) -> str:
     """Start the pipeline; after `delay` s (and `after_lines` lines through the reader), Ctrl+C."""
-    command = (shlex.join(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--", script))
-               + " 2>&1 | while IFS= read -r line; do printf '%s\\n' \"$line\"; done")
+    dump = Path(script).with_name(f"stacks-{delay:.2f}-{after_lines}.txt")
+    mgtutor = [sys.executable, "-c", DUMPABLE, str(dump), "run", "--nproc", "2", "--backend", "gloo", "--", script]
+    command = shlex.join(mgtutor) + " 2>&1 | while IFS= read -r line; do printf '%s\\n' \"$line\"; done"
     shell = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              env=no_gpu_env(), start_new_session=True, preexec_fn=default_sigint)
     assert shell.stdout is not None
@@ -62,7 +98,9 @@ def one_try(script: str, delay: float, after_lines: int) -> str:
             seen.append(line)
         time.sleep(max(0.0, delay - (time.monotonic() - started)))
         os.killpg(shell.pid, signal.SIGINT)  # what the terminal sends on Ctrl+C
-        shell.stdout.read()
+        if not read_to_end(shell, EXIT_S):
+            pytest.fail(f"the pipeline did not end {EXIT_S} s after Ctrl+C ({delay:.2f} s, {after_lines} lines)\n"
+                        + still_there(shell, dump, script))
         shell.wait(30)
         wait_for(lambda: group_gone(shell.pid), 60, what="mgtutor to exit after Ctrl+C")
         wait_for(lambda: not ranks_of(script), 30, what=f"every rank to stop (Ctrl+C after {delay:.2f} s, "
@@ -72,7 +110,10 @@ def one_try(script: str, delay: float, after_lines: int) -> str:
             os.killpg(shell.pid, signal.SIGKILL)
             shell.wait()
         for proc in ranks_of(script):
-            proc.kill()
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:  # ended since it was listed
+                pass
     return "".join(seen)
 
 
