@@ -56,7 +56,8 @@ def _hypothesis_profile(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Under nohup every child inherits SIGHUP ignored, and a shell's background job SIGINT and SIGQUIT; mgtutor
     keeps an ignored signal ignored, so the tests of a closed terminal, Ctrl+C or Ctrl+\\ would test how pytest
-    was started."""
+    was started. Caught here, they reach every child the tests start as SIG_DFL, as a terminal's foreground job
+    has them (exec resets a caught signal): no child needs to reset them before exec."""
     _hypothesis_profile(config)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:

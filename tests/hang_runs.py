@@ -33,16 +33,12 @@ ZH_REPORT = "卡住报告 (有 rank 不在集合通信里)"  # hang report (rank
 ZH_FIX = "解决：找出 rank 1 为什么没有走到这次集合通信"
 
 
-def default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 class Cli:
     """`mgtutor run` in its own session; stderr is read line by line on a thread."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(mgtutor_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=env or no_gpu_env(), start_new_session=True, preexec_fn=default_sigint)
+                                     env=env or no_gpu_env(), start_new_session=True)
         self.err: list[str] = []
         self.out: list[str] = []
         self._threads = [threading.Thread(target=self._read, args=(s, d), daemon=True)

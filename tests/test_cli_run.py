@@ -93,17 +93,11 @@ def test_bad_input_gets_one_line_and_no_traceback(tmp_path):
         assert "Traceback" not in proc.stderr
 
 
-def default_sigint() -> None:
-    """A terminal's foreground command gets Ctrl+C; a test run in the background (a shell's `&`)
-    would pass SIGINT down ignored, and Python keeps an inherited SIG_IGN."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_stops_every_rank(write_script):
     script = str(write_script("sleep.py", SLEEPS))
     cli = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", script),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=no_gpu_env(),
-                           start_new_session=True, preexec_fn=default_sigint)
+                           start_new_session=True)
     try:
         seen = 0
         deadline = time.monotonic() + 60

@@ -268,8 +268,7 @@ class Output:
 
 def start_cli(*args: str) -> Output:
     proc = subprocess.Popen(mgtutor_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=no_gpu_env(), start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            env=no_gpu_env(), start_new_session=True)
     return Output(proc)
 
 

@@ -8,9 +8,11 @@ the torch-free stand-in for torchrun (what is tested is mgtutor's stop, twenty t
 real torchrun: tests/test_cli_run.py::test_ctrl_c_stops_every_rank."""
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,10 +35,6 @@ DUMPABLE = ("import faulthandler, runpy, signal, sys\n"
             "sys.argv = ['mgtutor', *sys.argv[2:]]\n"
             "runpy.run_module('mgtutor.tui', run_name='__main__', alter_sys=True)\n")
 EXIT_S = 60  # from Ctrl+C to the pipe's end: a stop takes a few seconds, its worst case (SIGKILL) about 15
-
-
-def default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a terminal's foreground job has it
 
 
 def ranks_of(script: str) -> list[psutil.Process]:
@@ -66,15 +64,24 @@ def read_to_end(shell: subprocess.Popen[bytes], seconds: float) -> bool:
 
 
 def still_there(shell: subprocess.Popen[bytes], dump: Path, script: str) -> str:
-    """What is left of a pipeline that did not end: its processes, and mgtutor's own stacks."""
-    left = [p for p in psutil.process_iter(["pid", "ppid", "status", "cmdline"])
-            if str(dump) in (p.info["cmdline"] or []) or script in (p.info["cmdline"] or [])
-            or p.info["pid"] == shell.pid or p.info["ppid"] == shell.pid]
-    lines = [f"  {p.info['pid']} (parent {p.info['ppid']}, {p.info['status']}): {' '.join(p.info['cmdline'] or []).replace(chr(10), ' ')[:160]}"
-             for p in left]
-    for proc in left:
-        if str(dump) in (proc.info["cmdline"] or []):
-            proc.send_signal(signal.SIGUSR1)
+    """What is left of a pipeline that did not end: its processes and what mgtutor started, mgtutor's own
+    stacks, and (where py-spy is installed) the stacks of the rest."""
+    left: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
+        if str(dump) in (proc.info["cmdline"] or []) or script in (proc.info["cmdline"] or []) \
+                or proc.info["pid"] == shell.pid or proc.info["ppid"] == shell.pid:
+            left[proc.pid] = proc
+            with contextlib.suppress(psutil.Error):
+                left.update({child.pid: child for child in proc.children(recursive=True)})
+    lines, spy = [], shutil.which("py-spy")
+    for proc in left.values():
+        with contextlib.suppress(psutil.Error):
+            argv = " ".join(proc.cmdline()).replace(chr(10), " ")
+            lines.append(f"  {proc.pid} (parent {proc.ppid()}, {proc.status()}): {argv[:160]}")
+            if str(dump) in proc.cmdline():
+                proc.send_signal(signal.SIGUSR1)
+            elif spy and "python" in argv:
+                lines.append(subprocess.run([spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True).stdout)
     time.sleep(1.0)
     stacks = dump.read_text(errors="replace") if dump.exists() else "(no stack dump)"
     return "processes left:\n" + "\n".join(lines) + "\nmgtutor's threads:\n" + stacks
@@ -86,7 +93,7 @@ def one_try(script: str, delay: float, after_lines: int) -> str:
     mgtutor = [sys.executable, "-c", DUMPABLE, str(dump), "run", "--nproc", "2", "--backend", "gloo", "--", script]
     command = shlex.join(mgtutor) + " 2>&1 | while IFS= read -r line; do printf '%s\\n' \"$line\"; done"
     shell = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             env=no_gpu_env(), start_new_session=True, preexec_fn=default_sigint)
+                             env=no_gpu_env(), start_new_session=True)
     assert shell.stdout is not None
     seen: list[str] = []
     try:
