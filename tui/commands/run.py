@@ -261,7 +261,7 @@ def stream_run(run: Run, out: TextIO = sys.stdout, watch: Watch | None = None,
         try:
             with follow_signals(noted=(pending, later.signals)) as caught:
                 for update in feed.updates():
-                    caught.check()  # a stop whose exception landed in a finalizer, and was dropped there
+                    caught.check()  # a signal noted since the last turn is raised here, as Interrupted
                     if _show(update, fold, out, on_update) or update.final:
                         if update.final:
                             return update

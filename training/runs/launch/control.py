@@ -1,10 +1,11 @@
 """Run control from any terminal: what a follower does on a signal, and stopping a run by its record.
 
 A command that follows a run (`mgtutor run`, `train`, `runs attach`) turns the signals a terminal,
-`kill`, `timeout`, CI or `docker stop` send into exceptions its follow loop handles once:
+`kill`, `timeout`, CI or `docker stop` send into an exception its follow loop raises at its next turn:
 
-    with follow_signals():
-        for update in session.updates(): ...
+    with follow_signals() as caught:
+        for update in session.updates():
+            caught.check()
     # SIGINT (Ctrl+C) and SIGTERM raise Interrupted(signum); SIGHUP (the terminal is gone) raises it
     # with detach=True: the run goes on, nobody watches it.
 
@@ -49,9 +50,10 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass
 class Caught:
-    """The signal that `follow_signals` turned into Interrupted. Python drops an exception raised
-    inside a finalizer (`__del__`) or a callback, and the handler may run there: the follow loop
-    calls `check()` on each turn, which raises it again."""
+    """The signal `follow_signals` noted; the follow loop calls `check()` on each turn, which raises it.
+    The handler itself never raises: an exception from a handler lands at whatever bytecode runs, in
+    library code between taking a lock and the `try` that frees it (Popen.poll's waitpid lock: the stop's
+    wait for the supervisor then blocks for ever), or in a finalizer, which drops it."""
     signum: int | None = None
 
     def check(self) -> None:
@@ -61,12 +63,12 @@ class Caught:
 
 @contextmanager
 def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[Caught]:
-    """SIGINT, SIGTERM and SIGHUP raise Interrupted in the main thread while the block runs, once:
-    the first hands the signals back to the handlers that were there before (inside `deferred()`
-    they are only noted), so a second Ctrl+C cannot land between the first and the stop it asked for.
+    """SIGINT, SIGTERM and SIGHUP are noted in the yielded `Caught` while the block runs, once: the first
+    hands the signals back to the handlers that were there before (inside `deferred()` they are only
+    noted), so a second Ctrl+C cannot land between the first and the stop it asked for. The loop inside
+    raises it with `caught.check()` (a session yields at least every STATE_S while the run goes).
     `noted`: lists where signals that came before the block were noted (while launching): the last
-    of them is raised at once, after these handlers are in place, so none falls between two.
-    Yields the `Caught` to check on each turn of the loop inside."""
+    of them is raised at once, after these handlers are in place, so none falls between two."""
     previous: dict[int, Any] = {}
     caught = Caught()
 
@@ -74,19 +76,19 @@ def follow_signals(noted: Sequence[Sequence[int]] = ()) -> Iterator[Caught]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
-    def raise_once(signum: int, _frame: FrameType | None) -> None:
+    def note_once(signum: int, _frame: FrameType | None) -> None:
         restore()
         caught.signum = signum
-        raise Interrupted(signum)
 
     for sig in FOLLOW_SIGNALS:
         if signal.getsignal(sig) is signal.SIG_IGN:
             continue  # nohup / a background job: the user asked for this signal to be ignored
-        previous[sig] = signal.signal(sig, raise_once)
+        previous[sig] = signal.signal(sig, note_once)
     try:
         earlier = [signum for signals in noted for signum in signals]
         if earlier:
-            raise_once(earlier[-1], None)
+            note_once(earlier[-1], None)
+            caught.check()
         yield caught
     finally:
         restore()
