@@ -29,12 +29,6 @@ GRACE_S = 30.0  # torch elastic's close() waits 30 s for its workers before it k
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-class Stop(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="standin-torchrun")
     parser.add_argument("--nproc-per-node", type=int, default=1)
@@ -85,8 +79,15 @@ def close(workers: list[subprocess.Popen[bytes]], signum: int) -> None:
             worker.wait()
 
 
-def monitor(workers: list[subprocess.Popen[bytes]]) -> int:
+def monitor(workers: list[subprocess.Popen[bytes]], stops: list[int]) -> int:
+    """Until every worker has exited, the first one fails, or a stop signal was noted (`stops`: the signal
+    handler only notes; one that raised could land inside Popen.poll, between its lock and the `try` that
+    frees it, and the close's wait would then block for ever)."""
     while True:
+        if stops:
+            print(f"standin-torchrun: stopped on {signal.Signals(stops[0]).name}; stopping the workers", file=sys.stderr)
+            close(workers, stops[0])
+            return 1
         codes = [worker.poll() for worker in workers]
         failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
         if failed:
@@ -101,26 +102,20 @@ def monitor(workers: list[subprocess.Popen[bytes]]) -> int:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    stops: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
-        raise Stop(signum)
+        if not stops:  # one stop at a time: the close it starts is that stop
+            stops.append(signum)
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
-    workers: list[subprocess.Popen[bytes]] = []
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # a stop waits until every worker is known
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # a stop waits until every worker is known
-        try:
-            workers = start_workers(args)
-        finally:
-            unblock_stops()
-        return monitor(workers)
-    except Stop as stop:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)  # one stop at a time: the close below is that stop
-        print(f"standin-torchrun: stopped on {stop}; stopping the workers", file=sys.stderr)
-        close(workers, stop.signum)
-        return 1
+        workers = start_workers(args)
+    finally:
+        unblock_stops()
+    return monitor(workers, stops)
 
 
 if __name__ == "__main__":
