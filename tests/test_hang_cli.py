@@ -118,7 +118,7 @@ def test_rank_stuck_in_its_data_loader_is_named(zh_slow_loader_run):
     assert finding["where"]["1"]["worker"]["function"] == "__getitem__"
 
 
-# Rank 1's data loader worker spends 12 s on its first sample; rank 0 waits for it in a real gloo all_reduce.
+# Rank 1's data loader worker spends SECONDS s on its first sample; rank 0 waits for it in a real gloo all_reduce.
 # Nothing moves between the watch's two looks: only what the worker does tells a slow sample from a stuck one.
 QUIET_RANK_1 = """import os, time, torch, torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
@@ -127,7 +127,7 @@ class Slow(Dataset):
         return 8
     def __getitem__(self, i):
         if os.environ["RANK"] == "1" and i == 0:
-            end = time.time() + 12
+            end = time.time() + SECONDS
             while time.time() < end:
                 WAIT
         return torch.ones(4)
@@ -142,15 +142,17 @@ dist.destroy_process_group()
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("wait,reported", [("pass", False), ("time.sleep(0.05)", True)], ids=["computes", "sleeps"])
-def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun, wait, reported):
+@pytest.mark.parametrize("wait,seconds,reported", [("pass", 12, False), ("time.sleep(0.05)", 20, True)],
+                         ids=["computes", "sleeps"])
+def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun, wait, seconds, reported):
     """12 s without a line while rank 1's data loader worker is on one sample: the hang watch looks after 5 s of
     quiet and 2 s later finds every rank where it was. A worker burning CPU all that time is slow, not stuck: no
     report; the same worker asleep is the hang the report names (the control: without it a watch that never
-    looked would pass). Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
+    looked would pass; asleep for 20 s, so that on a loaded machine the two looks and their stack captures end
+    before it wakes). Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
     started: the three hangs above."""
-    proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--",
-                                       str(write_script("busy.py", QUIET_RANK_1.replace("WAIT", wait)))),
+    script = write_script("busy.py", QUIET_RANK_1.replace("WAIT", wait).replace("SECONDS", str(seconds)))
+    proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--", str(script)),
                           capture_output=True, text=True, timeout=200, env=no_gpu_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[rank 1] done" in proc.stdout
