@@ -222,3 +222,18 @@ def test_more_ranks_than_gpus_says_how_many_and_offers_gloo(monkeypatch):
     with pytest.raises(LaunchError, match=r"more ranks than the 2 GPU\(s\).*--nproc 2.*--backend gloo"):
         plan(LaunchSpec(target=["x.py"], nproc=4))
     assert plan(LaunchSpec(target=["x.py"], nproc=4, backend="gloo")).nproc == 4
+
+
+@pytest.mark.integration
+def test_a_run_ends_and_stops_though_the_supervisors_popen_lock_was_left_taken(write_script, standin_torchrun):
+    """Ctrl+C landing inside Popen.poll, between its waitpid lock's acquire and the `try` that frees it, leaves
+    the lock taken (CPython); Popen.wait() then blocks on it for ever. The run's own wait and stop never take it."""
+    ends = launch(LaunchSpec(target=[str(write_script("ends.py", "print('done')\n"))], nproc=2, backend="gloo"))
+    assert ends.supervisor is not None and ends.supervisor._waitpid_lock.acquire(False)  # as the leak leaves it
+    assert ends.wait(timeout=60).status == RunStatus.FINISHED
+    goes = launch(LaunchSpec(target=[str(write_script("goes.py", "import time\ntime.sleep(600)\n"))], nproc=2,
+                             backend="gloo"))
+    assert goes.supervisor is not None and goes.supervisor._waitpid_lock.acquire(False)
+    stopped = goes.stop(grace=5)
+    assert stopped.status == RunStatus.STOPPED and stopped.stop is not None and stopped.stop.clean
+    assert goes.wait(timeout=10).status == RunStatus.STOPPED

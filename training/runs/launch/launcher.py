@@ -323,17 +323,30 @@ class Run:
         """True until the run's result is final: while the supervisor lives, and while a stop (from
         any thread or process) is still to add its report to the supervisor's result."""
         if self.supervisor is not None:
-            return self.supervisor.poll() is None or self.record.stop_under_way()
+            return not self._supervisor_ended() or self.record.stop_under_way()
         return self.record.status() == RunStatus.RUNNING
+
+    def _supervisor_ended(self) -> bool:
+        """Whether the supervisor has exited (reaped here). Not Popen.poll() or wait(): they take a lock, and
+        a KeyboardInterrupt landing between its acquire and the `try` that frees it (Ctrl+C on `mgtutor
+        demo`, say) leaves it taken, so that every later wait blocks on it for ever."""
+        supervisor = self.supervisor
+        assert supervisor is not None
+        if supervisor.returncode is None:
+            try:
+                pid, status = os.waitpid(supervisor.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already: by a stop's psutil.wait_procs, or another thread
+                pid, status = supervisor.pid, 0
+            if pid == supervisor.pid and supervisor.returncode is None:
+                supervisor.returncode = os.waitstatus_to_exitcode(status)
+        return supervisor.returncode is not None
 
     def wait(self, timeout: float | None = None) -> RunResult:
         deadline = None if timeout is None else time.monotonic() + timeout
-        if self.supervisor is not None:
-            self.supervisor.wait(timeout)
         while self.running():
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.record.run_id} still running")
-            time.sleep(0.1)
+            time.sleep(0.05)
         return self.record.result()
 
     def stop(self, grace: float = 10.0) -> RunResult:
@@ -353,11 +366,9 @@ class Run:
             report.killed = describe(alive)
             signal_all(alive, signal.SIGKILL)
             psutil.wait_procs(alive, timeout=5)
-        if self.supervisor is not None:
-            try:
-                self.supervisor.wait(timeout=5)  # reap it
-            except subprocess.TimeoutExpired:
-                pass
+        reap_by = time.monotonic() + 5
+        while self.supervisor is not None and not self._supervisor_ended() and time.monotonic() < reap_by:
+            time.sleep(0.05)
         survivors = run_processes(run_id, None, self.record)
         report.survivors = describe(survivors)
         report.clean = not survivors
