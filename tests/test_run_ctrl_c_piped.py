@@ -81,7 +81,9 @@ def still_there(shell: subprocess.Popen[bytes], dump: Path, script: str) -> str:
             if str(dump) in proc.cmdline():
                 proc.send_signal(signal.SIGUSR1)
             elif spy and "python" in argv:
-                lines.append(subprocess.run([spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True).stdout)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    lines.append(subprocess.run([spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True,
+                                                timeout=20).stdout)
     time.sleep(1.0)
     stacks = dump.read_text(errors="replace") if dump.exists() else "(no stack dump)"
     return "processes left:\n" + "\n".join(lines) + "\nmgtutor's threads:\n" + stacks
