@@ -145,11 +145,11 @@ dist.destroy_process_group()
 @pytest.mark.parametrize("wait,seconds,reported", [("pass", 12, False), ("time.sleep(0.05)", 20, True)],
                          ids=["computes", "sleeps"])
 def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun, wait, seconds, reported):
-    """12 s without a line while rank 1's data loader worker is on one sample: the hang watch looks after 5 s of
-    quiet and 2 s later finds every rank where it was. A worker burning CPU all that time is slow, not stuck: no
-    report; the same worker asleep is the hang the report names (the control: without it a watch that never
-    looked would pass; asleep for 20 s, so that on a loaded machine the two looks and their stack captures end
-    before it wakes). Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
+    """12 s (asleep: 20 s) without a line while rank 1's data loader worker is on one sample: the hang watch looks
+    after 5 s of quiet and 2 s later finds every rank where it was. A worker burning CPU all that time is slow, not
+    stuck: no report; the same worker asleep is the hang the report names (the control: without it a watch that
+    never looked would pass; 20 s, so that on a loaded machine the two looks and their stack captures end before
+    it wakes). Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
     started: the three hangs above."""
     script = write_script("busy.py", QUIET_RANK_1.replace("WAIT", wait).replace("SECONDS", str(seconds)))
     proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--", str(script)),
