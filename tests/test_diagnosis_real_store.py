@@ -100,11 +100,12 @@ def line_of(path: Path, text: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
-def follow_until_warned(script: Path, *more: str, while_warned: Callable[[], None] | None = None
-                        ) -> tuple[list[str], str, str]:
+def follow_until_warned(script: Path, *more: str, while_warned: Callable[[], None] | None = None,
+                        env: dict[str, str] | None = None) -> tuple[list[str], str, str]:
     """`mgtutor run` of the script until its warning (then each of `more`) is printed, while the ranks still wait;
     then `while_warned` (the run still going), then Ctrl+C. (every line seen, the warning, the run record's path)"""
-    proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent, env=no_gpu_env(),
+    proc = subprocess.Popen(mgtutor_argv("run", "--nproc", "2", "--", "train.py"), cwd=script.parent,
+                            env=env or no_gpu_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = lines_of(proc)
     try:
@@ -175,13 +176,17 @@ def test_ranks_retrying_a_store_nobody_hosts_are_named_live_then_by_diagnose(tmp
 
 
 def test_a_store_that_refuses_silently_is_named_from_the_spawned_childrens_stacks_then_by_diagnose(tmp_path, capsys):
-    with socket.socket() as holder:  # bound, never listening: every connection is refused and torch says nothing
+    """Every connection refused: torch mostly says nothing (none in 75 s on an idle box), yet once in CI, on a loaded
+    box, it logged a retry before the stacks were in. Its C++ log is held to errors here, so only the stacks tell it."""
+    quiet_torch = dict(no_gpu_env(), TORCH_CPP_LOG_LEVEL="ERROR")
+    with socket.socket() as holder:  # bound, never listening: every connection is refused
         holder.bind(("127.0.0.1", 0))
         port = holder.getsockname()[1]
         script = script_with_port(tmp_path, port)
-        seen, warning, record = follow_until_warned(script, "waits in init_process_group at train.py:")
-    said_first = seen[:seen.index(warning) + 1]  # torch logs a retry later on (sooner on a loaded box)
-    assert not any("- retrying (try=" in line for line in said_first)  # nothing in the logs said it first
+        seen, warning, record = follow_until_warned(script, "waits in init_process_group at train.py:",
+                                                    env=quiet_torch)
+    logged = [line for line in seen if "- retrying (try=" in line or "failed to connect" in line]
+    assert not logged, logged  # the logs said nothing
     assert re.search(rf"(Rank [01]|Ranks 0, 1) cannot reach the rendezvous store at 127\.0\.0\.1:{port}", warning)
     assert f"mp.spawn (train.py:{line_of(script, 'mp.spawn(')})" in warning
     assert any("waits in init_process_group at train.py:" in line for line in seen), "\n".join(seen)  # the children
