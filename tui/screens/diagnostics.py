@@ -27,6 +27,7 @@ from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.diagnostics_text import (BENCH_COLUMNS, RANK_COLUMNS, bench_cells, checklist_text,
                                                  rank_cells, topology_text)
 from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 DEFAULT_BENCH_ARGS = "--check"
 DEFAULT_PROBE_ARGS = "--timeout 30"
@@ -106,7 +107,7 @@ class DiagnosticsScreen(Screen):
     @work(thread=True, group="diag-load")
     def load_saved(self) -> None:
         found = {kind: saved.load(kind) for kind in saved.KINDS}
-        self.app.call_from_thread(self._show_saved, found)
+        call_on_screen(self, self._show_saved, found)
 
     def _show_saved(self, found: dict[str, dict[str, Any] | None]) -> None:
         if found["doctor"] and self.doctor_report is None:
@@ -132,14 +133,14 @@ class DiagnosticsScreen(Screen):
         try:
             report = collect()
         except Exception as exc:  # show it; never kill the app
-            self.app.call_from_thread(self._doctor_failed, f"{type(exc).__name__}: {exc}")
+            call_on_screen(self, self._doctor_failed, f"{type(exc).__name__}: {exc}")
             return
         try:
             saved.save("doctor", report)
         except OSError as exc:  # the report says why in its state_folder check; it is shown all the same
-            self.app.call_from_thread(self.notify, _("this report is not kept for the Diagnostics screen: {why}").format(
+            call_on_screen(self, self.notify, _("this report is not kept for the Diagnostics screen: {why}").format(
                 why=os_error_words(exc)), severity="warning")
-        self.app.call_from_thread(self.show_doctor, report)
+        call_on_screen(self, self.show_doctor, report)
 
     def _doctor_failed(self, why: str) -> None:
         self.busy.discard("doctor")
@@ -207,13 +208,13 @@ class DiagnosticsScreen(Screen):
             sizes = options.sizes(plan(LaunchSpec(target=[], nproc=options.nproc, backend=options.backend)).backend)
             run = start(options)
         except LaunchError as exc:  # a launch refusal: shown, not raised
-            self.app.call_from_thread(self._bench_refused, str(exc))
+            call_on_screen(self, self._bench_refused, str(exc))
             return
         self.post_message(RunStarted(run))
-        self.app.call_from_thread(self._bench_started, run, sizes)
-        report = collect(run, on_rows=lambda rows: self.app.call_from_thread(self.add_bench_rows, rows))
+        call_on_screen(self, self._bench_started, run, sizes)
+        report = collect(run, on_rows=lambda rows: call_on_screen(self, self.add_bench_rows, rows))
         saved.save("allreduce", report)
-        self.app.call_from_thread(self.show_bench, report)
+        call_on_screen(self, self.show_bench, report)
 
     def _bench_refused(self, why: str) -> None:
         self.busy.discard("bench")
@@ -280,13 +281,13 @@ class DiagnosticsScreen(Screen):
             options = form.validate(world).options()
             run = start(options)
         except (OptionError, LaunchError) as exc:  # shown, not raised
-            self.app.call_from_thread(self._probe_refused, str(exc))
+            call_on_screen(self, self._probe_refused, str(exc))
             return
         self.post_message(RunStarted(run))
-        self.app.call_from_thread(self._probe_started, run, options)
+        call_on_screen(self, self._probe_started, run, options)
         report = wait(run, options)
         saved.save("rendezvous", report)
-        self.app.call_from_thread(self.show_probe, report)
+        call_on_screen(self, self.show_probe, report)
 
     def _probe_refused(self, why: str) -> None:
         self.busy.discard("probe")

@@ -13,6 +13,7 @@ from mgtutor.lessons.progress import Progress
 from mgtutor.training.foundation.i18n import N_, _, current_language, set_language
 from mgtutor.training.runs.nvml import Inventory, inventory, said
 from mgtutor.tui.widgets.mode_footer import ModeFooter
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 WAY_FORWARD = [
     ("l", N_("Lessons"), N_("learn by running: one GPU → DataParallel → DDP → scaling, each step checked")),
@@ -78,7 +79,7 @@ class HomeScreen(Screen):
     @work(thread=True, exclusive=True)
     def load_machine(self) -> None:
         inv = inventory()
-        self.app.call_from_thread(self._show_machine, inv)
+        call_on_screen(self, self._show_machine, inv)
 
     def _show_machine(self, inv: Inventory) -> None:
         machine = self.query_one("#machine", Static)

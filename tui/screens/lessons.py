@@ -30,6 +30,7 @@ from mgtutor.tui.widgets.mode_footer import ModeFooter, say_title
 from mgtutor.tui.widgets.lesson_text import (checks_text, exercise_text, lesson_label, lesson_mark, lesson_markdown,
                                              status_text)
 from mgtutor.tui.widgets.rank_logs import neutralise, prefix
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 
 class LessonsScreen(Screen):
@@ -315,7 +316,7 @@ class LessonsScreen(Screen):
             stopped = follow(run, step.timeout_s,
                              lambda rank, _s, line: self._pending.append(prefix(rank) + neutralise(line)))
             results.append(finish_step(lesson, step, run, script, stopped))
-        self.app.call_from_thread(self._finished, lesson, mode, results)
+        call_on_screen(self, self._finished, lesson, mode, results)
 
     def _drain_lines(self) -> None:
         if not self._pending:

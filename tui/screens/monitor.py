@@ -46,6 +46,7 @@ from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
             "copy_path", "new_run", "open_lesson", "toggle_check", "stacks", "report"}
@@ -155,9 +156,10 @@ class MonitorScreen(HangHook, OffersPatch, Screen):
         try:
             run = launch(spec)
         except LaunchError as exc:
-            self.app.call_from_thread(self.query_one(LaunchForm).show_message, str(exc))
+            why = str(exc)
+            call_on_screen(self, lambda: self.query_one(LaunchForm).show_message(why))
             return
-        self.app.call_from_thread(self._launched, run, spec)
+        call_on_screen(self, self._launched, run, spec)
 
     def _launched(self, run: Run, spec: LaunchSpec) -> None:
         self.launched[run.record.run_id] = spec

@@ -17,6 +17,7 @@ from mgtutor.diagnostics.failures.hang.watch import HangAlert, latest_report, ta
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.tui.messages import AttachRun
 from mgtutor.tui.widgets.hang_panel import HangPanel
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 
 class HangHook:
@@ -57,7 +58,7 @@ class HangHook:
         said = {**report.to_dict(), **report.said}
         if current_language() != "en":  # each rank's line said as the report says it (English keeps the compact form)
             said["where_said"] = {str(r): w.describe(_) for r, w in report.where.items()}
-        self.app.call_from_thread(self.show_hang, record.run_id, said, stacks, opened)  # type: ignore[attr-defined]
+        call_on_screen(self, self.show_hang, record.run_id, said, stacks, opened)
 
     def show_hang(self, run_id: str, report: dict[str, Any], stacks: dict[int, str], opened: bool = False) -> None:
         if self.record is not None and self.record.run_id == run_id:
@@ -78,6 +79,6 @@ class HangHook:
     def take_stacks(self, record: RunRecord) -> None:
         report, capture = take_report(record, reason="on demand", save=True)
         self.post_hang(record, report)
-        self.app.call_from_thread(self.notify,  # type: ignore[attr-defined]
+        call_on_screen(self, self.notify,  # type: ignore[attr-defined]
                                   _("stacks taken in {seconds:.2f} s: {kind}").format(
                                       seconds=capture.seconds, kind=report.kind or _("no known hang")))

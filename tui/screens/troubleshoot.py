@@ -31,6 +31,7 @@ from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.screens.troubleshoot_oom import OOM_HINT, OOM_SYMPTOM, OomActions
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.script_findings import ScriptFindings
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 LOG_OPTION = "log"
 _MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[dim]·[/]"}
@@ -121,7 +122,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         """Offer the script of the newest run (Enter in the script field accepts it): usually the one that misbehaves."""
         path = last_run_script()
         if path is not None:
-            self.app.call_from_thread(self._offer_script, path)
+            call_on_screen(self, self._offer_script, path)
 
     def _offer_script(self, path: Path) -> None:
         field = self.query_one("#ts-script", Input)
@@ -170,7 +171,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
     def run_symptom_checks(self, symptom: Symptom) -> None:
         checks = run_checks(symptom)
         text = checks_markup(checks) or _("[dim]No machine check tells this one apart: the cause is in the script.[/dim]")
-        self.app.call_from_thread(self.query_one("#ts-checks", Static).update, text)
+        call_on_screen(self, lambda: self.query_one("#ts-checks", Static).update(text))
 
     # the user's script, read by mgtutor check
     def action_open_script(self) -> None:
@@ -203,7 +204,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         try:
             found = check_file(script)
         except CheckError as exc:
-            self.app.call_from_thread(self._script_checked, wanted,
+            call_on_screen(self, self._script_checked, wanted,
                                       "[red]" + _("cannot check the script: {why}").format(why=escape(str(exc))) + "[/]", [])
             return
         relevant = findings_for_symptom(found, wanted)
@@ -217,7 +218,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         if others:
             heading += " [dim]" + _("({count} other finding(s): {command})").format(
                 count=others, command=f"mgtutor check {escape(str(script))}") + "[/dim]"
-        self.app.call_from_thread(self._script_checked, wanted, heading, relevant)
+        call_on_screen(self, self._script_checked, wanted, heading, relevant)
 
     def _script_checked(self, wanted: str, heading: str, findings: list[CheckFinding]) -> None:
         if self.symptom is None or self.symptom.script_symptom != wanted:
@@ -265,7 +266,7 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
             nonlocal last
             pending.append(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {clean(line)}")
             if time.monotonic() - last > 0.2:
-                self.app.call_from_thread(self._write_lines, pending[:])
+                call_on_screen(self, self._write_lines, pending[:])
                 pending.clear()
                 last = time.monotonic()
 
@@ -275,12 +276,12 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
         try:
             outcome = run_demo(name, on_line=on_line, on_start=on_start)
         except Exception as exc:  # a launch that cannot start says why on screen
-            self.app.call_from_thread(self._demo_done, "[red]" + _("demo {name} could not start: {why}").format(
+            call_on_screen(self, self._demo_done, "[red]" + _("demo {name} could not start: {why}").format(
                 name=name, why=escape(str(exc))) + "[/]", [])
             return
-        self.app.call_from_thread(self._write_lines, pending[:])
+        call_on_screen(self, self._write_lines, pending[:])
         verdict = _("diagnosed") if outcome.diagnosed else _("NOT diagnosed as expected")
-        self.app.call_from_thread(self._demo_done, _("demo [b]{name}[/b] finished ({verdict}); run {run_id}").format(
+        call_on_screen(self, self._demo_done, _("demo [b]{name}[/b] finished ({verdict}); run {run_id}").format(
             name=name, verdict=verdict, run_id=outcome.run.record.run_id), outcome.findings)
 
     def _write_lines(self, lines: list[str]) -> None:
@@ -318,13 +319,13 @@ class TroubleshootScreen(OomActions, OffersPatch, Screen):
             else:
                 findings, source = diagnose_files(words), ", ".join(words)
         except (OSError, ValueError) as exc:
-            self.app.call_from_thread(self.set_status, "[red]" + _("cannot diagnose: {why}").format(
+            call_on_screen(self, self.set_status, "[red]" + _("cannot diagnose: {why}").format(
                 why=escape(str(exc))) + "[/]")
             return
         found = _("{count} finding(s) below").format(count=len(findings)) if findings else _("no sign of a failure")
-        self.app.call_from_thread(self.set_status, _("diagnosis of {source}: {found}").format(source=escape(source),
+        call_on_screen(self, self.set_status, _("diagnosis of {source}: {found}").format(source=escape(source),
                                                                                              found=found))
-        self.app.call_from_thread(self.show_findings, findings)
+        call_on_screen(self, self.show_findings, findings)
 
     def show_findings(self, findings: list[Finding]) -> None:
         self.findings = findings

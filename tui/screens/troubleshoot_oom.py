@@ -28,6 +28,7 @@ from mgtutor.training.runs.records.record import list_runs
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS
 from mgtutor.training.runs.launch.launcher import Run
 from mgtutor.tui.messages import FitScript, RunStarted
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 OOM_SYMPTOM = "oom"
 FAKE_ENV = "MGTUTOR_FAKE_CUDA_MEMORY"  # the tests' stand-in at the CUDA boundary
@@ -121,7 +122,7 @@ class OomActions:
         search, worlds = FitSearch(), []
 
         def on_trial(trial: FitTrial) -> None:
-            self.app.call_from_thread(self._write_lines, [trial_line(len(search.trials), trial)])  # type: ignore[attr-defined]
+            call_on_screen(self, self._write_lines, [trial_line(len(search.trials), trial)])  # type: ignore[attr-defined]
 
         def on_start(run: Run) -> None:
             worlds.append(run.record.meta().world_size or 1)
@@ -130,16 +131,16 @@ class OomActions:
         try:
             answer = fit_script(plan, search, on_trial=on_trial, on_start=on_start)
         except Exception as exc:  # a launch that cannot start, no device memory: said on screen
-            self.app.call_from_thread(self._oom_done, "[red]" + _("mgtutor fit stopped: {why}").format(
+            call_on_screen(self, self._oom_done, "[red]" + _("mgtutor fit stopped: {why}").format(
                 why=escape(str(exc))) + "[/]")
             return
         command = command_for(plan.target, answer.recommended, worlds[0] if worlds else 1, plan.option,
                               plan.accumulation) if answer.largest else None
-        self.app.call_from_thread(self._write_lines, answer_lines(answer, command, plan.nproc, plan.steps))  # type: ignore[attr-defined]
+        call_on_screen(self, self._write_lines, answer_lines(answer, command, plan.nproc, plan.steps))  # type: ignore[attr-defined]
         status = (_("mgtutor fit: [b]{option} {batch}[/b] per rank trains on every rank (largest {largest})").format(
                       option=plan.option.flag, batch=command.per_rank, largest=answer.largest) if command else
                   "[red]" + escape(answer.error or _("no batch trains on every rank")) + "[/]")
-        self.app.call_from_thread(self._oom_done, status)
+        call_on_screen(self, self._oom_done, status)
 
     def action_memory_rerun(self) -> None:
         if not self._oom_ready():
@@ -161,12 +162,12 @@ class OomActions:
         def on_line(rank: int | None, line: str) -> None:
             pending.append(f"{'[torchrun]' if rank is None else f'[rank {rank}]'} {clean(line)}")
             if "batch finder:" in line or time.monotonic() - last[0] > 0.2:  # a trial shows at once
-                self.app.call_from_thread(self._write_lines, pending[:])  # type: ignore[attr-defined]
+                call_on_screen(self, self._write_lines, pending[:])  # type: ignore[attr-defined]
                 pending.clear()
                 last[0] = time.monotonic()
 
         def flush() -> None:
-            self.app.call_from_thread(self._write_lines, pending[:])  # type: ignore[attr-defined]
+            call_on_screen(self, self._write_lines, pending[:])  # type: ignore[attr-defined]
 
         return on_line, flush
 
@@ -176,11 +177,11 @@ class OomActions:
         try:
             run, found = run_finder(options, on_line=on_line, on_start=lambda r: self.post_message(RunStarted(r)))  # type: ignore[attr-defined]
         except Exception as exc:  # a launch that cannot start says why on screen
-            self.app.call_from_thread(self._oom_done, "[red]" + _("the batch finder could not start: {why}").format(
+            call_on_screen(self, self._oom_done, "[red]" + _("the batch finder could not start: {why}").format(
                 why=escape(str(exc))) + "[/]")
             return
         flush()
-        self.app.call_from_thread(self._write_lines, found.summary_lines())  # type: ignore[attr-defined]
+        call_on_screen(self, self._write_lines, found.summary_lines())  # type: ignore[attr-defined]
         r = found.result
         status = (_("batch finder (run {run_id}): [b]--batch-size {batch}[/b] per rank; measured maximum {maximum}; "
                     "{per_sample:.2f} MiB per sample, {fixed:.2f} GiB fixed").format(
@@ -188,7 +189,7 @@ class OomActions:
                       per_sample=r.per_sample_bytes / (1 << 20), fixed=r.fixed_bytes / (1 << 30)) if r else
                   _("[red]the batch finder gave no answer[/] (run {run_id}; its log is above)").format(
                       run_id=run.record.run_id))
-        self.app.call_from_thread(self._oom_done, status)
+        call_on_screen(self, self._oom_done, status)
 
     @work(thread=True, exclusive=True, group="ts-oom")
     def memory_rerun_worker(self, record: Any) -> None:
@@ -197,17 +198,17 @@ class OomActions:
             run, findings = rerun_with_memory(record, on_line=on_line,
                                               on_start=lambda r: self.post_message(RunStarted(r)))  # type: ignore[attr-defined]
         except Exception as exc:  # RerunError, or a launch that cannot start: said on screen
-            self.app.call_from_thread(self._oom_done, "[red]" + _("could not run it again: {why}").format(
+            call_on_screen(self, self._oom_done, "[red]" + _("could not run it again: {why}").format(
                 why=escape(str(exc))) + "[/]")
             return
         flush()
         top = findings[0] if findings else None
         memory = (top.numbers or {}).get("memory") if top is not None else None
         if memory:
-            self.app.call_from_thread(self._write_lines, memory_lines(memory))  # type: ignore[attr-defined]
+            call_on_screen(self, self._write_lines, memory_lines(memory))  # type: ignore[attr-defined]
         found = _("{count} finding(s) below").format(count=len(findings)) if findings else \
             _("it ended without a failure")
-        self.app.call_from_thread(self._oom_done, _("--memory run {run_id}: {found}").format(
+        call_on_screen(self, self._oom_done, _("--memory run {run_id}: {found}").format(
             run_id=run.record.run_id, found=found), findings)
 
     def _oom_done(self, status: str, findings: list[Any] | None = None) -> None:

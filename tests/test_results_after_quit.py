@@ -1,0 +1,65 @@
+"""A worker thread's result that lands after the app began to quit, its screen's widgets already gone, is dropped:
+the app quits cleanly. (Seen in CI: `d` then quitting while the doctor's torch child was still answering failed the
+app with NoMatches('#doctor-status').)"""
+from __future__ import annotations
+
+import threading
+
+from textual.app import App, ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from mgtutor.diagnostics.doctor import versions
+from mgtutor.tui.app import MgTutorApp
+from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
+from mgtutor.tui.screens.from_thread import call_on_screen
+
+TORCH_FACTS = {"torch": "2.11.0+cpu", "cuda": None, "nccl": None, "gloo_available": True}
+
+
+async def test_the_doctors_answer_after_quit_began_is_dropped_and_the_app_quits_cleanly(monkeypatch):
+    answer, delivered = threading.Event(), threading.Event()
+
+    def gather(*args, **kwargs) -> dict:  # torch's child, stood in: it answers once the app is quitting
+        answer.wait(30)
+        return TORCH_FACTS
+
+    async def on_unmount(self) -> None:  # the screen's widgets are gone by now, the app still running
+        answer.set()
+        for worker in list(self.workers):
+            if worker.group == "doctor":
+                await worker.wait()  # its result reaches the loop meanwhile
+        delivered.set()
+
+    monkeypatch.setattr(versions, "gather", gather)
+    monkeypatch.setattr(DiagnosticsScreen, "on_unmount", on_unmount, raising=False)
+    app = MgTutorApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, DiagnosticsScreen) and "doctor" in app.screen.busy
+    assert delivered.is_set() and app.return_code in (None, 0)
+
+
+class Holder(App):
+    def compose(self) -> ComposeResult:
+        with Vertical(id="box"):
+            yield Static("first", id="line")
+
+
+async def test_a_result_for_a_removed_widget_is_dropped_and_one_for_a_shown_widget_arrives():
+    app = Holder()
+    async with app.run_test():
+        box, calls = app.query_one("#box", Vertical), []
+
+        def show() -> None:
+            calls.append(str(box.query_one("#line", Static).render()))
+
+        async def deliver() -> None:  # from a thread worker, as the screens do
+            await app.run_worker(lambda: call_on_screen(box, show), thread=True).wait()
+
+        await deliver()
+        assert calls == ["first"]
+        await box.remove()
+        await deliver()
+        assert calls == ["first"]  # not called: its widgets are gone with it
