@@ -1,6 +1,7 @@
-"""A worker thread's result that lands after the app began to quit, its screen's widgets already gone, is dropped:
-the app quits cleanly. (Seen in CI: `d` then quitting while the doctor's torch child was still answering failed the
-app with NoMatches('#doctor-status').)"""
+"""A worker thread's result that lands after the app began to quit, or after its screen was closed, is dropped: the
+app quits, or goes on, cleanly. (Seen in CI: `d` then quitting while the doctor's torch child was still answering
+failed the app with NoMatches('#doctor-status').) What the user must still hear of, a fix written into their script,
+is said all the same."""
 from __future__ import annotations
 
 import threading
@@ -63,3 +64,44 @@ async def test_a_result_for_a_removed_widget_is_dropped_and_one_for_a_shown_widg
         await box.remove()
         await deliver()
         assert calls == ["first"]  # not called: its widgets are gone with it
+
+
+class Base(App):
+    pass
+
+
+async def test_fixes_written_after_their_diff_was_closed_are_still_said_and_the_app_goes_on(tmp_path, monkeypatch):
+    """The writing thread ends after the user closed the diff (escape): the file is written, the app says so and
+    goes on; only closing the already closed diff is left out."""
+    from mgtutor.diagnostics.check.fix.apply import fix_file, write_text
+    from mgtutor.tui.screens import patch
+    from mgtutor.tui.screens.confirm import ConfirmScreen
+    from mgtutor.tui.screens.patch import PatchScreen
+    from tests.helpers import wait_for_app
+    from tests.test_check_patch_tui import SCRIPT
+
+    script = tmp_path / "demo.py"
+    script.write_text(SCRIPT.read_text())
+    report, go_on = fix_file(script), threading.Event()
+
+    def slow_write(*args, **kwargs):  # a slow disk, stood in
+        go_on.wait(30)
+        return write_text(*args, **kwargs)
+
+    monkeypatch.setattr(patch, "write_text", slow_write)
+    app = Base()
+    async with app.run_test() as pilot:
+        closed: list[bool | None] = []
+        app.push_screen(PatchScreen(report), closed.append)
+        await pilot.press("a")
+        await wait_for_app(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")  # the writing thread starts and waits
+        await wait_for_app(pilot, lambda: isinstance(app.screen, PatchScreen))
+        await pilot.press("escape")
+        await wait_for_app(pilot, lambda: not isinstance(app.screen, PatchScreen))
+        go_on.set()
+        await wait_for_app(pilot, lambda: script.read_text() == report.after, what="the fix written")
+        said = lambda: " ".join(str(n.message) for n in app._notifications)  # noqa: E731
+        await wait_for_app(pilot, lambda: "1 fix(es) written" in said(), what="the notice")
+        assert closed == [False]  # closed once, by the user's escape
+    assert app.return_code in (None, 0)

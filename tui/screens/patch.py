@@ -17,6 +17,7 @@ from mgtutor.diagnostics.check.fix.apply import FixReport, fix_file, write_text
 from mgtutor.diagnostics.check.script import CheckError
 from mgtutor.diagnostics.failures.logs.logparse import clean
 from mgtutor.tui.screens.confirm import ConfirmScreen
+from mgtutor.tui.screens.from_thread import call_on_screen
 
 LINE_STYLE = {"+": "green", "-": "red", "@": "cyan"}
 
@@ -79,22 +80,24 @@ class PatchScreen(ModalScreen[bool]):
 
     @work(thread=True, exclusive=True, group="patch-write")
     def write_patch(self) -> None:
-        path = Path(self.report.file)
+        # The app, taken while this screen is shown: what is written is said even if the user closed the diff
+        # meanwhile (a closed screen no longer finds its app).
+        app, path = self.app, Path(self.report.file)
         try:
             data = path.read_bytes()
             if data.decode("utf-8", errors="replace") != self.report.before and \
                     fix_file(path).before != self.report.before:
-                self.app.call_from_thread(self.notify, _("the script changed since this diff was made: open it again"),
-                                          severity="warning")
+                app.call_from_thread(app.notify, _("the script changed since this diff was made: open it again"),
+                                     severity="warning")
                 return
             write_text(path, self.report.after, data)
         except OSError as exc:
-            self.app.call_from_thread(self.notify, _("could not write {path}: {why}").format(
+            app.call_from_thread(app.notify, _("could not write {path}: {why}").format(
                 path=path, why=exc.strerror or exc), severity="error")
             return
-        self.app.call_from_thread(self.notify, _("{name}: {count} fix(es) written").format(
+        app.call_from_thread(app.notify, _("{name}: {count} fix(es) written").format(
             name=path.name, count=len(self.report.applied)))
-        self.app.call_from_thread(self.dismiss, True)
+        call_on_screen(self, self.dismiss, True)
 
 
 class OffersPatch:
