@@ -114,9 +114,9 @@ class OffersPatch:
         try:
             report = fix_file(script)
         except CheckError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), severity="warning")
+            call_on_screen(self, self.app.notify, str(exc), severity="warning")
             return
-        self.app.call_from_thread(self.app.push_screen, PatchScreen(report), self._patch_closed)
+        call_on_screen(self, self.app.push_screen, PatchScreen(report), self._patch_closed)
 
     def _patch_closed(self, written: bool | None) -> None:
         if written:
