@@ -17,6 +17,16 @@ from textual.pilot import Pilot
 
 T = TypeVar("T")
 
+# What the doctor's torch child answers on a CPU build, for app tests whose subject is not that child.
+CPU_TORCH_FACTS = {"torch": "2.11.0+cpu", "cuda": None, "nccl": None, "gloo_available": True}
+
+
+def give_cpu_torch_facts(monkeypatch) -> None:
+    """The doctor's torch child stood in (the Diagnostics screen asks it): it answers as a CPU build does."""
+    from mgtutor.diagnostics.doctor import versions
+
+    monkeypatch.setattr(versions, "gather", lambda *args, **kwargs: dict(CPU_TORCH_FACTS))
+
 
 def _give_up_after(timeout: float, condition: Callable[[], object], what: str) -> Callable[[], None]:
     deadline = time.monotonic() + timeout

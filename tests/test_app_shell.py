@@ -9,7 +9,7 @@ from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.training.runs.launch.procs import run_processes
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.home import HomeScreen
-from tests.helpers import wait_for_app
+from tests.helpers import give_cpu_torch_facts, wait_for_app
 
 MODES = {"l": ("lessons", "Lessons"), "d": ("diagnostics", "Diagnostics"), "m": ("monitor", "Monitor"),
          "t": ("troubleshoot", "Troubleshoot"), "r": ("runs", "Runs"), "h": ("home", "Home")}
@@ -25,12 +25,9 @@ async def wait_for_machine(pilot, app) -> str:
 
 @pytest.mark.integration
 async def test_home_then_every_mode_by_key(monkeypatch):
-    from mgtutor.diagnostics.doctor import versions
-
     # `d` opens Diagnostics, whose doctor asks torch in a child: that child is test_diagnostics_screen.py's;
     # here its facts are given
-    monkeypatch.setattr(versions, "gather", lambda *args, **kwargs: {"torch": "2.11.0+cpu", "cuda": None,
-                                                                     "nccl": None, "gloo_available": True})
+    give_cpu_torch_facts(monkeypatch)
     app = MgTutorApp()
     async with app.run_test(size=(80, 24)) as pilot:
         assert isinstance(app.screen, HomeScreen) and app.screen.title == "Home"

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from mgtutor.training.runs.records.record import runs_root
-from tests.helpers import wait_for_app
+from tests.helpers import give_cpu_torch_facts, wait_for_app
 from tests.monitor_helpers import make_app
 from tests.test_runs_screen import FIXTURE, open_in_monitor
 
@@ -41,11 +41,8 @@ async def test_b_in_runs_writes_the_selected_runs_report():
 
 
 async def test_b_in_monitor_writes_the_shown_runs_report(monkeypatch):
-    from mgtutor.diagnostics.doctor import versions
-
     # the doctor's torch child is test_b_in_runs_writes_the_selected_runs_report's; here its facts are given
-    monkeypatch.setattr(versions, "gather", lambda *args, **kwargs: {"torch": "2.11.0+cpu", "cuda": None,
-                                                                     "nccl": None, "gloo_available": True})
+    give_cpu_torch_facts(monkeypatch)
     report = runs_root() / FIXTURE.name / "report.html"
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:

@@ -14,8 +14,7 @@ from mgtutor.diagnostics.doctor import versions
 from mgtutor.tui.app import MgTutorApp
 from mgtutor.tui.screens.diagnostics import DiagnosticsScreen
 from mgtutor.tui.screens.from_thread import call_on_screen
-
-TORCH_FACTS = {"torch": "2.11.0+cpu", "cuda": None, "nccl": None, "gloo_available": True}
+from tests.helpers import CPU_TORCH_FACTS
 
 
 async def test_the_doctors_answer_after_quit_began_is_dropped_and_the_app_quits_cleanly(monkeypatch):
@@ -23,7 +22,7 @@ async def test_the_doctors_answer_after_quit_began_is_dropped_and_the_app_quits_
 
     def gather(*args, **kwargs) -> dict:  # torch's child, stood in: it answers once the app is quitting
         answer.wait(30)
-        return TORCH_FACTS
+        return dict(CPU_TORCH_FACTS)
 
     async def on_unmount(self) -> None:  # the screen's widgets are gone by now, the app still running
         answer.set()

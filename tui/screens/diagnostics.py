@@ -23,11 +23,11 @@ from mgtutor.tui.messages import RunStarted
 from mgtutor.tui.options.bench import bench_options_from_words
 from mgtutor.tui.options.flags import OptionError
 from mgtutor.tui.options.probe import ProbeForm
+from mgtutor.tui.screens.from_thread import call_on_screen
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.diagnostics_text import (BENCH_COLUMNS, RANK_COLUMNS, bench_cells, checklist_text,
                                                  rank_cells, topology_text)
 from mgtutor.tui.widgets.bandwidth_chart import BandwidthChart
-from mgtutor.tui.screens.from_thread import call_on_screen
 
 DEFAULT_BENCH_ARGS = "--check"
 DEFAULT_PROBE_ARGS = "--timeout 30"

@@ -12,8 +12,8 @@ from textual.widgets import Header, Static
 from mgtutor.lessons.progress import Progress
 from mgtutor.training.foundation.i18n import N_, _, current_language, set_language
 from mgtutor.training.runs.nvml import Inventory, inventory, said
-from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.screens.from_thread import call_on_screen
+from mgtutor.tui.widgets.mode_footer import ModeFooter
 
 WAY_FORWARD = [
     ("l", N_("Lessons"), N_("learn by running: one GPU → DataParallel → DDP → scaling, each step checked")),

@@ -26,11 +26,11 @@ from mgtutor.lessons.runner import StepResult, finish_step, follow, gpu_count, o
 from mgtutor.training.foundation.i18n import N_, _, current_language
 from mgtutor.training.runs.launch.launcher import LaunchError, said_device_note
 from mgtutor.tui.messages import RunStarted, ShowLesson
+from mgtutor.tui.screens.from_thread import call_on_screen
 from mgtutor.tui.widgets.mode_footer import ModeFooter, say_title
 from mgtutor.tui.widgets.lesson_text import (checks_text, exercise_text, lesson_label, lesson_mark, lesson_markdown,
                                              status_text)
 from mgtutor.tui.widgets.rank_logs import neutralise, prefix
-from mgtutor.tui.screens.from_thread import call_on_screen
 
 
 class LessonsScreen(Screen):

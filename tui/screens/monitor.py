@@ -34,6 +34,7 @@ from mgtutor.training.runs.follow.detectors import Alert
 from mgtutor.training.runs.follow.feed import Watch
 from mgtutor.tui.messages import AttachRun, FindBatch, OpenLesson, RunStarted
 from mgtutor.tui.screens.confirm import ConfirmScreen
+from mgtutor.tui.screens.from_thread import call_on_screen
 from mgtutor.tui.screens.monitor_hang import HangHook
 from mgtutor.tui.screens.monitor_worker import CheckDone, RunUpdate, script_of
 from mgtutor.tui.screens.report_key import report_in_background
@@ -46,7 +47,6 @@ from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.rank_logs import MERGED, TORCHRUN, RankLogs, neutralise
 from mgtutor.tui.widgets.run_state import AlertBanner, FailureBanner, NodeLine, RunStateLine
 from mgtutor.tui.widgets.training_charts import TrainingCharts
-from mgtutor.tui.screens.from_thread import call_on_screen
 
 RUN_KEYS = {"stop", "follow", "search", "next_match", "first_error", "prev_tab", "next_tab", "full_log",
             "copy_path", "new_run", "open_lesson", "toggle_check", "stacks", "report"}

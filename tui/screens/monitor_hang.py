@@ -16,8 +16,8 @@ from mgtutor.diagnostics.failures.hang.analyse import HangReport
 from mgtutor.diagnostics.failures.hang.watch import HangAlert, latest_report, take_report
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.tui.messages import AttachRun
-from mgtutor.tui.widgets.hang_panel import HangPanel
 from mgtutor.tui.screens.from_thread import call_on_screen
+from mgtutor.tui.widgets.hang_panel import HangPanel
 
 
 class HangHook:

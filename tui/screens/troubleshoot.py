@@ -27,11 +27,11 @@ from mgtutor.diagnostics.failures.logs.logparse import clean
 from mgtutor.diagnostics.failures.symptoms import SYMPTOMS, Check, Symptom, run_checks
 from mgtutor.training.runs.records.record import RunRecord, find_run, list_runs
 from mgtutor.tui.messages import RunStarted
+from mgtutor.tui.screens.from_thread import call_on_screen
 from mgtutor.tui.screens.patch import OffersPatch
 from mgtutor.tui.screens.troubleshoot_oom import OOM_HINT, OOM_SYMPTOM, OomActions
 from mgtutor.tui.widgets.mode_footer import ModeFooter
 from mgtutor.tui.widgets.script_findings import ScriptFindings
-from mgtutor.tui.screens.from_thread import call_on_screen
 
 LOG_OPTION = "log"
 _MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[dim]·[/]"}
