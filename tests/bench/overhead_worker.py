@@ -11,6 +11,11 @@ only what the launcher costs a rank *while it works* shows in the rate.
   rate = images per second, timed with CUDA events after the warm-up.
 
 Each rank writes `{"rank", "rate", "seconds", "cpu_seconds"}` to REPORT_DIR/rank<R>.json.
+
+With --turns DIR --side NAME --other NAME (tests/bench/overhead_turns.py) two launches of this worker take turns
+on one machine: after its warm-up each touches DIR/NAME.ready, then runs --windows windows of the work split
+evenly, each when the other side hands it the turn through a FIFO, and hands it back; "windows" in the report
+lists each window's rate. Adjacent windows then share the machine's state of the moment.
 """
 from __future__ import annotations
 
@@ -21,15 +26,51 @@ import time
 from pathlib import Path
 
 
-def cpu_work(iterations: int) -> tuple[float, float, float]:
-    began, cpu_began = time.perf_counter(), time.process_time()
+class Turns:
+    """This side's turn arrives as a byte in its FIFO; it hands the turn over with a byte in the other's.
+    Both are opened read-write, so neither open nor write waits for the other side."""
+
+    def __init__(self, folder: Path, side: str, other: str, windows: int):
+        self.folder, self.side, self.windows = folder, side, windows
+        self.mine = os.open(folder / f"{side}.turn", os.O_RDWR)
+        self.theirs = os.open(folder / f"{other}.turn", os.O_RDWR)
+
+    def ready(self) -> None:
+        (self.folder / f"{self.side}.ready").touch()
+
+    def take(self) -> None:
+        os.read(self.mine, 1)
+
+    def hand_over(self, window: int, rate: float) -> None:
+        os.write(self.theirs, b"t")
+        print(f"{self.side} window {window + 1}: {rate:,.1f}/s", flush=True)  # a line a window, on both sides
+
+
+def windows_of(turns: Turns | None, work: int) -> list[int]:
+    count = turns.windows if turns else 1
+    return [work // count] * count
+
+
+def cpu_work(iterations: int, turns: Turns | None = None) -> tuple[float, float, float, list[float]]:
+    if turns:
+        turns.ready()
+    rates: list[float] = []
+    seconds = cpu = 0.0
     acc = 0
-    for i in range(iterations):
-        acc = (acc * 31 + i) & 0xFFFFFFFF
-    seconds = time.perf_counter() - began
+    for window, count in enumerate(windows_of(turns, iterations)):
+        if turns:
+            turns.take()
+        began, cpu_began = time.perf_counter(), time.process_time()
+        for i in range(count):
+            acc = (acc * 31 + i) & 0xFFFFFFFF
+        took = time.perf_counter() - began
+        seconds, cpu = seconds + took, cpu + time.process_time() - cpu_began
+        rates.append(count / took)
+        if turns:
+            turns.hand_over(window, rates[-1])
     if acc == -1:  # keeps the loop's result alive
         print(acc)
-    return iterations / seconds, seconds, time.process_time() - cpu_began
+    return sum(windows_of(turns, iterations)) / seconds, seconds, cpu, rates
 
 
 RESNETS = {"resnet50": (224, 128), "resnet18": (32, 512)}  # image side, batch: the issue's two loops
@@ -81,7 +122,7 @@ def resnet_step(name: str, local: int, world: int, batch: int | None, image: int
 
 
 def gpu_work(steps: int, warmup: int, model_name: str = "mlp", batch: int | None = None,
-             image: int | None = None) -> tuple[float, float, float]:
+             image: int | None = None, turns: Turns | None = None) -> tuple[float, float, float, list[float]]:
     import torch
     import torch.distributed as dist
 
@@ -96,19 +137,29 @@ def gpu_work(steps: int, warmup: int, model_name: str = "mlp", batch: int | None
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    if turns:
+        turns.ready()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cpu_began = time.process_time()
-    start.record()
-    for _ in range(steps):
-        step()
-    end.record()
-    end.synchronize()
-    seconds = start.elapsed_time(end) / 1000
-    cpu = time.process_time() - cpu_began
+    rates: list[float] = []
+    seconds = cpu = 0.0
+    for window, count in enumerate(windows_of(turns, steps)):
+        if turns:
+            turns.take()
+        cpu_began = time.process_time()
+        start.record()
+        for _ in range(count):
+            step()
+        end.record()
+        end.synchronize()
+        took = start.elapsed_time(end) / 1000
+        seconds, cpu = seconds + took, cpu + time.process_time() - cpu_began
+        rates.append(count * per_step / took)
+        if turns:
+            turns.hand_over(window, rates[-1])
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
-    return steps * per_step / seconds, seconds, cpu
+    return sum(windows_of(turns, steps)) * per_step / seconds, seconds, cpu, rates
 
 
 def main() -> None:
@@ -120,13 +171,18 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="gpu resnets: images per step")
     parser.add_argument("--image", type=int, default=None, help="gpu resnets: image side in pixels")
     parser.add_argument("--report-dir", type=Path, required=True)
+    parser.add_argument("--turns", type=Path, default=None, help="take turns with another launch (its FIFOs' folder)")
+    parser.add_argument("--side", default="a")
+    parser.add_argument("--other", default="b")
+    parser.add_argument("--windows", type=int, default=100, help="with --turns: windows the work is split into")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
-    rate, seconds, cpu = (cpu_work(args.work) if args.mode == "cpu"
-                          else gpu_work(args.work, args.warmup, args.model, args.batch, args.image))
+    turns = Turns(args.turns, args.side, args.other, args.windows) if args.turns else None
+    rate, seconds, cpu, rates = (cpu_work(args.work, turns) if args.mode == "cpu"
+                                 else gpu_work(args.work, args.warmup, args.model, args.batch, args.image, turns))
     args.report_dir.mkdir(parents=True, exist_ok=True)
     (args.report_dir / f"rank{rank}.json").write_text(json.dumps(
-        {"rank": rank, "rate": rate, "seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4)}))
+        {"rank": rank, "rate": rate, "seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4), "windows": rates}))
 
 
 if __name__ == "__main__":
