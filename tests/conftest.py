@@ -59,11 +59,25 @@ def pytest_configure(config: pytest.Config) -> None:
     was started. Caught here, they reach every child the tests start as SIG_DFL, as a terminal's foreground job
     has them (exec resets a caught signal): no child needs to reset them before exec."""
     _hypothesis_profile(config)
+    _collect_garbage_less_often()
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+CHILD_SITE = REPO / "tests" / "child_site"
+
+
+def _collect_garbage_less_often() -> None:
+    """This process and every Python process it starts collect cyclic garbage less often
+    (tests/child_site/sitecustomize.py says why)."""
+    import gc
+
+    gc.set_threshold(50_000, 100, 100)
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(CHILD_SITE)]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(CHILD_SITE), *path])
 
 
 XDG_HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
