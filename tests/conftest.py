@@ -71,8 +71,8 @@ CHILD_SITE = REPO / "tests" / "child_site"
 
 
 def _collect_garbage_less_often() -> None:
-    """This process and every Python process it starts collect cyclic garbage less often
-    (tests/child_site/sitecustomize.py says why)."""
+    """This worker collects cyclic garbage less often, and every Python process it starts does while it imports
+    torch and torch._dynamo (tests/child_site/sitecustomize.py says why)."""
     import gc
 
     gc.set_threshold(50_000, 100, 100)
