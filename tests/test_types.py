@@ -1,0 +1,18 @@
+"""The type check ([tool.mypy] in pyproject.toml) as one test of the whole suite: it runs beside the other tests on
+a free core instead of after them, and a developer's `pytest` run checks the types too."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.integration
+def test_mypy_finds_no_type_errors() -> None:
+    checked = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0, checked.stdout[-6000:] + checked.stderr[-2000:]
+    assert "Success: no issues found" in checked.stdout
