@@ -114,9 +114,16 @@ class OffersPatch:
         try:
             report = fix_file(script)
         except CheckError as exc:
-            call_on_screen(self, self.app.notify, str(exc), severity="warning")
+            call_on_screen(self, self._say_check_error, str(exc))
             return
-        call_on_screen(self, self.app.push_screen, PatchScreen(report), self._patch_closed)
+        call_on_screen(self, self._show_patch, PatchScreen(report))
+
+    # On the loop, once call_on_screen found this screen still shown: only then is its app looked up.
+    def _say_check_error(self, message: str) -> None:
+        self.app.notify(message, severity="warning")
+
+    def _show_patch(self, patch: PatchScreen) -> None:
+        self.app.push_screen(patch, self._patch_closed)
 
     def _patch_closed(self, written: bool | None) -> None:
         if written:
