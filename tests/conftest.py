@@ -186,24 +186,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         report.sections.append(("processes refused", message))
 
 
-def _cpu_seconds() -> float:
+def _cpu_seconds() -> tuple[float, float]:
+    """(this worker's CPU seconds with its reaped children's, the worker's own)."""
     import resource
 
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    worker = own.ru_utime + own.ru_stime
+    return worker + children.ru_utime + children.ru_stime, worker
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """MGTUTOR_TEST_CPU=FILE: each test's CPU seconds (its worker's and every process it started and reaped)
-    appended to FILE, one `seconds<TAB>test id` line: what a test costs on a shared machine, where its wall time
+    appended to FILE, one `seconds<TAB>test id<TAB>the worker's own seconds` line: what a test costs on a shared machine, where its wall time
     depends on what runs beside it (tests/README.md, "What the suite costs")."""
     target = os.environ.get("MGTUTOR_TEST_CPU")
-    began = _cpu_seconds() if target else 0.0
+    began = _cpu_seconds() if target else (0.0, 0.0)
     yield
     if target:
+        ended = _cpu_seconds()
         with open(target, "a", encoding="utf-8") as out:
-            out.write(f"{_cpu_seconds() - began:.2f}\t{item.nodeid}\n")
+            out.write(f"{ended[0] - began[0]:.2f}\t{item.nodeid}\t{ended[1] - began[1]:.2f}\n")
 
 
 STANDIN_TORCHRUN = REPO / "tests" / "standin" / "torchrun.py"
