@@ -60,6 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     has them (exec resets a caught signal): no child needs to reset them before exec."""
     _hypothesis_profile(config)
     _children_collect_less_while_importing_torch()
+    if not hasattr(config, "workerinput"):  # once, in the process that starts the xdist workers
+        _compile_torch_once()
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
@@ -76,6 +78,26 @@ def _children_collect_less_while_importing_torch() -> None:
     all along, and collecting it less often made the fast tier slower (55 s against 39 s)."""
     path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(CHILD_SITE)]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(CHILD_SITE), *path])
+
+
+# What a training rank imports: torch, torchrun's agent, and what an optimizer's or DDP's constructor imports.
+TORCH_MODULES = ("torch", "torch._dynamo", "torch._inductor", "torch.distributed.run", "torchvision")
+
+
+def _compile_torch_once() -> None:
+    """After `pip install --no-compile` (the README's test command) torch's modules have no bytecode yet, and the
+    first real runs of the three workers, nine or so processes at once, would each compile the same 2,500 modules
+    (about 4 CPU s apiece). One process compiles them first; when their bytecode is there, nothing is run."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return
+    marker = Path(spec.origin).parent / "_inductor" / "__init__.py"
+    if Path(importlib.util.cache_from_source(str(marker))).exists():
+        return
+    subprocess.run([sys.executable, "-c", "import " + ", ".join(TORCH_MODULES)], check=False, timeout=600,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 XDG_HOMES = ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")

@@ -96,3 +96,22 @@ async def test_the_runs_table_fits_80_columns():
         row = table.get_row(FIXTURE.name)
         assert row[0] == "train-tinycnn-f1x7"  # the date is in the started column
         assert row[4] == time.strftime("%m-%d %H:%M", time.localtime(1767225600.0))
+
+
+async def test_the_runs_are_read_once_when_the_screen_opens_and_again_when_it_comes_back(monkeypatch):
+    from mgtutor.tui.screens import runs as runs_screen
+
+    reads: list[int] = []
+    page = runs_screen.run_page
+    monkeypatch.setattr(runs_screen, "run_page", lambda start: reads.append(start) or page(start))
+    runs_root().mkdir(parents=True)
+    shutil.copytree(FIXTURE, runs_root() / FIXTURE.name)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        table = pilot.app.screen.query_one("#runs-table")
+        await wait_for_app(pilot, lambda: table.row_count > 0, 30, what="the runs table")
+        await pilot.pause()
+        assert reads == [0]  # once: a second fill of the same rows only redraws the table
+        await pilot.press("h", "r")
+        await wait_for_app(pilot, lambda: len(reads) == 2, 30, what="the second read")

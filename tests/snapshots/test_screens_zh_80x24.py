@@ -123,7 +123,8 @@ def test_monitor_failed_run_in_chinese_at_80x24(snap_compare, monkeypatch):
 
 
 def fixed_id_runs(monkeypatch, write_script) -> None:
-    """A finished and a failed run of 2 gloo ranks, with set ids and start times."""
+    """A finished and a failed run of 2 gloo ranks, with set ids and start times (the torch-free event script's
+    ranks, started by the stand-in torchrun: the Runs screen shows mgtutor's records, nothing of torchrun's)."""
     from mgtutor.training.runs.records import record as records
     from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
     from tests.monitor_helpers import EVENT_SCRIPT
@@ -138,7 +139,7 @@ def fixed_id_runs(monkeypatch, write_script) -> None:
 
 
 @pytest.mark.integration
-def test_runs_in_chinese_at_80x24(snap_compare, monkeypatch, write_script, utc):
+def test_runs_in_chinese_at_80x24(snap_compare, monkeypatch, write_script, utc, standin_torchrun):
     shutil.rmtree(RUNS_HOME, ignore_errors=True)
     monkeypatch.setenv("XDG_STATE_HOME", str(RUNS_HOME))
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")

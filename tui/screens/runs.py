@@ -98,10 +98,8 @@ class RunsScreen(Screen):
             yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield ModeFooter()
 
-    def on_mount(self) -> None:
-        self.action_refresh()
-
     def on_screen_resume(self) -> None:
+        # Shown for the first time or again: one load (a load on mount as well filled the table twice on opening)
         self.action_refresh()
 
     def action_refresh(self) -> None:
