@@ -86,8 +86,8 @@ TORCH_MODULES = ("torch", "torch._dynamo", "torch._inductor", "torch.distributed
 
 def _compile_torch_once() -> None:
     """After `pip install --no-compile` (the README's test command) torch's modules have no bytecode yet, and the
-    first real runs of the three workers, nine or so processes at once, would each compile the same 2,500 modules
-    (about 4 CPU s apiece). One process compiles them first; when their bytecode is there, nothing is run."""
+    first real runs of the three workers, nine or so processes at once, would each compile the same thousands of
+    modules (about 4 CPU s apiece). One process compiles them first; when their bytecode is there, nothing runs."""
     import importlib.util
 
     spec = importlib.util.find_spec("torch")
@@ -220,8 +220,8 @@ def _cpu_seconds() -> tuple[float, float]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """MGTUTOR_TEST_CPU=FILE: each test's CPU seconds (its worker's and every process it started and reaped)
-    appended to FILE, one `seconds<TAB>test id<TAB>the worker's own seconds` line: what a test costs on a shared machine, where its wall time
-    depends on what runs beside it (tests/README.md, "What the suite costs")."""
+    appended to FILE, one `seconds<TAB>test id<TAB>the worker's own seconds` line: what a test costs on a shared
+    machine, where its wall time depends on what runs beside it (tests/README.md, "What the suite costs")."""
     target = os.environ.get("MGTUTOR_TEST_CPU")
     began = _cpu_seconds() if target else (0.0, 0.0)
     yield
