@@ -51,8 +51,9 @@ def _self_link(record: RunRecord) -> None:
     os.symlink("meta.json", record.path / "meta.json")
 
 
-def _million_ranks(record: RunRecord) -> None:
-    ranks = ",".join(f'{{"rank":{i},"exit_code":1}}' for i in range(2_000_000))
+def _oversized_ranks(record: RunRecord) -> None:
+    """A result.json of 5.9 MB, over the 4 MiB that mgtutor reads of one (MAX_RECORD_BYTES)."""
+    ranks = ",".join(f'{{"rank":{i},"exit_code":1}}' for i in range(200_000))
     _write(record, "result.json", f'{{"status":"failed","ranks":[{ranks}]}}')
 
 
@@ -96,7 +97,7 @@ FORGERIES: dict[str, tuple[Callable[[RunRecord], object], str | None]] = {
     "started 1e300": (lambda r: r.update_meta(started=1e300), "started is 1e+300"),
     "a world size of 1e9 and no result": (
         lambda r: (r.update_meta(world_size=1e9), (r.path / "result.json").unlink()), "world_size is 1000000000.0"),
-    "2,000,000 rank entries": (_million_ranks, "result.json is larger than 4 MiB"),
+    "200,000 rank entries": (_oversized_ranks, "result.json is larger than 4 MiB"),
     "every other JSON file nested 100,000 deep": (_nested_everywhere, None),
     "a 400-digit loss in an event": (lambda r: _events(r, LOSS_400_DIGITS, STEP), None),
     "a GPU name in mathtext": (lambda r: (r.update_meta(devices=[{"index": 0, "name": MATHTEXT}]),
@@ -110,7 +111,7 @@ FORGERIES: dict[str, tuple[Callable[[RunRecord], object], str | None]] = {
 
 
 # opened in the Monitor too (each takes seconds there): the records that cannot be read whole
-OPENED = ("meta.json nested 100,000 deep", "meta.json a symlink to itself", "2,000,000 rank entries",
+OPENED = ("meta.json nested 100,000 deep", "meta.json a symlink to itself", "200,000 rank entries",
           "an OSC 52 escape in the target")
 
 
