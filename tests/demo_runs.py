@@ -4,13 +4,13 @@
 raising at step 3), with its own XDG homes. test_demos.py checks on it what every demo must do (it ran for
 real, streamed its lines, ended, and the classifier named rank 1's failure first, through `mgtutor diagnose
 --json`); the Chinese leak test of every command (test_zh_every_command_runs.py::test_demo) can read what
-it printed instead of making the same run again, and test_train_inject.py reads `--inject
-crash-rank`'s failure from its record. Tests that take it carry @pytest.mark.xdist_group("zh_demo_crash"), so
-one worker makes the run for all.
+it printed instead of making the same run again, test_train_inject.py reads `--inject crash-rank`'s
+failure from its record, and test_report_browser.py reports on a copy of it. Tests that take it carry
+@pytest.mark.xdist_group("zh_demo_crash"), so one worker makes the run for all.
 
 `demo_run(name)`: `run_demo(name, nproc=2, backend="gloo")` in process, as test_demos.py runs every other demo;
-on one rank where each rank fails alike (`ONE_RANK`), through the stand-in torchrun where neither torchrun nor a
-hang is under test (`STANDIN`).
+on one rank where each rank fails alike (`ONE_RANK`), through the stand-in torchrun where torchrun has no part in
+what is checked (`STANDIN`).
 The trainer demos are the trainer with an `--inject` mode (diagnostics/failures/demos.py, `_trainer`), the very
 runs test_train_inject.py needs to see each mode's real failure: the two tests of one such demo read its one run
 (`INJECT_OF`), and carry `demo_group(name)` (xdist group `demo_NAME`) so that one worker makes it.
@@ -42,9 +42,12 @@ INJECT_OF = {"never-joins": "hang-before-init", "oom": "oom", "crash": "crash-ra
 # Demos whose failure every rank hits alike, the same on one rank as on two: DDP's unused-parameter error is each
 # rank's own reducer's; a script that asks for one rank more than started leaves each rank waiting in init.
 ONE_RANK = {"unused-param", "world-size"}
-# A demo whose ranks alone make its failure (the real trainer and DDP on gloo): no torchrun output, rendezvous or
-# hang is read. The stand-in saves the agent's `import torch`.
-STANDIN = {"no-sampler"}
+# Demos on real ranks whose torchrun has no part in what is checked; the stand-in saves the agent's `import torch`.
+# no-sampler and straggler end well (the real trainer and DDP on gloo): no torchrun output or rendezvous is read.
+# stuck-loader hangs in a real gloo all_reduce, and the report is the ranks' stacks; the same hang on ranks torchrun
+# started, stopped and diagnosed amid its output: test_hang_cli.py. (world-size stays on torchrun: its ranks wait in
+# the rendezvous, torchrun's store.)
+STANDIN = {"no-sampler", "straggler", "stuck-loader"}
 
 
 def inject_mode(name: str) -> str:

@@ -1,7 +1,8 @@
 """The lessons' use of `mgtutor convert`: lesson 05's converted script is exactly what convert writes,
 and its explanation quotes the real diff. The two exercises (lesson 03: a one-GPU script made DDP by
 hand; lesson 14: a script that sets its own world size), judged by what the runs did, are run once,
-with every lesson's steps: tests/test_lessons_runs.py (EXERCISE_FAILS names the checks each fails)."""
+with every lesson's steps: tests/test_lessons_runs.py (EXERCISE_FAILS names the checks each fails; each
+solution passes them all)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,10 +1,11 @@
 """NCCL asked for through a variable, on a machine without a GPU, in a real run: the diagnosis names the
 variable, its line and the script's own override (a configurator's `--backend=gloo`, an argparse option),
-never "run check --fix" alone, and the command it gives trains on 2 gloo ranks.
+never "run check --fix" alone, and the command it gives trains on gloo.
 
-The configurator's failing run is two ranks (a 2-rank failure diagnosed: tests/README.md points here); the
-argparse script's is one, since every rank fails alike at the same line and the diagnosis is one rank's. The
-command a diagnosis gives names the --nproc of the run it diagnosed; it is run on 2 ranks either way.
+The configurator's runs are two ranks (a 2-rank failure diagnosed: tests/README.md points here, and its override
+training on 2 gloo ranks); the argparse script's are one: every rank fails alike at the same line and the diagnosis
+is one rank's, and the backend each rank asks for is its own reading of its arguments. The command a diagnosis
+gives names the --nproc of the run it diagnosed, and is run as given.
 
 Every run starts its ranks through the stand-in torchrun: the ranks are the real script on real torch and gloo,
 and what is checked is their failure, mgtutor's diagnosis of it and the override training (a failing run diagnosed
@@ -38,10 +39,10 @@ def line_of(path: Path, text: str) -> int:
 
 
 def run_the_fix(fix: str, nproc: int, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The command the fix gives for a run on `nproc` ranks, run on 2."""
-    command = re.search(rf"`mgtutor run --nproc {nproc} (-- [^`]+)`", fix)
+    """The command the fix gives for a run on `nproc` ranks, run as given."""
+    command = re.search(rf"`mgtutor run (--nproc {nproc} -- [^`]+)`", fix)
     assert command, fix
-    return mgtutor("run", "--nproc", "2", *command[1].split(), cwd=cwd)
+    return mgtutor("run", *command[1].split(), cwd=cwd)
 
 
 @pytest.mark.parametrize("folder, nproc, assignment, override", [

@@ -1,13 +1,15 @@
 """"Default process group has not been initialized" in a script that `mgtutor run` started under torchrun, in
 a real run: the diagnosis never says to launch with torchrun (it was), it names the `if` that skipped
-init_process_group and why it was false here, and what it says to do makes the script train on 2 gloo ranks.
+init_process_group and why it was false here, and what it says to do makes the script train.
 
-The failing runs are one rank: every rank skips init_process_group alike and fails at the same line, and the
-diagnosis is read from one rank's traceback. That torchrun passes rank 1 no --local_rank either is seen in a
-2-rank run: test_check_fix_runs.py::test_a_fixed_script_behaves_where_the_original_did_not[local_rank_arg.py].
-The runs that train once fixed are two ranks, as the user runs the script. Every run starts its ranks through the
-stand-in torchrun (the ranks are the real script on real torch and gloo; what the diagnosis reads is the rank's
-traceback and mgtutor's own record of the launch), and `check --fix` goes through the CLI's main in process."""
+Every run is one rank. Failing, every rank skips init_process_group alike and fails at the same line, and the
+diagnosis is read from one rank's traceback. Fixed, whether a rank joins is its own reading of its arguments (the
+flag passed, or --local_rank taken from its own LOCAL_RANK), alike on every rank: the fixed run is the command the
+diagnosis gives, as given (`--nproc 1`). On 2 ranks: that torchrun passes rank 1 no --local_rank and that a fixed
+script's rank 1 reads 1 (test_check_fix_runs.py, `[local_rank_arg.py]`), a fixed script training under the real
+torchrun (its `[seed-demo]`). Every run starts its ranks through the stand-in torchrun (the ranks are the real
+script on real torch and gloo; what the diagnosis reads is the rank's traceback and mgtutor's own record of the
+launch), and `check --fix` goes through the CLI's main in process."""
 from __future__ import annotations
 
 import re
@@ -47,10 +49,10 @@ def test_a_flag_that_was_not_passed_is_named_and_passing_it_trains(tmp_path):
     assert "--distributed was not passed (its default is False)" in summary
     assert f"train.py:{line_of(script, 'model = DDP(')} (`model = DDP(nn.Linear(8, 2))`) needed" in summary
 
-    # the command names the --nproc of the run it diagnosed; the user's 2 ranks run it
-    command = re.search(r"Pass --distributed: `mgtutor run --nproc 1 (-- train.py --distributed)`", fix)
+    # the command names the --nproc of the run it diagnosed, and is run as given
+    command = re.search(r"Pass --distributed: `mgtutor run (--nproc 1 -- train.py --distributed)`", fix)
     assert command, fix
-    trained = mgtutor("run", "--nproc", "2", *command[1].split(), cwd=script.parent)
+    trained = mgtutor("run", *command[1].split(), cwd=script.parent)
     assert trained.returncode == 0, trained.stdout[-3000:]
     assert "trained 5 steps" in trained.stdout
 
@@ -62,6 +64,6 @@ def test_a_local_rank_argument_torchrun_never_passes_is_named_and_check_fix_make
     assert "torchrun passes no --local_rank" in fix and f"`mgtutor check --fix {script}` writes it" in fix
 
     assert in_process(capsys, "check", "--fix", "train.py", cwd=script.parent)[0] in (0, 1)
-    trained = mgtutor("run", "--nproc", "2", "--", "train.py", cwd=script.parent)
+    trained = mgtutor("run", "--nproc", "1", "--", "train.py", cwd=script.parent)
     assert trained.returncode == 0, trained.stdout[-3000:]
     assert "trained 5 steps" in trained.stdout

@@ -142,18 +142,18 @@ dist.destroy_process_group()
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("wait,seconds,reported", [("pass", 12, False), ("time.sleep(0.05)", 20, True)],
+@pytest.mark.parametrize("wait,seconds,reported", [("pass", 8, False), ("time.sleep(0.05)", 20, True)],
                          ids=["computes", "sleeps"])
 def test_a_quiet_run_that_computes_gets_no_hang_report(write_script, standin_torchrun, wait, seconds, reported):
-    """12 s (asleep: 20 s) without a line while rank 1's data loader worker is on one sample: the hang watch looks
-    after 5 s of quiet and 2 s later finds every rank where it was. A worker burning CPU all that time is slow, not
-    stuck: no report; the same worker asleep is the hang the report names (the control: without it a watch that
-    never looked would pass; 20 s, so that on a loaded machine the two looks and their stack captures end before
-    it wakes). Nothing here is torchrun's (the stand-in starts the ranks); the watch on ranks torchrun
-    started: the three hangs above."""
+    """8 s (asleep: 20 s) without a line while rank 1's data loader worker is on one sample: the hang watch looks
+    after 2 s of quiet (`--hang-after 2`: the spinning worker's CPU is the test's cost) and 2 s later finds every
+    rank where it was. A worker burning CPU all that time is slow, not stuck: no report; the same worker asleep is
+    the hang the report names (the control: without it a watch that never looked would pass; 20 s, so that on a
+    loaded machine the two looks and their stack captures end before it wakes). Nothing here is torchrun's (the
+    stand-in starts the ranks); the watch on ranks torchrun started, at its default 5 s: the three hangs above."""
     script = write_script("busy.py", QUIET_RANK_1.replace("WAIT", wait).replace("SECONDS", str(seconds)))
-    proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--", str(script)),
-                          capture_output=True, text=True, timeout=200, env=no_gpu_env())
+    proc = subprocess.run(mgtutor_argv("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "2", "--",
+                                       str(script)), capture_output=True, text=True, timeout=200, env=no_gpu_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[rank 1] done" in proc.stdout
     assert ("hang report" in proc.stderr) == reported, proc.stderr[-2000:]

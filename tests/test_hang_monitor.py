@@ -1,6 +1,8 @@
 """The Monitor's hang panel on a real hung run: lesson 14's hang.py (rank 1's data loader never
 returns) launched from the form, 2 gloo ranks; the panel names rank 1 and folds each rank's stack;
-`x` takes the stacks again on demand; stopping leaves no process."""
+`x` takes the stacks again on demand; stopping leaves no process. The ranks (torch, a real gloo all_reduce)
+start through the stand-in torchrun: the panel, its captures and its stop are mgtutor's; this same hang on
+ranks torchrun started: test_hang_cli.py::test_rank_stuck_in_its_data_loader_is_named."""
 from __future__ import annotations
 
 import pytest
@@ -23,7 +25,7 @@ def no_nvml(monkeypatch):
     monkeypatch.setenv("MGTUTOR_NO_NVML", "1")
 
 
-async def test_hang_panel_names_the_stuck_rank_and_x_takes_stacks_again():
+async def test_hang_panel_names_the_stuck_rank_and_x_takes_stacks_again(standin_torchrun):
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen, form = await open_form(pilot, kind="script", script=HANG, script_args="--mode slow-loader",

@@ -1,6 +1,6 @@
 """What torchrun must not get wrong for a user's script, on the real torchrun (issue 46, item 15):
-arguments that look like torchrun's own options reach the script, and a machine whose name does not
-resolve is named when the run starts and still runs (the ranks meet at 127.0.0.1)."""
+arguments that look like torchrun's own options or hold dollar signs reach the script as given, and a machine
+whose name does not resolve is named when the run starts and still runs (the ranks meet at 127.0.0.1)."""
 from __future__ import annotations
 
 import json
@@ -27,15 +27,17 @@ dist.destroy_process_group()
 # each is a prefix of a torchrun option (--log-dir, --max-restarts, --no-python, --node-rank, --nproc-per-node),
 # or torchrun's own option and separator spelled out
 LOOKALIKES = ["--log", "--max", "--no", "--node", "--nproc=4", "--", "--rdzv-endpoint", "nowhere:1", "-m", "x"]
+# torchrun fills in ${local_rank} with string.Template, which would turn $$ into $
+DOLLARS = ["a$$b", "$HOME", "${local_rank}", "100$"]
 
 
-def test_script_arguments_that_look_like_torchrun_options_reach_the_script(tmp_path: Path) -> None:
+def test_script_arguments_that_look_like_torchrun_options_or_hold_dollar_signs_reach_the_script(tmp_path: Path) -> None:
     (tmp_path / "argv.py").write_text(ARGV_SCRIPT)
-    done = subprocess.run(mgtutor_argv("run", "--nproc", "1", "--", "argv.py", *LOOKALIKES), cwd=tmp_path,
+    done = subprocess.run(mgtutor_argv("run", "--nproc", "1", "--", "argv.py", *DOLLARS, *LOOKALIKES), cwd=tmp_path,
                           env=no_gpu_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("[rank 0] ARGV ")]
-    assert json.loads(line.removeprefix("[rank 0] ARGV ")) == LOOKALIKES
+    assert json.loads(line.removeprefix("[rank 0] ARGV ")) == DOLLARS + LOOKALIKES
 
 
 def test_a_machine_name_that_does_not_resolve_is_named_at_the_start_and_the_ranks_still_meet(tmp_path: Path) -> None:

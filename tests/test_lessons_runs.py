@@ -4,8 +4,10 @@ under plain torchrun with mgtutor made unimportable; `mgtutor lessons check` kee
 
 Lesson 05's exercise and its first step (the exercise's solution) are run once, by the CLI's two checks (the
 `lesson05_cli` fixture, tests/lesson_runs.py): its steps test judges those two records as it judges a run it made.
-Lesson 01's steps run once, in Chinese, where the Lessons screen runs them (IN_THE_APP). Lesson 14's broken exercise,
-whose every rank fails alike at init, runs on one rank (ONE_RANK_FAILS)."""
+Lesson 01's steps run once, in Chinese, where the Lessons screen runs them (IN_THE_APP). Every step runs on the real
+torchrun, and so do the exercises of 05 and 14; the other exercises, and the solutions no step runs (03's, 14's), start
+their real ranks through the stand-in torchrun (THROUGH_THE_STANDIN). Broken exercises whose every rank fails alike
+run on one rank (ONE_RANK_FAILS)."""
 from __future__ import annotations
 
 import os
@@ -40,14 +42,22 @@ def describe(result) -> str:
 EXERCISE_FAILS = {
     "03-dataparallel": {"in epoch 0 the ranks read different samples", "in epoch 1 too",
                         "the loss is the one a single process reaches on the same samples"},
+    "04-ddp-torchrun": {"all replicas hold the same weights after training"},
+    "08-batch-lr-scaling": {"one gradient all-reduce per optimizer step, not one per micro-step"},
     "14-when-it-goes-wrong": {"every rank got past init_process_group and ran to the end",
                               "the process group has the 2 ranks torchrun started",
                               "both ranks answered the all_reduce"},
 }
-# Broken exercises whose every rank fails alike, on its own: run on one rank. Lesson 14's script tells the process
-# group 3 ranks, so each rank waits at init_process_group for ranks that never come, however many torchrun started;
-# its EXERCISE_FAILS are the same on one rank (nothing gets past init to report).
-ONE_RANK_FAILS = {"14-when-it-goes-wrong"}
+# Broken exercises whose every rank fails alike, on its own: run on one rank, their EXERCISE_FAILS the same as on two.
+# Lesson 14's script tells the process group 3 ranks, so each rank waits at init_process_group for ranks that never
+# come, however many torchrun started (nothing gets past init to report). Lesson 08's DDP all-reduces on every
+# micro-step: each rank counts its own all-reduces (syncs_per_update 4), and one rank's replica is the same as itself.
+ONE_RANK_FAILS = {"08-batch-lr-scaling", "14-when-it-goes-wrong"}
+# Exercises whose point is the lesson's checks judging what the ranks reported, not torchrun's agent: their ranks
+# (real torch on gloo) start through the stand-in torchrun, as do the solutions no step runs. The real torchrun keeps
+# every step and the exercises of 05 (through `mgtutor lessons check`, lesson05_cli) and 14 (a rank left waiting at
+# init_process_group by torchrun's store).
+THROUGH_THE_STANDIN = {"03-dataparallel", "04-ddp-torchrun", "06-rank0-checkpoints", "08-batch-lr-scaling"}
 
 
 def judged(lesson, step, record: Path, script: Path | None = None):
@@ -71,6 +81,7 @@ IN_THE_APP = "01-check-gpus"
 def test_lesson_steps_on_cpu(lesson, request):
     exercise = lesson.exercise
     made = request.getfixturevalue("lesson05_cli") if lesson.id == LESSON else None  # the CLI's runs of 05
+    solved = False  # whether a step ran the reference solution (then judged with the exercise's checks too)
     for step in lesson.steps:
         is_solution = exercise and step.script == exercise.solution and step.args == exercise.step.args
         if made and is_solution:
@@ -90,7 +101,10 @@ def test_lesson_steps_on_cpu(lesson, request):
             # The reference solution is this very run: judge it with the exercise's checks too.
             solution_checks = evaluate(exercise.step.checks, outcome_of(RunRecord(result.run_path)))
             assert all(c.passed for c in solution_checks), [(c.says, c.detail) for c in solution_checks]
+            solved = True
     if exercise:
+        if lesson.id in THROUGH_THE_STANDIN:
+            request.getfixturevalue("standin_torchrun")
         if made:  # `mgtutor lessons check 05` ran the workspace copy as given: the broken exercise
             assert made.broken.workspace == exercise.broken.read_text()
             broken = judged(lesson, exercise.step, made.broken.record, exercise.broken)
@@ -103,6 +117,11 @@ def test_lesson_steps_on_cpu(lesson, request):
         assert failed and all(c.detail for c in failed)
         if lesson.id in EXERCISE_FAILS:
             assert {c.says for c in failed} == EXERCISE_FAILS[lesson.id]
+    if exercise and not solved:  # no step runs it (03, 14): the exercise's check passes on the reference solution
+        request.getfixturevalue("standin_torchrun")
+        solution = run_step(lesson, exercise.step, script=exercise.solution, backend="gloo", gpus=0)
+        assert solution.status == "passed", describe(solution)
+        assert all(c.passed for c in solution.checks)
 
 
 POISON = "raise ImportError('lesson scripts must not need mgtutor')\n"

@@ -2,14 +2,17 @@
 and a hung one (the script asks for 3 ranks of 2). No console error, no request but the file itself,
 every chart drawn, the diagnosis and both ranks visible; the screenshot is kept in the test's tmp dir.
 The issue body (--markdown) of the same runs has every template field; a planted secret is in neither.
-The two runs are made once for every test here (the module's tests share one xdist worker: `report_browser`);
-the failed run's HTML takes the doctor report fresh (`report`'s default: a torch child), the other reports
-read a doctor report kept in the runs' state (`--doctor saved`), so torch is asked once, not four times."""
+The failed run is the crash demo's, made once for its readers (`zh_demo_crash_run`, tests/demo_runs.py: the
+trainer on two gloo ranks under the real torchrun, rank 1 raising at step 3), so the module's tests share its
+xdist worker; the hung run is made once for them. The failed run's HTML takes the doctor report fresh
+(`report`'s default: a torch child), the other reports read a doctor report kept in the runs' state
+(`--doctor saved`), so torch is asked once, not four times."""
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,14 +21,15 @@ from pathlib import Path
 import pytest
 
 from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
-from mgtutor.training.runs.records.record import RunRecord
+from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.training.runs.follow.samples import read_samples
 from tests.browser import chromium
 from tests.conftest import STANDIN_TORCHRUN, mgtutor_argv, no_gpu_env
+from tests.demo_runs import GROUP, zh_demo_crash_run  # noqa: F401 - a fixture: the crash demo's one run
 from tests.test_report import ISSUE_FIELDS
 
-# one worker makes the two runs for all three tests (else each worker that gets one makes them again)
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report_browser")]
+# the crash demo's worker: its run is made once for all its readers, the hung run once for the three tests here
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group(GROUP)]
 SECRET = "planted-secret-value-8c1f"
 CHART_LINES = """() => Array.from(document.querySelectorAll('figure.chart')).map(figure => {
   const lines = Array.from(figure.querySelectorAll('g[id^="series-"]'));
@@ -47,21 +51,20 @@ def run_id(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """Two real runs through the CLI (each records its meters as it goes), their real ranks started by the
-    stand-in torchrun: what is reported is mgtutor's record, not torchrun's doing."""
+def runs(tmp_path_factory, zh_demo_crash_run) -> tuple[Path, dict[str, str]]:
+    """Two real runs through the CLI (each records its meters as it goes), in this module's state: a copy of the
+    crash demo's record (the secret lines below go into the copy), and a hung run whose real ranks the stand-in
+    torchrun starts (what is reported of it is mgtutor's record, not torchrun's doing)."""
     state = tmp_path_factory.mktemp("state")
+    failed = Path(shutil.copytree(zh_demo_crash_run.record, state / "mgtutor" / "runs" / zh_demo_crash_run.record.name))
+    assert RunRecord(failed).status() == RunStatus.FAILED
     standin = {LAUNCHER_ENV: shlex.join([sys.executable, str(STANDIN_TORCHRUN)])}
-    failed = cli("train", "--nproc", "2", "--backend", "gloo", "--steps", "6", "--log-every", "1", "--batch-size",
-                 "16", "--dataset-size", "2048", "--inject", "crash-rank", "--inject-rank", "1", state=state,
-                 **standin)
-    assert failed.returncode != 0, failed.stderr
     hung = cli("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "3", "--stop-on-hang", "--",
                "-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800", state=state,
                **standin)
     assert "hang report" in hung.stderr, hung.stderr
-    ids = {"failed": run_id(failed), "hung": run_id(hung)}
-    for run in ids.values():  # `mgtutor train` and `mgtutor run` recorded their meters as they went
+    ids = {"failed": failed.name, "hung": run_id(hung)}
+    for run in ids.values():  # `mgtutor demo` and `mgtutor run` recorded their meters as they went
         rows = read_samples(RunRecord(state / "mgtutor" / "runs" / run))
         assert any({m.rank for m in row.ranks} == {0, 1} for row in rows), rows  # both ranks measured
     for run in ids.values():  # a script that printed its secret: the report must take it out of the log

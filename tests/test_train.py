@@ -1,4 +1,4 @@
-"""The DDP trainer for real: 2 gloo ranks of the tiny CNN through the launcher (torchrun).
+"""The DDP trainer for real: 2 gloo ranks of the tiny CNN through the launcher.
 
 One uninterrupted run (`full_run`, 12 steps, its checkpoint written at the end) is shared by the loss, replica,
 sampler and resume checks; they carry the xdist group `train_full_run`, so one worker makes it once (without the
@@ -7,17 +7,24 @@ step 16, and the 16 uninterrupted steps it must match: the 2-rank point of the `
 test_train_cli.py checks (tests/trainer_runs.py: `scaling_run`, the same group). Gradient accumulation and
 --inject no-sampler are checked on one run of `mgtutor train` in test_train_cli.py. Small on purpose: 2 cores
 run all of CI.
+
+full_run and the resumed run start their ranks through the stand-in torchrun (what they check is the ranks'
+training, DDP and the checkpoint); the scaling run's points are the trainer under the real torchrun, and the
+resume test holds its first 12 steps equal to full_run's.
 """
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
 from mgtutor.training.runs.events.writer import read_events
-from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
+from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV, LaunchSpec, launch
 from mgtutor.training.runs.records.record import RunRecord
+from tests.conftest import STANDIN_TORCHRUN
 from tests.trainer_runs import RESUMED_STEPS, SCALING_GROUP, TRAIN_ARGS, ScalingRun, point_record
 from tests.trainer_runs import scaling_run  # noqa: F401 - a fixture: the shared run
 
@@ -55,6 +62,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
     they outlive one test's)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    mp.setenv(LAUNCHER_ENV, shlex.join([sys.executable, str(STANDIN_TORCHRUN)]))  # what standin_torchrun sets
     try:
         return train("--steps", "12", "--record-indices", "--checkpoint-dir", str(tmp_path_factory.mktemp("ckpt")))
     finally:
@@ -96,7 +104,7 @@ def test_distributed_sampler_gives_disjoint_indices(full_run: RunRecord) -> None
 
 
 @FULL_RUN
-def test_resume_continues_the_same_loss_curve(full_run: RunRecord, scaling_run: ScalingRun) -> None:
+def test_resume_continues_the_same_loss_curve(full_run: RunRecord, scaling_run: ScalingRun, standin_torchrun) -> None:
     saved = events(full_run, "checkpoint")
     assert [e["step"] for e in saved] == [12]
     resumed_run = train("--steps", str(RESUMED_STEPS), "--checkpoint-dir", str(Path(saved[0]["path"]).parent),

@@ -170,10 +170,15 @@ def test_lesson_11_tells_the_choice_auto_makes() -> None:
 
 
 @pytest.mark.integration
-def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(xdg_homes: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Real inductor (C++ on the CPU) under torchrun, twice: the first run builds, the second reuses."""
+def test_the_second_run_of_a_model_takes_inductors_graphs_from_mgtutors_cache(
+        xdg_homes: Path, monkeypatch: pytest.MonkeyPatch, standin_torchrun) -> None:
+    """Real inductor (C++ on the CPU) in a real trainer rank, twice: the first run builds, the second reuses.
+    The cache is the rank's own, so the stand-in torchrun starts it (the trainer under the real torchrun:
+    test_train.py, test_train_cli.py, and the compile crash below)."""
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # as a user starts: nobody chose a folder
+    # kernels without SIMD: cached and reused alike, and the cold build skips the ISA probes and the vector
+    # headers (7 of its 29 CPU-s)
+    monkeypatch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
     from mgtutor.training.runs.events.writer import read_events
     from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 
