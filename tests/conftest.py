@@ -232,6 +232,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 STANDIN_TORCHRUN = REPO / "tests" / "standin" / "torchrun.py"
+STANDIN_LAUNCHER = shlex.join([sys.executable, str(STANDIN_TORCHRUN)])  # MGTUTOR_LAUNCHER's value for the stand-in
 
 
 @pytest.fixture
@@ -240,9 +241,8 @@ def standin_torchrun(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     stand-in instead of torchrun: for tests of mgtutor's own plumbing, not of torchrun's."""
     from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 
-    argv = [sys.executable, str(STANDIN_TORCHRUN)]
-    monkeypatch.setenv(LAUNCHER_ENV, shlex.join(argv))
-    return argv
+    monkeypatch.setenv(LAUNCHER_ENV, STANDIN_LAUNCHER)
+    return shlex.split(STANDIN_LAUNCHER)
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,7 @@ here, in MADE, so the second returns the first's."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import Any
 import pytest
 
 from mgtutor.diagnostics.failures.demos import SCENARIOS, DemoOutcome, run_demo
-from tests.conftest import STANDIN_TORCHRUN, homes_under, mgtutor_argv
+from tests.conftest import STANDIN_LAUNCHER, homes_under, mgtutor_argv
 
 GROUP = "zh_demo_crash"
 
@@ -111,7 +109,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Stream
                 for var, path in homes_under(home).items():
                     env.setenv(var, path)
                 if name in STANDIN:
-                    env.setenv(LAUNCHER_ENV, shlex.join([sys.executable, str(STANDIN_TORCHRUN)]))
+                    env.setenv(LAUNCHER_ENV, STANDIN_LAUNCHER)
                 else:
                     env.delenv(LAUNCHER_ENV, raising=False)  # the real torchrun, whichever test asks first
                 outcome = run_demo(name, nproc=1 if name in ONE_RANK else 2, backend="gloo",

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,7 @@ from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 from mgtutor.training.runs.records.record import RunRecord, RunStatus
 from mgtutor.training.runs.follow.samples import read_samples
 from tests.browser import chromium
-from tests.conftest import STANDIN_TORCHRUN, mgtutor_argv, no_gpu_env
+from tests.conftest import STANDIN_LAUNCHER, mgtutor_argv, no_gpu_env
 from tests.demo_runs import GROUP, zh_demo_crash_run  # noqa: F401 - a fixture: the crash demo's one run
 from tests.test_report import ISSUE_FIELDS
 
@@ -58,7 +56,7 @@ def runs(tmp_path_factory, zh_demo_crash_run) -> tuple[Path, dict[str, str]]:
     state = tmp_path_factory.mktemp("state")
     failed = Path(shutil.copytree(zh_demo_crash_run.record, state / "mgtutor" / "runs" / zh_demo_crash_run.record.name))
     assert RunRecord(failed).status() == RunStatus.FAILED
-    standin = {LAUNCHER_ENV: shlex.join([sys.executable, str(STANDIN_TORCHRUN)])}
+    standin = {LAUNCHER_ENV: STANDIN_LAUNCHER}
     hung = cli("run", "--nproc", "2", "--backend", "gloo", "--hang-after", "3", "--stop-on-hang", "--",
                "-m", "mgtutor.training.worker.probes.demos", "world-size", "--timeout", "1800", state=state,
                **standin)

@@ -10,6 +10,7 @@ from mgtutor.training.runs.launch.launcher import LaunchSpec, launch
 from mgtutor.training.runs.launch.procs import run_processes
 from mgtutor.training.runs.records.record import runs_root
 from mgtutor.tui.screens.monitor import MonitorScreen
+from mgtutor.tui.screens.runs import run_page
 from mgtutor.tui.widgets.rank_logs import RankLogs
 from tests.helpers import wait_for_app
 from tests.monitor_helpers import EVENT_SCRIPT, make_app
@@ -115,3 +116,23 @@ async def test_the_runs_are_read_once_when_the_screen_opens_and_again_when_it_co
         assert reads == [0]  # once: a second fill of the same rows only redraws the table
         await pilot.press("h", "r")
         await wait_for_app(pilot, lambda: len(reads) == 2, 30, what="the second read")
+
+
+async def test_a_load_that_lands_after_the_cursor_moved_keeps_it_on_the_chosen_run():
+    """Coming back to Runs shows the old rows until the new read lands; a cursor moved meanwhile stays on its run
+    (Enter then opens the run that was chosen, not the first row)."""
+    runs_root().mkdir(parents=True)
+    for name in ("20260101-000000-a", "20260101-000001-b", "20260101-000002-c"):
+        shutil.copytree(FIXTURE, runs_root() / name)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        screen = pilot.app.screen
+        table = screen.query_one("#runs-table")
+        await wait_for_app(pilot, lambda: table.row_count == 3, 30, what="the runs table")
+        chosen = "20260101-000000-a"
+        table.move_cursor(row=table.get_row_index(chosen))
+        assert table.get_row_index(chosen) > 0  # not the first row, where a fresh table's cursor stands
+        rows, total = run_page(0)
+        screen._show(rows, 0, total)  # the read the screen's return started, landing now
+        assert table.row_count == 3 and table.cursor_row == table.get_row_index(chosen)

@@ -15,8 +15,6 @@ resume test holds its first 12 steps equal to full_run's.
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,7 @@ import pytest
 from mgtutor.training.runs.events.writer import read_events
 from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV, LaunchSpec, launch
 from mgtutor.training.runs.records.record import RunRecord
-from tests.conftest import STANDIN_TORCHRUN
+from tests.conftest import STANDIN_LAUNCHER
 from tests.trainer_runs import RESUMED_STEPS, SCALING_GROUP, TRAIN_ARGS, ScalingRun, point_record
 from tests.trainer_runs import scaling_run  # noqa: F401 - a fixture: the shared run
 
@@ -62,7 +60,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
     they outlive one test's)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
-    mp.setenv(LAUNCHER_ENV, shlex.join([sys.executable, str(STANDIN_TORCHRUN)]))  # what standin_torchrun sets
+    mp.setenv(LAUNCHER_ENV, STANDIN_LAUNCHER)  # what standin_torchrun sets
     try:
         return train("--steps", "12", "--record-indices", "--checkpoint-dir", str(tmp_path_factory.mktemp("ckpt")))
     finally:

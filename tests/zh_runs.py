@@ -17,15 +17,13 @@ in MADE, so the second returns the first's."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import STANDIN_TORCHRUN, homes_under, mgtutor_argv
+from tests.conftest import STANDIN_LAUNCHER, homes_under, mgtutor_argv
 
 BENCH = ("--lang", "zh", "bench", "allreduce", "--nproc", "2", "--backend", "gloo", "-b", "8", "-e", "1K", "-f", "128",
          "--iters", "2", "--warmup", "1", "--check")
@@ -64,7 +62,7 @@ def run_in_chinese(home: Path, args: tuple[str, ...], standin: bool) -> ZhRun:
     env = {**os.environ, "LANGUAGE": "en", "MGTUTOR_NO_NVML": "1", **homes}
     env.pop(LAUNCHER_ENV, None)  # the real torchrun unless asked, whichever test asks first
     if standin:
-        env[LAUNCHER_ENV] = shlex.join([sys.executable, str(STANDIN_TORCHRUN)])
+        env[LAUNCHER_ENV] = STANDIN_LAUNCHER
     proc = subprocess.run(mgtutor_argv(*args), capture_output=True, text=True, timeout=240, env=env,
                           stdin=subprocess.DEVNULL)
     return ZhRun(proc, homes)

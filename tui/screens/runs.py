@@ -124,11 +124,14 @@ class RunsScreen(Screen):
     def _show(self, rows: list[tuple[str, ...]], start: int = 0, total: int = 0) -> None:
         self.start, self.total = start, total
         table = self.query_one(DataTable)
+        selected = _selected_run(table)
         table.clear(columns=True)  # the headers made anew: in the language in force (`z` on Home switches it)
         table.add_columns(*(_(column) for column in RUN_COLUMNS))
         for row in rows:  # a record's backend or a folder's name is neither markup nor an escape sequence
             cells = (short_id(row[0]), status_word(row[1]), *row[2:5], said_problem(row[5]))
             table.add_row(*(escape(neutralise(cell)) for cell in cells), key=row[0])
+        if selected is not None and selected in table.rows:  # a load landing late keeps the chosen run
+            table.move_cursor(row=table.get_row_index(selected))
         root_line = self.query_one("#runs-root", Static)
         if not rows:
             root_line.update(_("No runs yet in {path}. Start one from Monitor (m) or with `mgtutor run -- SCRIPT`.").format(
@@ -141,13 +144,19 @@ class RunsScreen(Screen):
         self.post_message(OpenRun(str(event.row_key.value)))
 
     def action_open_run(self) -> None:
-        table = self.query_one(DataTable)
-        if table.row_count:
-            row_key, _column = table.coordinate_to_cell_key(table.cursor_coordinate)
-            self.post_message(OpenRun(str(row_key.value)))
+        selected = _selected_run(self.query_one(DataTable))
+        if selected is not None:
+            self.post_message(OpenRun(selected))
 
     def action_report(self) -> None:
-        table = self.query_one(DataTable)
-        if table.row_count:
-            row_key, _column = table.coordinate_to_cell_key(table.cursor_coordinate)
-            report_in_background(self.app, RunRecord(runs_root() / str(row_key.value)))
+        selected = _selected_run(self.query_one(DataTable))
+        if selected is not None:
+            report_in_background(self.app, RunRecord(runs_root() / selected))
+
+
+def _selected_run(table: DataTable) -> str | None:
+    """The run id of the row under the cursor, or None in an empty table."""
+    if not table.row_count:
+        return None
+    row_key, _column = table.coordinate_to_cell_key(table.cursor_coordinate)
+    return str(row_key.value)
