@@ -232,7 +232,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 STANDIN_TORCHRUN = REPO / "tests" / "standin" / "torchrun.py"
-STANDIN_LAUNCHER = shlex.join([sys.executable, str(STANDIN_TORCHRUN)])  # MGTUTOR_LAUNCHER's value for the stand-in
+STANDIN_ARGV = [sys.executable, str(STANDIN_TORCHRUN)]
+STANDIN_LAUNCHER = shlex.join(STANDIN_ARGV)  # MGTUTOR_LAUNCHER's value for the stand-in
 
 
 @pytest.fixture
@@ -242,7 +243,7 @@ def standin_torchrun(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from mgtutor.training.runs.launch.launcher import LAUNCHER_ENV
 
     monkeypatch.setenv(LAUNCHER_ENV, STANDIN_LAUNCHER)
-    return shlex.split(STANDIN_LAUNCHER)
+    return list(STANDIN_ARGV)
 
 
 @pytest.fixture(scope="session")
