@@ -1,7 +1,10 @@
 """Sum the suite's CPU by kind of process, from the lines proc_cpu/sitecustomize.py wrote:
 
-    PROC_CPU_LOG=/tmp/procs.jsonl PYTHONPATH=tests/bench/proc_cpu MGTUTOR_TEST_CPU=/tmp/tests.txt python -m pytest
+    PROC_CPU_LOG=/tmp/procs.jsonl PYTHONPATH=$PWD/tests/bench/proc_cpu MGTUTOR_TEST_CPU=/tmp/tests.txt python -m pytest
     python tests/bench/proc_cpu.py /tmp/procs.jsonl [--tests /tmp/tests.txt]
+
+The folder on PYTHONPATH must be absolute: runs start their ranks in their script's folder (a lesson's, a test's
+temporary one), where a relative one finds nothing, and those ranks would write no line.
 
 With --tests (MGTUTOR_TEST_CPU's file) it also says how much of the tests' CPU no line accounts for: the test
 workers' own work and the processes that were killed or left by os._exit."""

@@ -8,6 +8,11 @@ allocations). While those two modules are imported, and only then, it collects e
 before and after, the process collects as a user's does (a run's teardown depends on it: gloo's objects
 left to the end of a spawned rank aborted it once, when the whole process collected less often).
 
+Once `import torch` is done, everything alive is frozen (gc.freeze): later collections, the last one at exit
+included, no longer walk torch's own modules and functions (about 0.1-0.25 CPU s a process). Only torch's
+import: at torch._dynamo's, which DDP's or an optimizer's constructor starts, the script's own objects (the model,
+the process group) are alive, and frozen they would never be collected.
+
 A sitecustomize later on the path (tests/bench/proc_cpu's, a venv's) is still imported after this one."""
 import gc
 import os
@@ -36,6 +41,8 @@ class _CollectLessWhileImporting:
             self.loader.exec_module(module)
         finally:
             gc.set_threshold(*before)
+            if module.__name__ == "torch":
+                gc.freeze()
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
