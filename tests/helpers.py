@@ -1,10 +1,11 @@
 """Waiting in tests: poll a condition until it holds, never sleep a fixed time and hope.
 
-`wait_for` polls from plain code; `wait_for_app` polls inside a Textual test, where each pause
-lets the app run (`pilot.pause`). Both return the condition's first truthy value and fail with
+`wait_for` polls from plain code; `wait_for_app` polls inside a Textual test, where the app runs between
+looks. Both return the condition's first truthy value and fail with
 `what` when `timeout` seconds pass without one."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -48,10 +49,14 @@ def wait_for(condition: Callable[[], T], timeout: float = 60.0, interval: float 
 
 async def wait_for_app(pilot: Pilot, condition: Callable[[], T], timeout: float = 60.0, interval: float = 0.1,
                        what: str = "") -> T:
+    """Between looks the app runs on its own (asyncio.sleep): `pilot.pause` would have every widget of the screen
+    answer a message and the screen lay itself out each time, which over a run of a minute cost more CPU than the
+    app's own work. Once the condition holds, one pause lets what it set off settle."""
     give_up = _give_up_after(timeout, condition, what)
     while not (value := condition()):
         give_up()
-        await pilot.pause(interval)
+        await asyncio.sleep(interval)
+    await pilot.pause()
     return value
 
 
