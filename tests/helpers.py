@@ -1,8 +1,8 @@
 """Waiting in tests: poll a condition until it holds, never sleep a fixed time and hope.
 
 `wait_for` polls from plain code; `wait_for_app` polls inside a Textual test, where the app runs between
-looks. Both return the condition's first truthy value and fail with
-`what` when `timeout` seconds pass without one."""
+looks. Both return the condition's first truthy value and fail with `what` when `timeout` seconds pass
+without one."""
 from __future__ import annotations
 
 import asyncio
