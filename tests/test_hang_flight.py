@@ -13,13 +13,12 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import STANDIN_TORCHRUN, no_gpu_env
+from conftest import STANDIN_ARGV, no_gpu_env
 from mgtutor.diagnostics.failures.hang.analyse import analyse_capture
 from mgtutor.diagnostics.failures.hang.flight_recorder import first_divergence, flight_lines, pending, read_dumps
 from mgtutor.training.runs.forensics.flight import flight_env, request_dump
@@ -115,7 +114,7 @@ def test_dump_request_through_a_pipe_and_what_is_missing(tmp_path):
 @pytest.mark.integration
 def test_fresh_dumps_from_real_gloo_ranks(tmp_path):
     env = dict(no_gpu_env(), FR_DIR=str(tmp_path), TORCH_FR_BUFFER_SIZE="2000")
-    proc = subprocess.run([sys.executable, str(STANDIN_TORCHRUN), "--nproc-per-node", "2",
+    proc = subprocess.run([*STANDIN_ARGV, "--nproc-per-node", "2",
                            "--rdzv-endpoint", f"127.0.0.1:{free_port()}", str(DATA / "fr_dump_gloo.py")],
                           env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
