@@ -88,3 +88,30 @@ def test_a_stack_request_during_exit_never_ends_the_process(tmp_path: Path) -> N
             endings.append(proc.wait())
     assert endings == [0] * 20, [signal.Signals(-c).name if c < 0 and -c in signal.Signals._value2member_map_
                                  else c for c in endings]
+
+
+def test_stack_requests_reach_the_main_thread_never_the_flight_recorders(tmp_path: Path) -> None:
+    """The hook's own thread blocks the stack signal, so a request is never handled there while the main thread
+    runs on (or frees its frames at exit: the test above once ended in SIGSEGV while it did). Read from the
+    kernel's view of each thread of a hooked process."""
+    from mgtutor.training.runs.forensics.stackhook.sitecustomize import _signal_number
+
+    signum = _signal_number()
+    if signum is None or not Path("/proc/self/task").is_dir():
+        pytest.skip("no real-time signals or no /proc here")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"RANK": "0", "PYTHONPATH": str(HOOK_DIR), LIVE_ENV: str(tmp_path / "live")}
+    script = "import sys, time; print('ready', flush=True); sys.stdin.readline()"
+    with subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdout.readline()
+        blocked = {}
+        for task in Path(f"/proc/{proc.pid}/task").iterdir():
+            status = (task / "status").read_text()
+            mask = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+            blocked[int(task.name)] = bool(mask >> (signum - 1) & 1)
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    assert blocked.pop(proc.pid) is False  # the main thread takes the requests
+    assert blocked and all(blocked.values()), blocked  # the flight recorder's thread never does

@@ -69,7 +69,8 @@ def _dump_flight_recorder() -> None:
     os.replace(tmp, target)
 
 
-def _start_flight_listener(live: str) -> None:
+def _start_flight_listener(live: str, signum: int) -> None:
+    import signal
     import threading
 
     path = os.path.join(live, f"fr_pid{os.getpid()}.pipe")
@@ -96,7 +97,14 @@ def _start_flight_listener(live: str) -> None:
             except Exception:  # a failed dump must never disturb the rank
                 pass
 
-    threading.Thread(target=serve, name="mgtutor-fr-dump", daemon=True).start()
+    # The thread is born with stack requests blocked: they are the main thread's. Linux hands a process's signal
+    # to another thread when the main one is off the CPU with one pending, and faulthandler, run in this thread,
+    # can read the main thread's frames while it frees them at exit (a finished process died of SIGSEGV so, once).
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    try:
+        threading.Thread(target=serve, name="mgtutor-fr-dump", daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _unlink(path: str) -> None:
@@ -185,7 +193,7 @@ def _install(forked: bool = False) -> None:
     global _HANDLE
     _HANDLE = handle  # keep the file open for the handler
     if not forked:
-        _start_flight_listener(live)
+        _start_flight_listener(live, signum)
 
 
 _HANDLE = None
