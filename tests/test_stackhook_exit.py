@@ -28,13 +28,28 @@ Freed(sys.argv[1])
 """
 
 
+def hooked_env(tmp_path: Path) -> dict[str, str]:
+    """A rank's environment with only the stack hook on PYTHONPATH (not the suite's), its stacks under tmp_path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return env | {"RANK": "0", "PYTHONPATH": str(HOOK_DIR), LIVE_ENV: str(tmp_path / "live")}
+
+
+def hook_signal() -> int:
+    from mgtutor.training.runs.forensics.stackhook.sitecustomize import _signal_number
+
+    signum = _signal_number()
+    if signum is None:
+        pytest.skip("no real-time signals on this platform")
+    return signum
+
+
 def freed_when(tmp_path: Path, hooked: bool) -> str:
     script, said = tmp_path / "cycle.py", tmp_path / f"said-{hooked}.txt"
     script.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", LIVE_ENV)}
-    env["RANK"] = "0"
     if hooked:
-        env |= {"PYTHONPATH": str(HOOK_DIR), LIVE_ENV: str(tmp_path / "live")}
+        env = hooked_env(tmp_path)
+    else:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", LIVE_ENV)} | {"RANK": "0"}
     done = subprocess.run([sys.executable, str(script), str(said)], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
@@ -66,13 +81,7 @@ def test_a_stack_request_during_exit_never_ends_the_process(tmp_path: Path) -> N
     import signal
     import time
 
-    from mgtutor.training.runs.forensics.stackhook.sitecustomize import _signal_number
-
-    signum = _signal_number()
-    if signum is None:
-        pytest.skip("no real-time signals on this platform")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"RANK": "0", "PYTHONPATH": str(HOOK_DIR), LIVE_ENV: str(tmp_path / "live")}
+    signum, env = hook_signal(), hooked_env(tmp_path)
     script = "import time; print('ready', flush=True); time.sleep(0.05)"
     endings = []
     for _ in range(20):
@@ -94,13 +103,9 @@ def test_stack_requests_reach_the_main_thread_never_the_flight_recorders(tmp_pat
     """The hook's own thread blocks the stack signal, so a request is never handled there while the main thread
     runs on (or frees its frames at exit: the test above once ended in SIGSEGV while it did). Read from the
     kernel's view of each thread of a hooked process."""
-    from mgtutor.training.runs.forensics.stackhook.sitecustomize import _signal_number
-
-    signum = _signal_number()
-    if signum is None or not Path("/proc/self/task").is_dir():
-        pytest.skip("no real-time signals or no /proc here")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"RANK": "0", "PYTHONPATH": str(HOOK_DIR), LIVE_ENV: str(tmp_path / "live")}
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("no /proc here")
+    signum, env = hook_signal(), hooked_env(tmp_path)
     script = "import sys, time; print('ready', flush=True); sys.stdin.readline()"
     with subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE) as proc:
